@@ -1,0 +1,105 @@
+package io.github.turnstile;
+
+import io.lettuce.core.api.StatefulRedisConnection;
+import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Supplier;
+
+/**
+ * A bounded pool of connections reserved for blocking commands (BLPOP, BLMOVE), which hold a
+ * connection for as long as they block. Connections are opened lazily, reused, and discarded
+ * when a wait was abandoned in a state that cannot be trusted. Borrowers beyond the bound wait
+ * in FIFO order.
+ */
+final class BlockingPool implements AutoCloseable {
+
+  /** A pooled connection and the server-side id needed to {@code CLIENT UNBLOCK} it. */
+  static final class Conn {
+    final StatefulRedisConnection<String, String> connection;
+    final long clientId;
+
+    Conn(StatefulRedisConnection<String, String> connection, long clientId) {
+      this.connection = connection;
+      this.clientId = clientId;
+    }
+  }
+
+  private final Semaphore permits;
+  private final ConcurrentLinkedDeque<Conn> idle = new ConcurrentLinkedDeque<>();
+  private final Supplier<Conn> factory;
+  private final AtomicInteger open = new AtomicInteger();
+  private volatile boolean closed;
+
+  BlockingPool(int size, Supplier<Conn> factory) {
+    this.permits = new Semaphore(size, true);
+    this.factory = factory;
+  }
+
+  /**
+   * Borrows a connection, waiting up to {@code timeoutNanos} for one to be free.
+   *
+   * @return a connection, or {@code null} if none became free in time
+   * @throws InterruptedException if interruptible and interrupted while waiting
+   */
+  Conn borrow(long timeoutNanos, boolean interruptible) throws InterruptedException {
+    if (!Waits.acquire(permits, timeoutNanos, interruptible)) {
+      return null;
+    }
+    Conn c = idle.pollFirst();
+    if (c != null && c.connection.isOpen()) {
+      return c;
+    }
+    if (c != null) {
+      destroy(c);
+    }
+    try {
+      c = factory.get();
+      open.incrementAndGet();
+      return c;
+    } catch (RuntimeException e) {
+      permits.release();
+      throw e;
+    }
+  }
+
+  /** Returns a connection that is idle (no command in flight). */
+  void release(Conn c) {
+    if (closed) {
+      destroy(c);
+    } else {
+      idle.addFirst(c);
+    }
+    permits.release();
+  }
+
+  /** Closes a connection whose state is unknown (a blocking command may still be running). */
+  void discard(Conn c) {
+    destroy(c);
+    permits.release();
+  }
+
+  private void destroy(Conn c) {
+    open.decrementAndGet();
+    c.connection.closeAsync();
+  }
+
+  /** @return connections currently open (idle or borrowed) */
+  int openConnections() {
+    return open.get();
+  }
+
+  @Override
+  public void close() {
+    closed = true;
+    Conn c;
+    while ((c = idle.pollFirst()) != null) {
+      destroy(c);
+    }
+  }
+
+  static long nanos(long millis) {
+    return TimeUnit.MILLISECONDS.toNanos(millis);
+  }
+}

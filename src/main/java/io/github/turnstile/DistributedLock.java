@@ -1,0 +1,201 @@
+package io.github.turnstile;
+
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.Lock;
+
+/**
+ * A reentrant mutual-exclusion {@link Lock} shared by every JVM that names it, with the contract
+ * of {@link java.util.concurrent.locks.ReentrantLock} wherever a distributed lock can keep it.
+ * Obtain one with {@link Turnstile#lock(String)}.
+ *
+ * <p><b>Ownership and reentrancy.</b> A lock is owned by a thread, as a {@code ReentrantLock} is:
+ * the thread that last acquired it and has not yet released it. A thread that owns the lock may
+ * acquire it again; each acquisition increments a hold count kept in this JVM, costs no Redis round
+ * trip, and must be matched by one {@link #unlock()}. Only the owning thread may unlock; any other
+ * thread gets an {@link IllegalMonitorStateException}. Code that hops threads (reactive pipelines,
+ * {@code CompletableFuture} stages) must acquire and release on the same thread; virtual threads
+ * are threads like any other.
+ *
+ * <p><b>Leases and the watchdog.</b> In Redis the lock is a key with an expiry (the lease, 30 s by
+ * default, measured by the Redis server's clock). While a thread holds it, the client's watchdog
+ * renews the lease, in one batched round trip per tick for all leases the client holds. If the
+ * holder's process dies, its lease runs out and the lock is free again within the lease.
+ *
+ * <p><b>Lease loss is loud.</b> If the lease ends while the thread still holds the lock locally
+ * (renewals could not reach Redis before it expired, or the key was deleted or taken over), then
+ * {@link #isHeldByCurrentThread()} returns {@code false}, {@link #getHoldCount()} returns 0,
+ * every remaining {@link #unlock()} throws {@link LockLostException}, a reentrant acquire throws
+ * {@link LockLostException}, and each {@link LeaseLossListener} is called once.
+ *
+ * <p><b>Fencing.</b> Every acquisition by a new owner gets a {@linkplain #fencingToken() fencing
+ * token} larger than any token handed out before for the same name. Pass it with every write to a
+ * downstream store and have the store refuse a token lower than the highest it has seen: a holder
+ * that lost its lease without noticing (a long GC pause, say) is then refused instead of
+ * overwriting a newer holder's work.
+ *
+ * <p><b>Fairness.</b> Waiting threads do not poll. Inside one JVM they queue in FIFO order and only
+ * the head waits in Redis; across JVMs the heads wait in Redis in FIFO order, woken one at a time
+ * by a token that the releasing client pushes. Like a non-fair {@code ReentrantLock}, a thread
+ * that arrives just as the lock is released may take it before a woken waiter does; the woken
+ * waiter then waits again.
+ *
+ * <p><b>Memory consistency effects.</b> Within one JVM, actions in a thread prior to releasing the
+ * lock <i>happen-before</i> actions subsequent to a successful acquisition by another thread of
+ * the same JVM, as for {@code ReentrantLock}. Across JVMs there is no shared memory: the lock
+ * orders the critical sections, and the data they protect must live in a store that all parties
+ * read and write.
+ *
+ * <p><b>Failure model.</b> If Redis cannot be reached, acquisition methods throw
+ * {@link TurnstileException} (within the caller's timeout, or the configured command timeout) and
+ * leave nothing held; the call may be retried. The guarantees assume one Redis server, or a
+ * primary whose writes are not lost on failover; see the project's failure-model documentation.
+ *
+ * <p>{@link #newCondition()} is not supported.
+ */
+public interface DistributedLock extends Lock {
+
+  /** @return the name this lock was obtained with */
+  String name();
+
+  /**
+   * Acquires the lock, waiting without limit.
+   *
+   * <p>If the current thread already holds the lock, the hold count is incremented and the method
+   * returns at once, with no Redis round trip. Otherwise the thread waits until one of these
+   * happens: it acquires the lock (hold count 1, a new fencing token), or Redis cannot be reached,
+   * in which case {@link TurnstileException} is thrown and nothing is held.
+   *
+   * <p>Like {@code ReentrantLock.lock()}, this method does not respond to interruption: if the
+   * thread is interrupted while waiting, it keeps waiting, and returns with its interrupt status
+   * set.
+   *
+   * @throws LockLostException if the current thread holds the lock but its lease was lost
+   * @throws TurnstileException if Redis cannot be reached or does not answer in time
+   */
+  @Override
+  void lock();
+
+  /**
+   * Acquires the lock unless the current thread is interrupted.
+   *
+   * <p>One of three things happens: the lock is acquired (or re-entered); the thread is
+   * interrupted, before or while waiting, and {@link InterruptedException} is thrown with its
+   * interrupt status cleared; or Redis cannot be reached and {@link TurnstileException} is
+   * thrown. An interrupt is acted on promptly even while the thread waits inside Redis: the
+   * blocked command is cancelled with {@code CLIENT UNBLOCK}, a wake-up it may have consumed is
+   * handed on, and no hold or blocked connection is left behind.
+   *
+   * @throws InterruptedException if the current thread is interrupted
+   * @throws LockLostException if the current thread holds the lock but its lease was lost
+   * @throws TurnstileException if Redis cannot be reached or does not answer in time
+   */
+  @Override
+  void lockInterruptibly() throws InterruptedException;
+
+  /**
+   * Acquires the lock only if no other thread, in this or any JVM, holds it at the time of the
+   * call. Costs one round trip unless the current thread already holds the lock (then none), or
+   * another thread of this JVM is already waiting for it (then none, and the result is false).
+   *
+   * @return {@code true} if the lock was acquired or re-entered, {@code false} otherwise
+   * @throws LockLostException if the current thread holds the lock but its lease was lost
+   * @throws TurnstileException if Redis cannot be reached or does not answer in time
+   */
+  @Override
+  boolean tryLock();
+
+  /**
+   * Acquires the lock if it becomes free within the given waiting time and the current thread is
+   * not interrupted.
+   *
+   * <p>One of these happens: the lock is acquired (or re-entered) and {@code true} is returned;
+   * the waiting time elapses and {@code false} is returned; the thread is interrupted and
+   * {@link InterruptedException} is thrown; or Redis cannot be reached and
+   * {@link TurnstileException} is thrown. The waiting time is measured with
+   * {@link System#nanoTime()} and covers the whole wait, in this JVM's queue and in Redis
+   * together; the method does not wait notably longer. A time of zero or less does not wait.
+   *
+   * @param time the maximum time to wait
+   * @param unit the unit of {@code time}
+   * @return {@code true} if the lock was acquired, {@code false} if the waiting time elapsed
+   * @throws InterruptedException if the current thread is interrupted
+   * @throws LockLostException if the current thread holds the lock but its lease was lost
+   * @throws TurnstileException if Redis cannot be reached
+   */
+  @Override
+  boolean tryLock(long time, TimeUnit unit) throws InterruptedException;
+
+  /**
+   * Releases one hold. If the hold count is then zero, the lock is released in Redis, its lease
+   * is no longer renewed, and one waiter is woken.
+   *
+   * @throws IllegalMonitorStateException if the current thread does not hold this lock
+   * @throws LockLostException if the current thread held the lock but its lease was lost; the
+   *     hold count is still decremented, so every matching unlock throws this
+   * @throws TurnstileException if Redis cannot be reached to release; the local hold is dropped
+   *     and the lease is no longer renewed, so the lock frees itself within the lease
+   */
+  @Override
+  void unlock();
+
+  /**
+   * Not supported: a distributed condition queue is outside Turnstile's contract.
+   *
+   * @throws UnsupportedOperationException always
+   */
+  @Override
+  Condition newCondition();
+
+  /**
+   * Queries the number of holds on this lock by the current thread. Costs no round trip.
+   *
+   * @return the hold count, or 0 if the current thread does not hold the lock or its lease was
+   *     lost
+   */
+  int getHoldCount();
+
+  /**
+   * Queries if the current thread holds this lock with a live lease. Costs no round trip: the
+   * answer is {@code false} as soon as the watchdog learns of a loss, or as soon as the lease
+   * has run past its last confirmed renewal by this client's monotonic clock.
+   *
+   * @return {@code true} if the current thread holds this lock
+   */
+  boolean isHeldByCurrentThread();
+
+  /**
+   * Queries if any thread in any JVM holds this lock. Answered locally if a thread of this JVM
+   * holds it, otherwise with one round trip. The answer may be stale by the time it returns; use
+   * it for monitoring, not for synchronization.
+   *
+   * @return {@code true} if some thread holds this lock
+   * @throws TurnstileException if Redis cannot be reached
+   */
+  boolean isLocked();
+
+  /**
+   * Returns the fencing token of the current thread's acquisition: strictly larger than the token
+   * of every earlier acquisition of this name by any client. Re-entering does not change it.
+   *
+   * @return the fencing token
+   * @throws IllegalMonitorStateException if the current thread does not hold this lock
+   * @throws LockLostException if the current thread held the lock but its lease was lost
+   */
+  long fencingToken();
+
+  /**
+   * Registers a listener told when a lease of this lock is lost while held. Listeners registered
+   * in {@link TurnstileOptions} are told as well.
+   *
+   * @param listener the listener
+   */
+  void addLeaseLossListener(LeaseLossListener listener);
+
+  /**
+   * Removes a listener registered with {@link #addLeaseLossListener}.
+   *
+   * @param listener the listener
+   */
+  void removeLeaseLossListener(LeaseLossListener listener);
+}

@@ -1,0 +1,88 @@
+package io.github.turnstile;
+
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * One acquisition's lease as this client sees it: the Redis key holding it, the request id that
+ * owns it there, and the latest instant (this JVM's {@link System#nanoTime()}) up to which Redis
+ * has confirmed it. The watchdog renews every registered lease; a lease is lost when a renewal is
+ * refused or when the confirmed instant passes without a renewal. Loss is final and is reported
+ * exactly once.
+ */
+final class Lease {
+  /** Called once, on the thread that detects the loss, after the lease is marked lost. */
+  interface LossHandler {
+    void leaseLost(Lease lease, String reason);
+  }
+
+  final String key;
+  final String requestId;
+  final long leaseMillis;
+  final long token;
+  final String holder;
+  private final LossHandler handler;
+  private volatile long confirmedUntilNanos;
+  private final AtomicReference<String> lostReason = new AtomicReference<>();
+  volatile long lostAtMillis;
+
+  /**
+   * @param sentAtNanos {@code System.nanoTime()} read before the acquiring command was sent; the
+   *     lease is assumed to run from then, which errs on the side of expiring early
+   */
+  Lease(String key, String requestId, long leaseMillis, long token, String holder, long sentAtNanos,
+      LossHandler handler) {
+    this.key = key;
+    this.requestId = requestId;
+    this.leaseMillis = leaseMillis;
+    this.token = token;
+    this.holder = holder;
+    this.handler = handler;
+    this.confirmedUntilNanos = sentAtNanos + leaseMillis * 1_000_000L;
+  }
+
+  /** Records a renewal sent at {@code sentAtNanos} and confirmed by Redis. */
+  void confirmed(long sentAtNanos) {
+    long until = sentAtNanos + leaseMillis * 1_000_000L;
+    if (until - confirmedUntilNanos > 0) {
+      confirmedUntilNanos = until;
+    }
+  }
+
+  /** @return true if not lost and not past the confirmed instant (marking it lost if it is) */
+  boolean alive(long nowNanos) {
+    if (lostReason.get() != null) {
+      return false;
+    }
+    if (nowNanos - confirmedUntilNanos >= 0) {
+      lose("lease of " + leaseMillis + " ms ran out without a confirmed renewal");
+      return false;
+    }
+    return true;
+  }
+
+  boolean isLost() {
+    return lostReason.get() != null;
+  }
+
+  String lostReason() {
+    return lostReason.get();
+  }
+
+  /** Marks the lease lost; the first caller reports it, later calls do nothing. */
+  void lose(String reason) {
+    if (lostReason.compareAndSet(null, reason)) {
+      lostAtMillis = System.currentTimeMillis();
+      handler.leaseLost(this, reason);
+    }
+  }
+
+  /** Ends the lease without loss (released); it can no longer be reported lost. */
+  boolean end() {
+    return lostReason.compareAndSet(null, "released");
+  }
+
+  @Override
+  public String toString() {
+    return "Lease{" + key + ", request=" + requestId + ", token=" + token + '}';
+  }
+}

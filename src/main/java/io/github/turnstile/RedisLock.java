@@ -1,0 +1,314 @@
+package io.github.turnstile;
+
+import io.lettuce.core.ScriptOutputType;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * {@link DistributedLock} on the shared {@link Engine}. Local state: the owning thread, its hold
+ * count and its current {@link Lease}; the hold count is touched only by the owner. A fair local
+ * {@code gate} queues this JVM's waiters in FIFO order: only the gate's holder contends in Redis,
+ * so at most one thread per lock and JVM waits remotely.
+ */
+final class RedisLock implements DistributedLock, Engine.Contender {
+  private final Engine engine;
+  private final String name;
+  final String lockKey;
+  final String fenceKey;
+  final String wakeKey;
+  private final String describe;
+  private final ReentrantLock gate = new ReentrantLock(true);
+  private final CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
+
+  private volatile Thread owner;
+  private int holds; // accessed only by the owner thread
+  private volatile Lease lease;
+
+  RedisLock(Engine engine, String name) {
+    this.engine = engine;
+    this.name = name;
+    String tag = "{" + engine.options.keyPrefix() + ":" + name + "}";
+    this.lockKey = tag + ":lock";
+    this.fenceKey = tag + ":fence";
+    this.wakeKey = tag + ":wake";
+    this.describe = "lock '" + name + "'";
+  }
+
+  @Override
+  public String name() {
+    return name;
+  }
+
+  // ---------------------------------------------------------------- acquisition
+
+  @Override
+  public void lock() {
+    try {
+      acquire(false, 0, false);
+    } catch (InterruptedException e) {
+      throw new AssertionError("uninterruptible acquire was interrupted", e);
+    }
+  }
+
+  @Override
+  public void lockInterruptibly() throws InterruptedException {
+    if (Thread.interrupted()) {
+      throw new InterruptedException();
+    }
+    acquire(false, 0, true);
+  }
+
+  @Override
+  public boolean tryLock() {
+    if (reenter()) {
+      return true;
+    }
+    if (!gate.tryLock()) {
+      return false; // another thread of this JVM is already waiting for it
+    }
+    try {
+      return tryOnce();
+    } finally {
+      gate.unlock();
+    }
+  }
+
+  @Override
+  public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
+    long deadline = System.nanoTime() + Math.min(unit.toNanos(time), Long.MAX_VALUE >> 2);
+    if (Thread.interrupted()) {
+      throw new InterruptedException();
+    }
+    return acquire(true, deadline, true);
+  }
+
+  private boolean reenter() {
+    if (owner != Thread.currentThread()) {
+      return false;
+    }
+    Lease l = lease;
+    if (!l.alive(System.nanoTime())) {
+      throw lostException(l);
+    }
+    if (holds == Integer.MAX_VALUE) {
+      throw new Error("Maximum lock count exceeded");
+    }
+    holds++;
+    return true;
+  }
+
+  private boolean acquire(boolean timed, long deadline, boolean interruptible) throws InterruptedException {
+    if (reenter()) {
+      return true;
+    }
+    Objects.requireNonNull(engine);
+    if (!Waits.lock(gate, timed ? deadline - System.nanoTime() : Long.MAX_VALUE, interruptible)) {
+      return false;
+    }
+    try {
+      String request = engine.newRequestId();
+      long[] sentAt = new long[1];
+      Engine.Attempt a = engine.contend(this, request, timed, deadline, interruptible, sentAt);
+      if (a == null) {
+        return false;
+      }
+      granted(request, a.token, sentAt[0]);
+      return true;
+    } finally {
+      gate.unlock();
+    }
+  }
+
+  private boolean tryOnce() {
+    engine.checkConnected(describe);
+    String request = engine.newRequestId();
+    long sentAt = System.nanoTime();
+    CompletableFuture<Engine.Attempt> f = attempt(request);
+    Engine.Attempt a;
+    try {
+      a = engine.awaitQuietly(f, describe);
+    } catch (RuntimeException e) {
+      f.whenComplete((r, err) -> {
+        if (r != null && r.acquired) {
+          cancel(request);
+        }
+      });
+      throw e;
+    }
+    if (!a.acquired) {
+      return false;
+    }
+    granted(request, a.token, sentAt);
+    return true;
+  }
+
+  private void granted(String request, long token, long sentAtNanos) {
+    Thread me = Thread.currentThread();
+    Lease l = new Lease(lockKey, request, engine.leaseMillis, token, me.getName(), sentAtNanos,
+        this::leaseLost);
+    lease = l;
+    holds = 1;
+    owner = me;
+    engine.watchdog.register(l);
+  }
+
+  private void leaseLost(Lease l, String reason) {
+    engine.watchdog.unregister(l);
+    List<LeaseLossListener> all = new java.util.ArrayList<>(engine.options.leaseLossListeners());
+    all.addAll(listeners);
+    engine.notifyLost(new LeaseLostEvent(name, l.token, l.holder, reason, l.lostAtMillis), all);
+  }
+
+  private LockLostException lostException(Lease l) {
+    return new LockLostException(name, l.token, l.lostAtMillis, l.lostReason());
+  }
+
+  // ---------------------------------------------------------------- release
+
+  @Override
+  public void unlock() {
+    if (owner != Thread.currentThread()) {
+      throw new IllegalMonitorStateException(
+          "current thread does not hold " + describe + " (held by " + ownerName() + ")");
+    }
+    Lease l = lease;
+    boolean alive = l.alive(System.nanoTime());
+    if (--holds > 0) {
+      if (!alive) {
+        throw lostException(l);
+      }
+      return;
+    }
+    lease = null;
+    owner = null;
+    engine.watchdog.unregister(l);
+    if (!l.end()) {
+      // Lost before this release. Release anyway in case the key is still ours (never harmful:
+      // the script checks the request id), and tell the caller.
+      release(l.requestId);
+      throw lostException(l);
+    }
+    Long result = engine.awaitQuietly(release(l.requestId), describe + " unlock");
+    if (result == 0L) {
+      l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
+      throw lostException(l);
+    }
+  }
+
+  private CompletableFuture<Long> release(String request) {
+    return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER,
+        new String[] {lockKey, wakeKey}, request, Long.toString(engine.leaseMillis));
+  }
+
+  // ---------------------------------------------------------------- Engine.Contender
+
+  @Override
+  public CompletableFuture<Engine.Attempt> attempt(String requestId) {
+    return engine.<List<Object>>eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
+            new String[] {lockKey, fenceKey},
+            engine.ownerId(Thread.currentThread()), requestId, Long.toString(engine.leaseMillis))
+        .thenApply(RedisLock::parseAttempt);
+  }
+
+  static Engine.Attempt parseAttempt(List<Object> reply) {
+    long status = (Long) reply.get(0);
+    Object second = reply.get(1);
+    long value = second instanceof Long ? (Long) second : Long.parseLong(second.toString());
+    return status == 1 ? new Engine.Attempt(true, value, 0) : new Engine.Attempt(false, 0, value);
+  }
+
+  @Override
+  public void cancel(String requestId) {
+    release(requestId);
+  }
+
+  @Override
+  public void passWakeup() {
+    engine.eval(Script.LOCK_PASS, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey},
+        Long.toString(engine.leaseMillis));
+  }
+
+  @Override
+  public String wakeKey() {
+    return wakeKey;
+  }
+
+  @Override
+  public String describe() {
+    return describe;
+  }
+
+  // ---------------------------------------------------------------- queries
+
+  @Override
+  public Condition newCondition() {
+    throw new UnsupportedOperationException("DistributedLock does not support conditions");
+  }
+
+  @Override
+  public int getHoldCount() {
+    return isHeldByCurrentThread() ? holds : 0;
+  }
+
+  @Override
+  public boolean isHeldByCurrentThread() {
+    if (owner != Thread.currentThread()) {
+      return false;
+    }
+    return lease.alive(System.nanoTime());
+  }
+
+  @Override
+  public boolean isLocked() {
+    Lease l = lease;
+    if (owner != null && l != null && l.alive(System.nanoTime())) {
+      return true;
+    }
+    engine.checkConnected(describe);
+    return engine.awaitQuietly(
+        engine.async().hexists(lockKey, "o").toCompletableFuture(), describe + " isLocked");
+  }
+
+  @Override
+  public long fencingToken() {
+    if (owner != Thread.currentThread()) {
+      throw new IllegalMonitorStateException("current thread does not hold " + describe);
+    }
+    Lease l = lease;
+    if (!l.alive(System.nanoTime())) {
+      throw lostException(l);
+    }
+    return l.token;
+  }
+
+  @Override
+  public void addLeaseLossListener(LeaseLossListener listener) {
+    listeners.add(Objects.requireNonNull(listener, "listener"));
+  }
+
+  @Override
+  public void removeLeaseLossListener(LeaseLossListener listener) {
+    listeners.remove(listener);
+  }
+
+  /** @return true if some thread of this JVM holds or waits for this lock (registry pinning) */
+  boolean inUse() {
+    return owner != null || gate.isLocked() || gate.hasQueuedThreads();
+  }
+
+  private String ownerName() {
+    Thread o = owner;
+    return o == null ? "nobody in this JVM" : "thread " + o.getName();
+  }
+
+  @Override
+  public String toString() {
+    Thread o = owner;
+    return "DistributedLock[" + name + (o == null ? ", not held in this JVM]" : ", held by thread " + o.getName() + "]");
+  }
+}

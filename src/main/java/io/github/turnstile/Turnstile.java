@@ -1,0 +1,158 @@
+package io.github.turnstile;
+
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
+import io.lettuce.core.ClientOptions;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisException;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.TimeoutOptions;
+import java.util.Objects;
+
+/**
+ * Entry point: a connection to Redis and a registry of the distributed primitives used through it.
+ *
+ * <pre>{@code
+ * try (Turnstile turnstile = Turnstile.connect("redis://localhost:6379")) {
+ *   DistributedLock lock = turnstile.lock("orders:42");
+ *   lock.lock();
+ *   try {
+ *     long token = lock.fencingToken(); // pass to the store you write to
+ *     // ...
+ *   } finally {
+ *     lock.unlock();
+ *   }
+ * }
+ * }</pre>
+ *
+ * <p>One Turnstile is one client in Turnstile's sense: its primitives' leases are renewed together
+ * by one watchdog, and its waiters share one bounded pool of blocking connections. Create one per
+ * application and share it; it is thread-safe. {@link #lock(String)} returns the same instance for
+ * the same name for as long as the application references it (or a thread holds or waits for it);
+ * instances nobody references are garbage collected, so the registry never grows without bound.
+ *
+ * <p>Closing a Turnstile stops its watchdog, so leases still held run out in Redis within the lease
+ * time; close it only after releasing.
+ */
+public final class Turnstile implements AutoCloseable {
+  private final Engine engine;
+  private final Cache<String, RedisLock> locks =
+      Caffeine.newBuilder().weakValues().executor(Runnable::run).build();
+
+  private Turnstile(Engine engine) {
+    this.engine = engine;
+  }
+
+  /**
+   * Connects with default options to the Redis at {@code uri} (a Lettuce URI such as
+   * {@code redis://host:6379}, {@code rediss://...} or {@code redis://password@host:port/db}).
+   * The returned Turnstile owns its client and shuts it down on {@link #close()}.
+   *
+   * @param uri the Redis URI
+   * @return a connected Turnstile
+   * @throws TurnstileException if Redis cannot be reached
+   */
+  public static Turnstile connect(String uri) {
+    return connect(uri, TurnstileOptions.defaults());
+  }
+
+  /**
+   * Connects with the given options to the Redis at {@code uri}. The returned Turnstile owns its
+   * client and shuts it down on {@link #close()}.
+   *
+   * @param uri the Redis URI
+   * @param options the options
+   * @return a connected Turnstile
+   * @throws TurnstileException if Redis cannot be reached
+   */
+  public static Turnstile connect(String uri, TurnstileOptions options) {
+    Objects.requireNonNull(uri, "uri");
+    Objects.requireNonNull(options, "options");
+    RedisURI redisUri;
+    try {
+      redisUri = RedisURI.create(uri);
+    } catch (RuntimeException e) {
+      throw new IllegalArgumentException("not a Redis URI: '" + uri + "': " + e.getMessage(), e);
+    }
+    RedisClient client = RedisClient.create(redisUri);
+    // Turnstile bounds every wait itself (command timeout, caller deadlines), so Lettuce's own
+    // command timeout must not cut blocking waits short.
+    client.setOptions(ClientOptions.builder()
+        .autoReconnect(true)
+        .timeoutOptions(TimeoutOptions.builder().timeoutCommands(false).build())
+        .build());
+    try {
+      return new Turnstile(new Engine(client, true, options));
+    } catch (RuntimeException e) {
+      client.shutdown();
+      throw e;
+    }
+  }
+
+  /**
+   * Creates a Turnstile on a client the application owns; {@link #close()} closes only the
+   * connections Turnstile opened. The client must have a default URI (created with one). If the
+   * client has command timeouts enabled, keep them longer than the lease time, or blocking waits
+   * are cut short (which costs round trips, not correctness).
+   *
+   * @param client the client
+   * @param options the options
+   * @return a connected Turnstile
+   * @throws TurnstileException if Redis cannot be reached
+   */
+  public static Turnstile create(RedisClient client, TurnstileOptions options) {
+    Objects.requireNonNull(client, "client");
+    Objects.requireNonNull(options, "options");
+    try {
+      return new Turnstile(new Engine(client, false, options));
+    } catch (RedisException e) {
+      throw new TurnstileException("cannot connect to Redis: " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * Returns the distributed lock of this name: the same instance for as long as it is referenced.
+   * Costs no round trip.
+   *
+   * @param name the lock's name, shared by every client that uses the lock; non-blank
+   * @return the lock
+   * @throws NullPointerException if name is null
+   * @throws IllegalArgumentException if name is blank
+   */
+  public DistributedLock lock(String name) {
+    checkName(name);
+    return locks.get(name, n -> new RedisLock(engine, n));
+  }
+
+  static void checkName(String name) {
+    Objects.requireNonNull(name, "name must not be null");
+    if (name.isBlank()) {
+      throw new IllegalArgumentException("name must not be blank");
+    }
+  }
+
+  /** @return the options this Turnstile was made with */
+  public TurnstileOptions options() {
+    return engine.options;
+  }
+
+  Engine engine() {
+    return engine;
+  }
+
+  long cachedLocks() {
+    locks.cleanUp();
+    return locks.estimatedSize();
+  }
+
+  /** Stops the watchdog and closes Turnstile's connections (and the client, if owned). */
+  @Override
+  public void close() {
+    engine.close();
+  }
+
+  @Override
+  public String toString() {
+    return "Turnstile[client " + engine.clientId + ", " + engine.options + "]";
+  }
+}

@@ -1,0 +1,202 @@
+package io.github.turnstile;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * Settings of one {@link Turnstile}. Immutable; build with {@link #builder()}.
+ *
+ * <table>
+ *   <caption>Options and defaults</caption>
+ *   <tr><th>option</th><th>default</th><th>meaning</th></tr>
+ *   <tr><td>{@link Builder#leaseTime leaseTime}</td><td>30 s</td>
+ *       <td>how long Redis keeps a hold alive without renewal; bounds recovery from a crashed holder</td></tr>
+ *   <tr><td>{@link Builder#renewInterval renewInterval}</td><td>leaseTime / 3</td>
+ *       <td>the watchdog's tick: one batched renewal round trip per tick</td></tr>
+ *   <tr><td>{@link Builder#keyPrefix keyPrefix}</td><td>{@code turnstile}</td>
+ *       <td>first part of every key: {@code {prefix:name}:...}</td></tr>
+ *   <tr><td>{@link Builder#blockingPoolSize blockingPoolSize}</td><td>16</td>
+ *       <td>most connections used for blocking waits (one per contended primitive at a time)</td></tr>
+ *   <tr><td>{@link Builder#commandTimeout commandTimeout}</td><td>5 s</td>
+ *       <td>longest wait for a non-blocking command's reply before {@link TurnstileException}</td></tr>
+ *   <tr><td>{@link Builder#leaseLossListener leaseLossListener}</td><td>none</td>
+ *       <td>told of every lease lost by any primitive of this Turnstile</td></tr>
+ * </table>
+ */
+public final class TurnstileOptions {
+  private final Duration leaseTime;
+  private final Duration renewInterval;
+  private final String keyPrefix;
+  private final int blockingPoolSize;
+  private final Duration commandTimeout;
+  private final List<LeaseLossListener> leaseLossListeners;
+
+  private TurnstileOptions(Builder b) {
+    this.leaseTime = b.leaseTime;
+    this.renewInterval = b.renewInterval != null ? b.renewInterval : b.leaseTime.dividedBy(3);
+    if (renewInterval.compareTo(leaseTime) >= 0) {
+      throw new IllegalArgumentException(
+          "renewInterval (" + renewInterval + ") must be shorter than leaseTime (" + leaseTime + ")");
+    }
+    this.keyPrefix = b.keyPrefix;
+    this.blockingPoolSize = b.blockingPoolSize;
+    this.commandTimeout = b.commandTimeout;
+    this.leaseLossListeners = List.copyOf(b.listeners);
+  }
+
+  /** @return the defaults */
+  public static TurnstileOptions defaults() {
+    return builder().build();
+  }
+
+  /** @return a builder holding the defaults */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** @return the lease time */
+  public Duration leaseTime() {
+    return leaseTime;
+  }
+
+  /** @return the watchdog's renewal interval */
+  public Duration renewInterval() {
+    return renewInterval;
+  }
+
+  /** @return the key prefix */
+  public String keyPrefix() {
+    return keyPrefix;
+  }
+
+  /** @return the bound on blocking connections */
+  public int blockingPoolSize() {
+    return blockingPoolSize;
+  }
+
+  /** @return the command timeout */
+  public Duration commandTimeout() {
+    return commandTimeout;
+  }
+
+  /** @return the listeners told of every lease loss */
+  public List<LeaseLossListener> leaseLossListeners() {
+    return leaseLossListeners;
+  }
+
+  @Override
+  public String toString() {
+    return "TurnstileOptions{leaseTime=" + leaseTime + ", renewInterval=" + renewInterval
+        + ", keyPrefix='" + keyPrefix + "', blockingPoolSize=" + blockingPoolSize
+        + ", commandTimeout=" + commandTimeout + ", listeners=" + leaseLossListeners.size() + '}';
+  }
+
+  /** Builds {@link TurnstileOptions}. Not thread-safe. */
+  public static final class Builder {
+    private Duration leaseTime = Duration.ofSeconds(30);
+    private Duration renewInterval;
+    private String keyPrefix = "turnstile";
+    private int blockingPoolSize = 16;
+    private Duration commandTimeout = Duration.ofSeconds(5);
+    private final java.util.ArrayList<LeaseLossListener> listeners = new java.util.ArrayList<>();
+
+    private Builder() {}
+
+    /**
+     * Sets the lease: how long a hold survives in Redis without renewal. It bounds how long a
+     * crashed holder blocks others. At least 100 ms; default 30 s.
+     *
+     * @param leaseTime the lease
+     * @return this builder
+     */
+    public Builder leaseTime(Duration leaseTime) {
+      Objects.requireNonNull(leaseTime, "leaseTime");
+      if (leaseTime.toMillis() < 100) {
+        throw new IllegalArgumentException("leaseTime must be at least 100 ms, was " + leaseTime);
+      }
+      this.leaseTime = leaseTime;
+      return this;
+    }
+
+    /**
+     * Sets the watchdog's renewal interval. Must be shorter than the lease; default lease / 3.
+     *
+     * @param renewInterval the interval
+     * @return this builder
+     */
+    public Builder renewInterval(Duration renewInterval) {
+      Objects.requireNonNull(renewInterval, "renewInterval");
+      if (renewInterval.toMillis() < 10) {
+        throw new IllegalArgumentException("renewInterval must be at least 10 ms, was " + renewInterval);
+      }
+      this.renewInterval = renewInterval;
+      return this;
+    }
+
+    /**
+     * Sets the prefix of every key. Must be non-blank and contain no '{' or '}', since keys are
+     * hash-tagged as {@code {prefix:name}}. Default {@code turnstile}.
+     *
+     * @param keyPrefix the prefix
+     * @return this builder
+     */
+    public Builder keyPrefix(String keyPrefix) {
+      Objects.requireNonNull(keyPrefix, "keyPrefix");
+      if (keyPrefix.isBlank() || keyPrefix.indexOf('{') >= 0 || keyPrefix.indexOf('}') >= 0) {
+        throw new IllegalArgumentException(
+            "keyPrefix must be non-blank and contain no '{' or '}', was '" + keyPrefix + "'");
+      }
+      this.keyPrefix = keyPrefix;
+      return this;
+    }
+
+    /**
+     * Sets the most connections this Turnstile opens for blocking waits. Within one JVM only one
+     * thread per primitive waits in Redis, so this bounds the number of primitives waited on
+     * remotely at the same time; further waiters wait locally, re-checking Redis at the latest
+     * when the blocking holder's lease would run out. Default 16.
+     *
+     * @param size at least 1
+     * @return this builder
+     */
+    public Builder blockingPoolSize(int size) {
+      if (size < 1) {
+        throw new IllegalArgumentException("blockingPoolSize must be at least 1, was " + size);
+      }
+      this.blockingPoolSize = size;
+      return this;
+    }
+
+    /**
+     * Sets the longest wait for the reply to a non-blocking command. Default 5 s.
+     *
+     * @param timeout the timeout
+     * @return this builder
+     */
+    public Builder commandTimeout(Duration timeout) {
+      Objects.requireNonNull(timeout, "commandTimeout");
+      if (timeout.isNegative() || timeout.isZero()) {
+        throw new IllegalArgumentException("commandTimeout must be positive, was " + timeout);
+      }
+      this.commandTimeout = timeout;
+      return this;
+    }
+
+    /**
+     * Adds a listener told of every lease lost by any primitive of this Turnstile.
+     *
+     * @param listener the listener
+     * @return this builder
+     */
+    public Builder leaseLossListener(LeaseLossListener listener) {
+      listeners.add(Objects.requireNonNull(listener, "listener"));
+      return this;
+    }
+
+    /** @return the options */
+    public TurnstileOptions build() {
+      return new TurnstileOptions(this);
+    }
+  }
+}

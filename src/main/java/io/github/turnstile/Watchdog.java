@@ -1,0 +1,110 @@
+package io.github.turnstile;
+
+import io.lettuce.core.ScriptOutputType;
+import java.lang.System.Logger.Level;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Keeps every lease this client holds alive with one batched {@code renew.lua} call per tick,
+ * whatever the number of leases, and detects lost leases.
+ *
+ * <p>Each tick (every {@code renewInterval}) sends one renewal for all registered leases unless
+ * the previous one is still unanswered (then it waits: piling renewals onto a stalled connection
+ * helps nothing). Between ticks a cheap local scan marks lost every lease whose confirmed instant
+ * has passed. A lease unregistered before its renewal is answered is simply not updated; the
+ * renew script checks the request id, so a renewal can never revive a released or re-acquired
+ * lock.
+ */
+final class Watchdog implements AutoCloseable {
+  private static final System.Logger LOG = System.getLogger("io.github.turnstile.Watchdog");
+
+  private final Engine engine;
+  private final Set<Lease> leases = ConcurrentHashMap.newKeySet();
+  private final AtomicBoolean inFlight = new AtomicBoolean();
+  private final long renewIntervalNanos;
+  private final ScheduledFuture<?> task;
+  private volatile long nextRenewalNanos;
+  final AtomicLong renewalCalls = new AtomicLong();
+  final AtomicLong renewalFailures = new AtomicLong();
+
+  Watchdog(Engine engine, ScheduledExecutorService scheduler, long renewIntervalMillis) {
+    this.engine = engine;
+    this.renewIntervalNanos = TimeUnit.MILLISECONDS.toNanos(renewIntervalMillis);
+    this.nextRenewalNanos = System.nanoTime() + renewIntervalNanos;
+    long scan = Math.max(10, Math.min(renewIntervalMillis, 250));
+    this.task = scheduler.scheduleWithFixedDelay(this::tick, scan, scan, TimeUnit.MILLISECONDS);
+  }
+
+  void register(Lease lease) {
+    leases.add(lease);
+  }
+
+  void unregister(Lease lease) {
+    leases.remove(lease);
+  }
+
+  int size() {
+    return leases.size();
+  }
+
+  private void tick() {
+    try {
+      long now = System.nanoTime();
+      for (Lease lease : leases) {
+        if (!lease.alive(now)) {
+          leases.remove(lease);
+        }
+      }
+      if (now - nextRenewalNanos >= 0 && !leases.isEmpty() && inFlight.compareAndSet(false, true)) {
+        nextRenewalNanos = now + renewIntervalNanos;
+        renew(now);
+      }
+    } catch (RuntimeException e) {
+      LOG.log(Level.WARNING, "watchdog tick failed", e);
+    }
+  }
+
+  private void renew(long sentAt) {
+    List<Lease> batch = new ArrayList<>(leases);
+    String[] keys = new String[batch.size()];
+    String[] args = new String[batch.size() * 2];
+    for (int i = 0; i < keys.length; i++) {
+      Lease l = batch.get(i);
+      keys[i] = l.key;
+      args[2 * i] = l.requestId;
+      args[2 * i + 1] = Long.toString(l.leaseMillis);
+    }
+    renewalCalls.incrementAndGet();
+    engine.<List<Object>>eval(Script.RENEW, ScriptOutputType.MULTI, keys, args)
+        .whenComplete((result, error) -> {
+          inFlight.set(false);
+          if (error != null) {
+            renewalFailures.incrementAndGet();
+            LOG.log(Level.DEBUG, "lease renewal failed, will retry next tick: {0}", error.toString());
+            return;
+          }
+          for (int i = 0; i < batch.size(); i++) {
+            Lease l = batch.get(i);
+            if (((Long) result.get(i)) == 1L) {
+              l.confirmed(sentAt);
+            } else if (leases.remove(l)) {
+              l.lose("Redis refused the renewal: the lease key expired, was deleted or was taken over");
+            }
+          }
+        });
+  }
+
+  @Override
+  public void close() {
+    task.cancel(false);
+    leases.clear();
+  }
+}

@@ -1,0 +1,44 @@
+-- lock_acquire.lua: take the lock for one acquisition request, or report who is in the way.
+--
+-- KEYS[1]  lock hash   {prefix:name}:lock    fields o (owner), r (request id), t (fencing token); PX = lease
+-- KEYS[2]  fence       {prefix:name}:fence   fencing counter, never expires
+-- ARGV[1]  owner id    "<clientId>:<threadId>"
+-- ARGV[2]  request id  "<clientId>:<seq>", unique per acquisition attempt
+-- ARGV[3]  lease, milliseconds
+--
+-- Returns {1, token}  the lock is held by this request: fresh grant, or a replay of the same
+--                     request (same token, lease refreshed), or a takeover of an older grant of
+--                     the same owner that the client never learned of (new token).
+--         {0, pttl}   the lock is held by another owner; pttl = its remaining lease in ms.
+--
+-- Idempotent: re-sending the same (owner, request) never yields a second token.
+local owner = redis.call('HGET', KEYS[1], 'o')
+if owner then
+  if owner ~= ARGV[1] then
+    return {0, redis.call('PTTL', KEYS[1])}
+  end
+  if redis.call('HGET', KEYS[1], 'r') == ARGV[2] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+    return {1, redis.call('HGET', KEYS[1], 't')}
+  end
+end
+
+-- Fencing token: max(previous + 1, server time in microseconds), kept as a decimal string so no
+-- Lua double ever formats it. Strictly increasing on one server; after a restart that lost the
+-- counter (or a failover to a lagging replica) it continues from the server clock, which is ahead
+-- of every token issued before, unless that server's clock is behind.
+local t = redis.call('TIME')
+local now = t[1] .. string.format('%06d', tonumber(t[2]))
+local cur = redis.call('GET', KEYS[2])
+local token
+if (not cur) or tonumber(cur) < tonumber(now) then
+  redis.call('SET', KEYS[2], now)
+  token = now
+else
+  redis.call('INCR', KEYS[2])
+  token = redis.call('GET', KEYS[2])
+end
+
+redis.call('HSET', KEYS[1], 'o', ARGV[1], 'r', ARGV[2], 't', token)
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {1, token}

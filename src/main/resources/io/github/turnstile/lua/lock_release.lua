@@ -1,0 +1,28 @@
+-- lock_release.lua: release one acquisition and wake one waiter.
+--
+-- KEYS[1]  lock hash   {prefix:name}:lock
+-- KEYS[2]  wake list   {prefix:name}:wake    at most one wake token; waiters BLPOP it
+-- ARGV[1]  request id of the acquisition being released
+-- ARGV[2]  ttl (ms) of the release marker and of an unconsumed wake token
+--
+-- Returns 1  released by this call: owner fields removed, field x (last released request) set,
+--            one wake token pushed unless one is already waiting in the list.
+--         2  this request was already released (a re-sent release after a reconnect).
+--         0  this request does not hold the lock (lease expired, taken over, or never granted).
+--
+-- Also used to cancel an acquire whose reply never arrived: it is sent on the same connection
+-- after the acquire, so Redis runs it after the acquire if the acquire ever runs.
+if redis.call('HGET', KEYS[1], 'r') == ARGV[1] then
+  redis.call('HDEL', KEYS[1], 'o', 'r', 't')
+  redis.call('HSET', KEYS[1], 'x', ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if redis.call('LLEN', KEYS[2]) == 0 then
+    redis.call('RPUSH', KEYS[2], '1')
+    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  end
+  return 1
+end
+if redis.call('HGET', KEYS[1], 'x') == ARGV[1] then
+  return 2
+end
+return 0

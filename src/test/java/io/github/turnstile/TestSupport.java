@@ -1,0 +1,100 @@
+package io.github.turnstile;
+
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.time.Duration;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.UUID;
+import java.util.concurrent.Callable;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import io.github.turnstile.testing.TestRedis;
+
+/** Small helpers shared by the tests. */
+final class TestSupport {
+  private TestSupport() {}
+
+  static String unique(String prefix) {
+    return prefix + ":" + UUID.randomUUID();
+  }
+
+  static TurnstileOptions.Builder fastOptions() {
+    return TurnstileOptions.builder().leaseTime(Duration.ofSeconds(30));
+  }
+
+  /** Waits until the condition holds, failing after the timeout. */
+  static void await(String what, Duration timeout, BooleanSupplier condition) {
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() - deadline > 0) {
+        fail("timed out after " + timeout + " waiting for: " + what);
+      }
+      try {
+        Thread.sleep(5);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
+      }
+    }
+  }
+
+  /** Waits until the thread is parked or blocked (waiting in Turnstile), failing after 5 s. */
+  static void awaitWaiting(Thread t) {
+    await("thread " + t.getName() + " to wait", Duration.ofSeconds(5), () -> {
+      Thread.State s = t.getState();
+      return s == Thread.State.WAITING || s == Thread.State.TIMED_WAITING || s == Thread.State.BLOCKED;
+    });
+  }
+
+  /** Starts a daemon thread. */
+  static Thread start(String name, ThrowingRunnable r) {
+    Thread t = new Thread(() -> {
+      try {
+        r.run();
+      } catch (Throwable e) {
+        throw new RuntimeException(e);
+      }
+    }, name);
+    t.setDaemon(true);
+    t.start();
+    return t;
+  }
+
+  interface ThrowingRunnable {
+    void run() throws Exception;
+  }
+
+  static <T> T unchecked(Callable<T> c) {
+    try {
+      return c.call();
+    } catch (Exception e) {
+      throw new RuntimeException(e);
+    }
+  }
+
+  static long millisSince(long startNanos) {
+    return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNanos);
+  }
+
+  /** Parses INFO commandstats into command -> calls. */
+  static Map<String, Long> commandStats(TestRedis redis) {
+    Map<String, Long> stats = new TreeMap<>();
+    for (String line : redis.command("INFO", "commandstats").split("\r?\n")) {
+      if (line.startsWith("cmdstat_")) {
+        String cmd = line.substring(8, line.indexOf(':'));
+        int c = line.indexOf("calls=");
+        long calls = Long.parseLong(line.substring(c + 6, line.indexOf(',', c)));
+        stats.put(cmd, calls);
+      }
+    }
+    return stats;
+  }
+
+  static long totalCalls(Map<String, Long> stats, String... commands) {
+    long sum = 0;
+    for (String c : commands) {
+      sum += stats.getOrDefault(c, 0L);
+    }
+    return sum;
+  }
+}

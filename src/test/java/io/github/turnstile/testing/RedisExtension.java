@@ -1,0 +1,188 @@
+package io.github.turnstile.testing;
+
+import org.junit.jupiter.api.extension.BeforeAllCallback;
+import org.junit.jupiter.api.extension.ExtensionContext;
+import org.junit.jupiter.api.extension.ParameterContext;
+import org.junit.jupiter.api.extension.ParameterResolver;
+import org.testcontainers.DockerClientFactory;
+import org.testcontainers.containers.GenericContainer;
+import org.testcontainers.utility.DockerImageName;
+
+/**
+ * JUnit 5 extension that provides one shared Redis server per test JVM and injects it as a
+ * {@link TestRedis} parameter (constructors, test methods, lifecycle methods).
+ *
+ * <p>The server is chosen in this order:
+ * <ol>
+ *   <li>system property {@code redis.uri} or environment variable {@code REDIS_URI};</li>
+ *   <li>a Testcontainers {@code redis:7.2} container, if a Docker engine answers (skip with
+ *       {@code -Dturnstile.redis.testcontainers=false});</li>
+ *   <li>a {@link RedisServerProcess} child process.</li>
+ * </ol>
+ * Non-JUnit code can get the same instance from {@link #shared()}.
+ */
+public final class RedisExtension implements ParameterResolver, BeforeAllCallback {
+
+    /** Store namespace holding the shared server handle in the root context. */
+    public static final ExtensionContext.Namespace NAMESPACE = ExtensionContext.Namespace.create(RedisExtension.class);
+
+    private static final String STORE_KEY = "shared-redis";
+    private static final String REDIS_IMAGE = "redis:7.2";
+
+    private static final Object LOCK = new Object();
+    private static Started current; // guarded by LOCK
+    private static boolean hookInstalled; // guarded by LOCK
+
+    /** Creates the extension (instantiated by JUnit). */
+    public RedisExtension() {
+    }
+
+    @Override
+    public void beforeAll(ExtensionContext context) {
+        handle(context);
+    }
+
+    @Override
+    public boolean supportsParameter(ParameterContext parameterContext, ExtensionContext extensionContext) {
+        return parameterContext.getParameter().getType() == TestRedis.class;
+    }
+
+    @Override
+    public Object resolveParameter(ParameterContext parameterContext, ExtensionContext extensionContext) {
+        return handle(extensionContext).redis;
+    }
+
+    /**
+     * The Redis server shared by all tests in this JVM, started on first use. It is stopped when
+     * the JUnit run ends (if it was obtained through the extension) or at JVM shutdown.
+     *
+     * @return the shared server
+     */
+    public static TestRedis shared() {
+        synchronized (LOCK) {
+            if (current == null) {
+                current = startRedis();
+                if (!hookInstalled) {
+                    hookInstalled = true;
+                    Runtime.getRuntime().addShutdownHook(
+                            new Thread(RedisExtension::closeShared, "turnstile-shared-redis-reaper"));
+                }
+            }
+            return current.redis;
+        }
+    }
+
+    /** Stops the shared server, if running; a later {@link #shared()} starts a new one. */
+    static void closeShared() {
+        Started s;
+        synchronized (LOCK) {
+            s = current;
+            current = null;
+        }
+        if (s != null) {
+            s.close();
+        }
+    }
+
+    private static Handle handle(ExtensionContext context) {
+        return context.getRoot().getStore(NAMESPACE)
+                .getOrComputeIfAbsent(STORE_KEY, key -> new Handle(shared()), Handle.class);
+    }
+
+    private static Started startRedis() {
+        String uri = System.getProperty("redis.uri");
+        if (uri == null || uri.isBlank()) {
+            uri = System.getenv("REDIS_URI");
+        }
+        Started started;
+        if (uri != null && !uri.isBlank()) {
+            started = new Started(TestRedis.fromUri(uri, TestRedis.SOURCE_REDIS_URI), () -> { });
+        } else {
+            started = tryTestcontainers();
+            if (started == null) {
+                RedisServerProcess process = RedisServerProcess.start();
+                started = new Started(TestRedis.of(process.uri(), process.host(), process.port(),
+                        TestRedis.SOURCE_PROCESS), process);
+            }
+        }
+        String version = started.redis.port() > 0 ? started.redis.version() : "unknown";
+        System.err.println("[turnstile-testing] Redis source=" + started.redis.source()
+                + " uri=" + started.redis.uri() + " version=" + version);
+        return started;
+    }
+
+    private static Started tryTestcontainers() {
+        if ("false".equalsIgnoreCase(System.getProperty("turnstile.redis.testcontainers"))) {
+            return null;
+        }
+        try {
+            if (!Docker.available()) {
+                return null;
+            }
+        } catch (Throwable t) {
+            return null; // Testcontainers missing or Docker probing failed: use a local process
+        }
+        try {
+            return Docker.start();
+        } catch (Throwable t) {
+            System.err.println("[turnstile-testing] Docker is available but starting " + REDIS_IMAGE
+                    + " failed (" + t + "); falling back to a redis-server process");
+            return null;
+        }
+    }
+
+    /** Testcontainers access, isolated so that this class loads without Testcontainers. */
+    private static final class Docker {
+        static boolean available() {
+            return DockerClientFactory.instance().isDockerAvailable();
+        }
+
+        static Started start() {
+            GenericContainer<?> container = new GenericContainer<>(DockerImageName.parse(REDIS_IMAGE))
+                    .withExposedPorts(6379);
+            container.start();
+            try {
+                String host = container.getHost();
+                int port = container.getMappedPort(6379);
+                return new Started(TestRedis.of("redis://" + host + ":" + port, host, port,
+                        TestRedis.SOURCE_TESTCONTAINERS), container::stop);
+            } catch (RuntimeException | Error e) {
+                container.stop();
+                throw e;
+            }
+        }
+    }
+
+    /** A started server plus how to stop it. */
+    private static final class Started {
+        final TestRedis redis;
+        final AutoCloseable closer;
+
+        Started(TestRedis redis, AutoCloseable closer) {
+            this.redis = redis;
+            this.closer = closer;
+        }
+
+        void close() {
+            try {
+                closer.close();
+            } catch (Exception e) {
+                System.err.println("[turnstile-testing] failed to stop Redis " + redis + ": " + e);
+            }
+        }
+    }
+
+    /** Root-store value; closing it (at the end of the JUnit run) stops the shared server. */
+    private static final class Handle implements AutoCloseable {
+        final TestRedis redis;
+
+        Handle(TestRedis redis) {
+            this.redis = redis;
+        }
+
+        @Override
+        public void close() {
+            closeShared();
+        }
+    }
+}

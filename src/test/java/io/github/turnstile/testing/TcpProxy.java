@@ -1,0 +1,272 @@
+package io.github.turnstile.testing;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.io.UncheckedIOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * Pure-Java TCP proxy on a loopback port for injecting network faults between a client and a
+ * server (typically Redis): pausing traffic, adding latency, dropping replies, cutting
+ * connections and refusing new ones. Uses daemon threads, two per proxied connection.
+ */
+public final class TcpProxy implements AutoCloseable {
+
+    private static final AtomicInteger IDS = new AtomicInteger();
+
+    private final String targetHost;
+    private final int targetPort;
+    private final ServerSocket listener;
+    private final Set<Link> links = ConcurrentHashMap.newKeySet();
+    private final Object pauseLock = new Object();
+
+    private volatile boolean paused;
+    private volatile long delayMillis;
+    private volatile boolean dropReplies;
+    private volatile boolean refuseNew;
+    private volatile boolean closed;
+
+    private TcpProxy(String targetHost, int targetPort, ServerSocket listener) {
+        this.targetHost = targetHost;
+        this.targetPort = targetPort;
+        this.listener = listener;
+    }
+
+    /**
+     * Starts a proxy on a free {@code 127.0.0.1} port that forwards to {@code targetHost:targetPort}.
+     *
+     * @param targetHost host to forward to
+     * @param targetPort port to forward to
+     * @return the running proxy
+     */
+    public static TcpProxy start(String targetHost, int targetPort) {
+        ServerSocket ss;
+        try {
+            ss = new ServerSocket(0, 128, InetAddress.getByName("127.0.0.1"));
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot open proxy listener", e);
+        }
+        TcpProxy proxy = new TcpProxy(targetHost, targetPort, ss);
+        Thread acceptor = new Thread(proxy::acceptLoop,
+                "tcp-proxy-" + IDS.incrementAndGet() + "-accept-" + ss.getLocalPort());
+        acceptor.setDaemon(true);
+        acceptor.start();
+        return proxy;
+    }
+
+    /** @return the local port clients should connect to */
+    public int port() {
+        return listener.getLocalPort();
+    }
+
+    /** @return {@code redis://127.0.0.1:PORT} for this proxy */
+    public String uri() {
+        return "redis://127.0.0.1:" + port();
+    }
+
+    /**
+     * Pauses or resumes forwarding in both directions. While paused, connections stay open and
+     * any bytes read are held back; they are delivered, in order, after resuming.
+     *
+     * @param paused whether to pause
+     */
+    public void setPaused(boolean paused) {
+        synchronized (pauseLock) {
+            this.paused = paused;
+            pauseLock.notifyAll();
+        }
+    }
+
+    /**
+     * Delays every forwarded chunk (both directions) by this many milliseconds.
+     *
+     * @param delayMillis delay, {@code 0} for none
+     */
+    public void setDelayMillis(long delayMillis) {
+        if (delayMillis < 0) {
+            throw new IllegalArgumentException("negative delay");
+        }
+        this.delayMillis = delayMillis;
+    }
+
+    /**
+     * While set, bytes from the server towards the client are read and discarded, as if replies
+     * were lost after the request reached the server.
+     *
+     * @param dropReplies whether to drop replies
+     */
+    public void setDropReplies(boolean dropReplies) {
+        this.dropReplies = dropReplies;
+    }
+
+    /**
+     * While set, new incoming connections are accepted and immediately closed.
+     *
+     * @param refuseNew whether to refuse new connections
+     */
+    public void setRefuseNew(boolean refuseNew) {
+        this.refuseNew = refuseNew;
+    }
+
+    /** Closes all currently proxied connections (client and server side); new ones are still accepted. */
+    public void cutAll() {
+        for (Link link : links.toArray(new Link[0])) {
+            link.close();
+        }
+    }
+
+    /** @return the number of currently open proxied connections */
+    public int connectionCount() {
+        return links.size();
+    }
+
+    /** Stops listening and closes every proxied connection. */
+    @Override
+    public void close() {
+        closed = true;
+        try {
+            listener.close();
+        } catch (IOException ignored) {
+            // closing anyway
+        }
+        cutAll();
+        synchronized (pauseLock) {
+            pauseLock.notifyAll();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "TcpProxy[127.0.0.1:" + port() + " -> " + targetHost + ":" + targetPort + "]";
+    }
+
+    private void acceptLoop() {
+        while (!closed) {
+            Socket client;
+            try {
+                client = listener.accept();
+            } catch (IOException e) {
+                if (closed || listener.isClosed()) {
+                    return;
+                }
+                continue;
+            }
+            if (refuseNew || closed) {
+                closeQuietly(client);
+                continue;
+            }
+            Socket server = new Socket();
+            try {
+                client.setTcpNoDelay(true);
+                server.setTcpNoDelay(true);
+                server.connect(new InetSocketAddress(targetHost, targetPort), 5_000);
+            } catch (IOException e) {
+                closeQuietly(server);
+                closeQuietly(client);
+                continue;
+            }
+            Link link = new Link(client, server);
+            links.add(link);
+            if (closed) {
+                link.close();
+                continue;
+            }
+            link.start();
+        }
+    }
+
+    /** Waits while paused; returns false if the link or proxy closed meanwhile. */
+    private boolean awaitUnpaused(Link link) {
+        synchronized (pauseLock) {
+            while (paused && !link.linkClosed && !closed) {
+                try {
+                    pauseLock.wait(100);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return false;
+                }
+            }
+        }
+        return !link.linkClosed && !closed;
+    }
+
+    private static void closeQuietly(Socket s) {
+        try {
+            s.close();
+        } catch (IOException ignored) {
+            // best effort
+        }
+    }
+
+    /** One proxied connection: client socket, server socket and a pump thread per direction. */
+    private final class Link {
+        final Socket client;
+        final Socket server;
+        volatile boolean linkClosed;
+
+        Link(Socket client, Socket server) {
+            this.client = client;
+            this.server = server;
+        }
+
+        void start() {
+            String name = "tcp-proxy-" + port() + "-" + client.getPort();
+            Thread up = new Thread(() -> pump(client, server, false), name + "-c2s");
+            Thread down = new Thread(() -> pump(server, client, true), name + "-s2c");
+            up.setDaemon(true);
+            down.setDaemon(true);
+            up.start();
+            down.start();
+        }
+
+        private void pump(Socket from, Socket to, boolean towardsClient) {
+            byte[] buf = new byte[16 * 1024];
+            try {
+                InputStream in = from.getInputStream();
+                OutputStream out = to.getOutputStream();
+                while (!linkClosed) {
+                    if (!awaitUnpaused(this)) {
+                        break;
+                    }
+                    int n = in.read(buf);
+                    if (n < 0) {
+                        break;
+                    }
+                    // data may have arrived after setPaused(true): hold it until resumed
+                    if (!awaitUnpaused(this)) {
+                        break;
+                    }
+                    long delay = delayMillis;
+                    if (delay > 0) {
+                        Thread.sleep(delay);
+                    }
+                    if (towardsClient && dropReplies) {
+                        continue;
+                    }
+                    out.write(buf, 0, n);
+                    out.flush();
+                }
+            } catch (IOException e) {
+                // connection broken or cut
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } finally {
+                close();
+            }
+        }
+
+        void close() {
+            linkClosed = true;
+            links.remove(this);
+            closeQuietly(client);
+            closeQuietly(server);
+        }
+    }
+}
