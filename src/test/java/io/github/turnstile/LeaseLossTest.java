@@ -1,0 +1,108 @@
+package io.github.turnstile;
+
+import static io.github.turnstile.TestSupport.unique;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.turnstile.testing.RedisExtension;
+import io.github.turnstile.testing.TcpProxy;
+import io.github.turnstile.testing.TestRedis;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/** Lease loss is loud: isHeldByCurrentThread false, unlock throws LockLostException, listeners told. */
+@ExtendWith(RedisExtension.class)
+class LeaseLossTest {
+
+  /** The lease key is deleted behind the holder's back: the next renewal finds out. */
+  @Test
+  void keyDeletedIsDetectedByWatchdog(TestRedis redis) throws Exception {
+    List<LeaseLostEvent> global = new CopyOnWriteArrayList<>();
+    List<LeaseLostEvent> local = new CopyOnWriteArrayList<>();
+    TurnstileOptions options = TurnstileOptions.builder()
+        .leaseTime(Duration.ofSeconds(3))
+        .renewInterval(Duration.ofMillis(200))
+        .leaseLossListener(global::add)
+        .build();
+    try (Turnstile turnstile = Turnstile.connect(redis.uri(), options)) {
+      RedisLock lock = (RedisLock) turnstile.lock(unique("deleted"));
+      lock.addLeaseLossListener(local::add);
+      lock.lock();
+      lock.lock();
+      long token = lock.fencingToken();
+      redis.command("DEL", lock.lockKey);
+      TestSupport.await("loss detected", Duration.ofSeconds(3), () -> !lock.isHeldByCurrentThread());
+      assertEquals(0, lock.getHoldCount());
+      TestSupport.await("listeners told", Duration.ofSeconds(2), () -> global.size() == 1 && local.size() == 1);
+      assertEquals(token, global.get(0).fencingToken());
+      assertEquals(lock.name(), local.get(0).name());
+      assertThrows(LockLostException.class, lock::lock, "re-entry on a lost lease is refused");
+      assertThrows(LockLostException.class, lock::fencingToken);
+      LockLostException first = assertThrows(LockLostException.class, lock::unlock);
+      assertEquals(token, first.fencingToken());
+      assertThrows(LockLostException.class, lock::unlock, "every matching unlock throws");
+      assertThrows(IllegalMonitorStateException.class, lock::unlock, "then it is simply not held");
+      assertEquals(1, global.size(), "told exactly once");
+      // the lock is usable again afterwards
+      assertTrue(lock.tryLock());
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Renewals cannot reach Redis (the connection stalls) past the lease: the holder learns it lost
+   * the lock by its own monotonic clock, another client acquires after Redis expires the key, and
+   * the stale holder's late unlock neither succeeds nor disturbs the new holder.
+   */
+  @Test
+  void renewalsBlockedPastLease(TestRedis redis) throws Exception {
+    List<LeaseLostEvent> events = new CopyOnWriteArrayList<>();
+    TurnstileOptions options = TurnstileOptions.builder()
+        .leaseTime(Duration.ofMillis(1000))
+        .leaseLossListener(events::add)
+        .build();
+    String name = unique("stalled");
+    try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
+        Turnstile stalled = Turnstile.connect(proxy.uri(), options);
+        Turnstile other = Turnstile.connect(redis.uri())) {
+      DistributedLock lock = stalled.lock(name);
+      lock.lock();
+      long staleToken = lock.fencingToken();
+      proxy.setPaused(true);
+      TestSupport.await("loss detected locally", Duration.ofSeconds(3), () -> !lock.isHeldByCurrentThread());
+      TestSupport.await("listener told", Duration.ofSeconds(2), () -> events.size() == 1);
+      DistributedLock theirs = other.lock(name);
+      assertTrue(theirs.tryLock(3, TimeUnit.SECONDS), "Redis expired the stalled holder's lease");
+      assertTrue(theirs.fencingToken() > staleToken);
+      proxy.setPaused(false);
+      assertThrows(LockLostException.class, lock::unlock);
+      assertTrue(theirs.isHeldByCurrentThread());
+      assertTrue(theirs.isLocked());
+      assertFalse(lock.isHeldByCurrentThread());
+      theirs.unlock();
+    }
+  }
+
+  /** Renewal really keeps a lock alive well past its lease, and stops at unlock. */
+  @Test
+  void watchdogKeepsLeaseAliveAndStopsAtUnlock(TestRedis redis) throws Exception {
+    TurnstileOptions options = TurnstileOptions.builder().leaseTime(Duration.ofMillis(600)).build();
+    try (Turnstile turnstile = Turnstile.connect(redis.uri(), options)) {
+      RedisLock lock = (RedisLock) turnstile.lock(unique("renewed"));
+      lock.lock();
+      Thread.sleep(2000);
+      assertTrue(lock.isHeldByCurrentThread());
+      long pttl = Long.parseLong(redis.command("PTTL", lock.lockKey));
+      assertTrue(pttl > 0 && pttl <= 600, "lease renewed: pttl " + pttl);
+      lock.unlock();
+      assertEquals(0, turnstile.engine().watchdog.size(), "nothing left to renew");
+      assertEquals("0", redis.command("HEXISTS", lock.lockKey, "o"));
+    }
+  }
+}

@@ -1,0 +1,732 @@
+package io.github.turnstile.bench;
+
+import io.github.turnstile.DistributedLock;
+import io.github.turnstile.Turnstile;
+import io.github.turnstile.testing.RedisServerProcess;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.api.sync.RedisCommands;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.Lock;
+import java.util.function.DoubleUnaryOperator;
+import java.util.function.ToDoubleFunction;
+import org.redisson.Redisson;
+import org.redisson.api.RedissonClient;
+import org.redisson.config.Config;
+
+/**
+ * Side-by-side harness: Turnstile, Redisson's RLock and a naive SET NX PX + polling lock, measured
+ * one after the other against the same Redis in one run.
+ *
+ * <pre>
+ * mvn -B -q test-compile exec:java@bench
+ * mvn -B -q test-compile exec:java@bench -Dbench.seconds=10 -Dbench.impls=turnstile,redisson
+ * REDIS_URI=redis://localhost:6379 mvn -B -q test-compile exec:java@bench
+ * </pre>
+ *
+ * <p>System properties (defaults in brackets): {@code bench.impls} [turnstile,redisson,setnx],
+ * {@code bench.seconds} hot-lock measurement [5], {@code bench.warmup} warm-up seconds for the
+ * uncontended and hot runs [1], {@code bench.uncontended.seconds} [3], {@code bench.clients} [4],
+ * {@code bench.threads} per client [4], {@code bench.pings} [2000],
+ * {@code bench.reentrant.iterations} [100000], {@code bench.reentrant.maxSeconds} cap on the
+ * reentrant loop [3], {@code bench.poll.millis} SETNX polling interval [5].
+ *
+ * <p>Redis command counts come from {@code INFO commandstats} deltas (the INFO calls themselves
+ * excluded). Redis counts commands issued from inside Lua scripts as well, so "cmds" is the work
+ * Redis did; "scripts" counts EVAL/EVALSHA calls alone.
+ */
+public final class LockBenchmark {
+
+  private static final int HOT_SECONDS = Integer.getInteger("bench.seconds", 5);
+  private static final int WARMUP_SECONDS = Integer.getInteger("bench.warmup", 1);
+  private static final int UNCONTENDED_SECONDS = Integer.getInteger("bench.uncontended.seconds", 3);
+  private static final int CLIENTS = Integer.getInteger("bench.clients", 4);
+  private static final int THREADS = Integer.getInteger("bench.threads", 4);
+  private static final int PINGS = Integer.getInteger("bench.pings", 2000);
+  private static final int REENTRANT_ITERATIONS = Integer.getInteger("bench.reentrant.iterations", 100_000);
+  private static final int REENTRANT_MAX_SECONDS = Integer.getInteger("bench.reentrant.maxSeconds", 3);
+  private static final int POLL_MILLIS = Integer.getInteger("bench.poll.millis", 5);
+  private static final long JOIN_TIMEOUT_MILLIS = 40_000;
+
+  private LockBenchmark() {}
+
+  // ------------------------------------------------------------------ implementations
+
+  /** One client of a lock implementation: its own connection(s) to Redis. */
+  interface Client extends AutoCloseable {
+    Lock lock(String name);
+
+    /** @return the current holder's fencing token, or null if the implementation has none */
+    default Long fencingToken(Lock lock) {
+      return null;
+    }
+
+    @Override
+    void close();
+  }
+
+  /** A lock implementation under test. */
+  interface Impl {
+    String label();
+
+    boolean reentrant();
+
+    Client connect(String uri);
+  }
+
+  static final class TurnstileImpl implements Impl {
+    @Override
+    public String label() {
+      return "Turnstile";
+    }
+
+    @Override
+    public boolean reentrant() {
+      return true;
+    }
+
+    @Override
+    public Client connect(String uri) {
+      Turnstile t = Turnstile.connect(uri);
+      return new Client() {
+        @Override
+        public Lock lock(String name) {
+          return t.lock(name);
+        }
+
+        @Override
+        public Long fencingToken(Lock lock) {
+          return ((DistributedLock) lock).fencingToken();
+        }
+
+        @Override
+        public void close() {
+          t.close();
+        }
+      };
+    }
+  }
+
+  static final class RedissonImpl implements Impl {
+    @Override
+    public String label() {
+      return "Redisson";
+    }
+
+    @Override
+    public boolean reentrant() {
+      return true;
+    }
+
+    @Override
+    public Client connect(String uri) {
+      Config config = new Config();
+      config.useSingleServer().setAddress(uri);
+      RedissonClient r = Redisson.create(config);
+      return new Client() {
+        @Override
+        public Lock lock(String name) {
+          return r.getLock(name);
+        }
+
+        @Override
+        public void close() {
+          r.shutdown(0, 5, TimeUnit.SECONDS);
+        }
+      };
+    }
+  }
+
+  static final class SetNxImpl implements Impl {
+    @Override
+    public String label() {
+      return "SETNX-poll";
+    }
+
+    @Override
+    public boolean reentrant() {
+      return false;
+    }
+
+    @Override
+    public Client connect(String uri) {
+      RedisClient client = RedisClient.create(uri);
+      StatefulRedisConnection<String, String> conn = client.connect();
+      RedisCommands<String, String> sync = conn.sync();
+      String sha = sync.scriptLoad(SetNxPollLock.RELEASE);
+      return new Client() {
+        @Override
+        public Lock lock(String name) {
+          return new SetNxPollLock(sync, name, sha, 30_000, POLL_MILLIS);
+        }
+
+        @Override
+        public void close() {
+          conn.close();
+          client.shutdown(0, 2, TimeUnit.SECONDS);
+        }
+      };
+    }
+  }
+
+  // ------------------------------------------------------------------ results
+
+  /** Everything measured for one implementation; NaN where not measured. */
+  static final class Result {
+    final String label;
+    String error;
+    double uncPairsPerSec = Double.NaN;
+    double uncP50Micros = Double.NaN;
+    double uncP99Micros = Double.NaN;
+    double uncCmdsPerPair = Double.NaN;
+    double reNanosPerOp = Double.NaN;
+    double reCommands = Double.NaN;
+    long reOps;
+    String reNote;
+    double hotAcqPerSec = Double.NaN;
+    double hotHandoffsPerSec = Double.NaN;
+    double hotCrossClientPerSec = Double.NaN;
+    double hotHandoffP50Ms = Double.NaN;
+    double hotHandoffP99Ms = Double.NaN;
+    double hotHandoffMaxMs = Double.NaN;
+    double hotWaitP50Ms = Double.NaN;
+    double hotWaitP99Ms = Double.NaN;
+    double hotWaitMaxMs = Double.NaN;
+    double hotWaitsOver100Ms = Double.NaN;
+    double hotJain = Double.NaN;
+    double hotMinPerThread = Double.NaN;
+    double hotMaxPerThread = Double.NaN;
+    double hotCmdsPerAcq = Double.NaN;
+    double hotScriptsPerAcq = Double.NaN;
+    double hotOverlaps = Double.NaN;
+    double hotFencingViolations = Double.NaN;
+    double hotErrors = Double.NaN;
+    double hotDrainSeconds = Double.NaN;
+    double hotStuckThreads = Double.NaN;
+    double handoffP50OverPing = Double.NaN;
+    Map<String, Long> hotCommands = Map.of();
+    long hotAcquisitions;
+    Map<String, Long> uncCommands = Map.of();
+    long uncPairs;
+
+    Result(String label) {
+      this.label = label;
+    }
+  }
+
+  // ------------------------------------------------------------------ main
+
+  /**
+   * Runs the benchmark.
+   *
+   * @param args ignored; see the class comment for the system properties
+   */
+  public static void main(String[] args) {
+    int code = 0;
+    try {
+      run();
+    } catch (Throwable t) {
+      System.out.println("benchmark failed: " + t);
+      t.printStackTrace(System.out);
+      code = 2;
+    }
+    System.out.flush();
+    System.exit(code);
+  }
+
+  private static void run() throws Exception {
+    RedisServerProcess embedded = null;
+    RedisClient aux = null;
+    StatefulRedisConnection<String, String> auxConn = null;
+    try {
+      String uri = configuredUri();
+      if (uri == null) {
+        embedded = RedisServerProcess.start();
+        uri = embedded.uri();
+        System.out.println("Redis: started embedded redis-server " + embedded.version() + " at " + uri
+            + " (set REDIS_URI to use your own)");
+      } else {
+        System.out.println("Redis: using REDIS_URI " + uri);
+      }
+      aux = RedisClient.create(uri);
+      auxConn = aux.connect();
+      RedisCommands<String, String> redis = auxConn.sync();
+      System.out.printf(Locale.ROOT,
+          "Setup: %d cores, hot lock %d clients x %d threads, warm-up %d s, hot %d s, uncontended %d s,"
+              + " SETNX poll %d ms%n",
+          Runtime.getRuntime().availableProcessors(), CLIENTS, THREADS, WARMUP_SECONDS, HOT_SECONDS,
+          UNCONTENDED_SECONDS, POLL_MILLIS);
+
+      // a. PING: the physical floor
+      for (int i = 0; i < Math.min(500, PINGS); i++) {
+        redis.ping();
+      }
+      LongSamples pings = new LongSamples();
+      for (int i = 0; i < PINGS; i++) {
+        long t0 = System.nanoTime();
+        redis.ping();
+        pings.add(System.nanoTime() - t0);
+      }
+      double pingP50 = pings.percentile(0.5) / 1e3;
+      double pingP99 = pings.percentile(0.99) / 1e3;
+      System.out.printf(Locale.ROOT, "PING round trip (Lettuce sync, %d pings): p50 %.1f us, p99 %.1f us%n",
+          PINGS, pingP50, pingP99);
+
+      List<Impl> impls = selectedImpls();
+      List<Result> results = new ArrayList<>();
+      String runId = Long.toHexString(ThreadLocalRandom.current().nextLong());
+      for (Impl impl : impls) {
+        Result r = new Result(impl.label());
+        results.add(r);
+        try {
+          uncontendedAndReentrant(impl, uri, redis, runId, r);
+        } catch (Throwable t) {
+          r.error = "uncontended/reentrant: " + t;
+          System.out.println("[bench] " + impl.label() + " FAILED in uncontended/reentrant: " + t);
+          t.printStackTrace(System.out);
+        }
+        try {
+          hot(impl, uri, redis, runId, r);
+          r.handoffP50OverPing = r.hotHandoffP50Ms * 1000 / pingP50;
+        } catch (Throwable t) {
+          r.error = (r.error == null ? "" : r.error + "; ") + "hot: " + t;
+          System.out.println("[bench] " + impl.label() + " FAILED in hot lock: " + t);
+          t.printStackTrace(System.out);
+        }
+      }
+      printTable(results, pingP50, pingP99);
+    } finally {
+      if (auxConn != null) {
+        auxConn.close();
+      }
+      if (aux != null) {
+        aux.shutdown(0, 2, TimeUnit.SECONDS);
+      }
+      if (embedded != null) {
+        embedded.close();
+      }
+    }
+  }
+
+  private static List<Impl> selectedImpls() {
+    List<Impl> out = new ArrayList<>();
+    for (String s : System.getProperty("bench.impls", "turnstile,redisson,setnx").split(",")) {
+      switch (s.trim().toLowerCase(Locale.ROOT)) {
+        case "turnstile":
+          out.add(new TurnstileImpl());
+          break;
+        case "redisson":
+          out.add(new RedissonImpl());
+          break;
+        case "setnx":
+          out.add(new SetNxImpl());
+          break;
+        case "":
+          break;
+        default:
+          throw new IllegalArgumentException("unknown implementation in bench.impls: " + s);
+      }
+    }
+    return out;
+  }
+
+  // ------------------------------------------------------------------ b + c
+
+  private static void uncontendedAndReentrant(Impl impl, String uri, RedisCommands<String, String> redis,
+      String runId, Result r) {
+    Client client = impl.connect(uri);
+    try {
+      Lock lock = client.lock("bench:" + runId + ":uncontended:" + impl.label());
+      long warmEnd = System.nanoTime() + TimeUnit.SECONDS.toNanos(WARMUP_SECONDS);
+      while (System.nanoTime() < warmEnd) {
+        lock.lock();
+        lock.unlock();
+      }
+      LongSamples pairs = new LongSamples();
+      CommandStats before = CommandStats.take(redis);
+      long start = System.nanoTime();
+      long end = start + TimeUnit.SECONDS.toNanos(UNCONTENDED_SECONDS);
+      long now = start;
+      while (now < end) {
+        lock.lock();
+        lock.unlock();
+        long t = System.nanoTime();
+        pairs.add(t - now);
+        now = t;
+      }
+      Map<String, Long> cmds = CommandStats.take(redis).since(before);
+      r.uncPairs = pairs.size();
+      r.uncPairsPerSec = pairs.size() / ((now - start) / 1e9);
+      r.uncP50Micros = pairs.percentile(0.5) / 1e3;
+      r.uncP99Micros = pairs.percentile(0.99) / 1e3;
+      r.uncCommands = cmds;
+      r.uncCmdsPerPair = (double) CommandStats.total(cmds) / pairs.size();
+      System.out.printf(Locale.ROOT, "[bench] %-10s uncontended: %.0f pairs/s, p50 %.1f us%n", impl.label(),
+          r.uncPairsPerSec, r.uncP50Micros);
+
+      if (!impl.reentrant()) {
+        r.reNote = "n/a (not reentrant)";
+        return;
+      }
+      lock.lock();
+      try {
+        CommandStats b = CommandStats.take(redis);
+        long t0 = System.nanoTime();
+        long cap = t0 + TimeUnit.SECONDS.toNanos(REENTRANT_MAX_SECONDS);
+        int i = 0;
+        while (i < REENTRANT_ITERATIONS) {
+          lock.lock();
+          lock.unlock();
+          i++;
+          if ((i & 255) == 0 && System.nanoTime() > cap) {
+            break;
+          }
+        }
+        long t1 = System.nanoTime();
+        Map<String, Long> d = CommandStats.take(redis).since(b);
+        r.reOps = i;
+        r.reNanosPerOp = (double) (t1 - t0) / i;
+        r.reCommands = CommandStats.total(d);
+        if (i < REENTRANT_ITERATIONS) {
+          r.reNote = "capped at " + i + " ops";
+        }
+        System.out.printf(Locale.ROOT, "[bench] %-10s reentrant: %.0f ns/op over %d ops, %d Redis cmds %s%n",
+            impl.label(), r.reNanosPerOp, i, (long) r.reCommands, d);
+      } finally {
+        lock.unlock();
+      }
+    } finally {
+      client.close();
+    }
+  }
+
+  // ------------------------------------------------------------------ d
+
+  /** Per-thread counters of the hot-lock run; written only by the owning thread. */
+  static final class Worker {
+    final int id;
+    final int client;
+    long acquisitions;
+    long handoffs;
+    long crossClient;
+    long errors;
+    final LongSamples waits = new LongSamples();
+    final LongSamples handoffLatencies = new LongSamples();
+
+    Worker(int id, int client) {
+      this.id = id;
+      this.client = client;
+    }
+  }
+
+  /** Shared state of one hot-lock run. */
+  static final class Hot {
+    final AtomicInteger inside = new AtomicInteger();
+    final AtomicLong overlaps = new AtomicLong();
+    final AtomicLong lastToken = new AtomicLong(Long.MIN_VALUE);
+    final AtomicLong fencingViolations = new AtomicLong();
+    final AtomicLong errors = new AtomicLong();
+    volatile String firstError;
+    volatile int lastHolder = -1;
+    volatile long lastUnlockStart;
+    volatile boolean measuring;
+    volatile boolean stop;
+  }
+
+  private static void hot(Impl impl, String uri, RedisCommands<String, String> redis, String runId, Result r)
+      throws InterruptedException {
+    String name = "bench:" + runId + ":hot:" + impl.label();
+    List<Client> clients = new ArrayList<>();
+    Hot hot = new Hot();
+    try {
+      for (int c = 0; c < CLIENTS; c++) {
+        clients.add(impl.connect(uri));
+      }
+      int n = CLIENTS * THREADS;
+      Worker[] workers = new Worker[n];
+      Thread[] threads = new Thread[n];
+      for (int c = 0; c < CLIENTS; c++) {
+        Client client = clients.get(c);
+        Lock lock = client.lock(name);
+        for (int t = 0; t < THREADS; t++) {
+          int id = c * THREADS + t;
+          Worker w = new Worker(id, c);
+          workers[id] = w;
+          threads[id] = new Thread(() -> hotLoop(w, lock, client, hot), "bench-" + impl.label() + "-c" + c + "-t" + t);
+        }
+      }
+      for (Thread t : threads) {
+        t.start();
+      }
+      Thread.sleep(TimeUnit.SECONDS.toMillis(WARMUP_SECONDS));
+      CommandStats before = CommandStats.take(redis);
+      long start = System.nanoTime();
+      hot.measuring = true;
+      Thread.sleep(TimeUnit.SECONDS.toMillis(HOT_SECONDS));
+      hot.measuring = false;
+      long end = System.nanoTime();
+      Map<String, Long> cmds = CommandStats.take(redis).since(before);
+      hot.stop = true;
+      int stuck = 0;
+      long joinDeadline = System.currentTimeMillis() + JOIN_TIMEOUT_MILLIS;
+      for (Thread t : threads) {
+        t.join(Math.max(1, joinDeadline - System.currentTimeMillis()));
+        if (t.isAlive()) {
+          stuck++;
+          System.out.println("[bench] WARNING: " + t.getName() + " still running "
+              + JOIN_TIMEOUT_MILLIS / 1000 + " s after stop: " + Arrays.toString(t.getStackTrace()));
+        }
+      }
+      long drained = System.nanoTime();
+
+      double secs = (end - start) / 1e9;
+      long acq = 0;
+      long handoffs = 0;
+      long cross = 0;
+      double sumSq = 0;
+      long min = Long.MAX_VALUE;
+      long max = 0;
+      LongSamples waits = new LongSamples();
+      LongSamples handoffLat = new LongSamples();
+      for (Worker w : workers) {
+        acq += w.acquisitions;
+        handoffs += w.handoffs;
+        cross += w.crossClient;
+        sumSq += (double) w.acquisitions * w.acquisitions;
+        min = Math.min(min, w.acquisitions);
+        max = Math.max(max, w.acquisitions);
+        waits.addAll(w.waits);
+        handoffLat.addAll(w.handoffLatencies);
+      }
+      r.hotAcquisitions = acq;
+      r.hotAcqPerSec = acq / secs;
+      r.hotHandoffsPerSec = handoffs / secs;
+      r.hotCrossClientPerSec = cross / secs;
+      r.hotHandoffP50Ms = handoffLat.percentile(0.5) / 1e6;
+      r.hotHandoffP99Ms = handoffLat.percentile(0.99) / 1e6;
+      r.hotHandoffMaxMs = handoffLat.max() / 1e6;
+      r.hotWaitP50Ms = waits.percentile(0.5) / 1e6;
+      r.hotWaitP99Ms = waits.percentile(0.99) / 1e6;
+      r.hotWaitMaxMs = waits.max() / 1e6;
+      r.hotWaitsOver100Ms = waits.countAbove(TimeUnit.MILLISECONDS.toNanos(100));
+      r.hotJain = sumSq == 0 ? Double.NaN : (double) acq * acq / (n * sumSq);
+      r.hotMinPerThread = min;
+      r.hotMaxPerThread = max;
+      r.hotCommands = cmds;
+      r.hotCmdsPerAcq = acq == 0 ? Double.NaN : (double) CommandStats.total(cmds) / acq;
+      r.hotScriptsPerAcq = acq == 0 ? Double.NaN : (double) CommandStats.scripts(cmds) / acq;
+      r.hotOverlaps = hot.overlaps.get();
+      r.hotFencingViolations = impl instanceof TurnstileImpl ? hot.fencingViolations.get() : Double.NaN;
+      r.hotErrors = hot.errors.get();
+      r.hotDrainSeconds = (drained - end) / 1e9;
+      r.hotStuckThreads = stuck;
+      System.out.printf(Locale.ROOT,
+          "[bench] %-10s hot lock: %.0f acq/s, handoff p50 %.3f ms p99 %.3f ms, wait max %.1f ms, %.2f cmds/acq%n",
+          impl.label(), r.hotAcqPerSec, r.hotHandoffP50Ms, r.hotHandoffP99Ms, r.hotWaitMaxMs, r.hotCmdsPerAcq);
+      if (hot.overlaps.get() > 0) {
+        System.out.println("[bench] WARNING: " + impl.label() + ": mutual exclusion VIOLATED "
+            + hot.overlaps.get() + " times in the hot-lock run");
+      }
+      if (hot.fencingViolations.get() > 0) {
+        System.out.println("[bench] WARNING: " + impl.label() + ": fencing token not increasing "
+            + hot.fencingViolations.get() + " times");
+      }
+      if (hot.errors.get() > 0) {
+        System.out.println("[bench] WARNING: " + impl.label() + ": " + hot.errors.get()
+            + " errors in the hot-lock run; first: " + hot.firstError);
+      }
+    } finally {
+      hot.stop = true;
+      for (Client c : clients) {
+        try {
+          c.close();
+        } catch (RuntimeException e) {
+          System.out.println("[bench] closing a " + impl.label() + " client failed: " + e);
+        }
+      }
+    }
+  }
+
+  private static void hotLoop(Worker w, Lock lock, Client client, Hot hot) {
+    int clientsPerThread = THREADS;
+    while (!hot.stop) {
+      long t0 = System.nanoTime();
+      try {
+        lock.lock();
+      } catch (RuntimeException e) {
+        error(hot, e);
+        continue;
+      }
+      long t1 = System.nanoTime();
+      try {
+        if (hot.inside.incrementAndGet() != 1) {
+          hot.overlaps.incrementAndGet();
+        }
+        int prev = hot.lastHolder;
+        long prevUnlock = hot.lastUnlockStart;
+        Long token = client.fencingToken(lock);
+        if (token != null) {
+          if (token <= hot.lastToken.get()) {
+            hot.fencingViolations.incrementAndGet();
+          }
+          hot.lastToken.set(token);
+        }
+        if (hot.measuring) {
+          w.acquisitions++;
+          w.waits.add(t1 - t0);
+          if (prev >= 0 && prev != w.id) {
+            w.handoffs++;
+            w.handoffLatencies.add(t1 - prevUnlock);
+            if (prev / clientsPerThread != w.client) {
+              w.crossClient++;
+            }
+          }
+        }
+      } catch (RuntimeException e) {
+        error(hot, e);
+      } finally {
+        hot.inside.decrementAndGet();
+        hot.lastHolder = w.id;
+        hot.lastUnlockStart = System.nanoTime();
+        try {
+          lock.unlock();
+        } catch (RuntimeException e) {
+          error(hot, e);
+        }
+      }
+    }
+  }
+
+  private static void error(Hot hot, RuntimeException e) {
+    if (hot.errors.getAndIncrement() == 0) {
+      hot.firstError = Thread.currentThread().getName() + ": " + e;
+    }
+  }
+
+  // ------------------------------------------------------------------ report
+
+  private static void printTable(List<Result> results, double pingP50, double pingP99) {
+    System.out.println();
+    System.out.printf(Locale.ROOT, "PING RTT: p50 %.1f us, p99 %.1f us (the floor for any round trip)%n",
+        pingP50, pingP99);
+    StringBuilder header = new StringBuilder(String.format(Locale.ROOT, "%-44s", "metric"));
+    for (Result r : results) {
+      header.append(String.format(Locale.ROOT, " | %14s", r.label));
+    }
+    System.out.println(header);
+    System.out.println("-".repeat(header.length()));
+    row(results, "b. uncontended lock+unlock pairs/s", r -> r.uncPairsPerSec, "%.0f");
+    row(results, "b. uncontended pair p50 (us)", r -> r.uncP50Micros, "%.1f");
+    row(results, "b. uncontended pair p99 (us)", r -> r.uncP99Micros, "%.1f");
+    row(results, "b. uncontended Redis cmds/pair (incl. Lua)", r -> r.uncCmdsPerPair, "%.2f");
+    rowText(results, "c. reentrant lock+unlock (ns/op)", r -> r.reNote != null && Double.isNaN(r.reNanosPerOp)
+        ? "n/a" : fmt("%.0f", r.reNanosPerOp));
+    rowText(results, "c. reentrant ops measured", r -> r.reOps == 0 ? "n/a" : Long.toString(r.reOps));
+    rowText(results, "c. Redis cmds during reentrant loop", r -> Double.isNaN(r.reCommands) ? "n/a"
+        : fmt("%.0f", r.reCommands));
+    row(results, "d. hot: acquisitions/s", r -> r.hotAcqPerSec, "%.0f");
+    row(results, "d. hot: handoffs (different thread)/s", r -> r.hotHandoffsPerSec, "%.0f");
+    row(results, "d. hot: handoffs across clients/s", r -> r.hotCrossClientPerSec, "%.0f");
+    row(results, "d. hot: handoff latency p50 (ms)", r -> r.hotHandoffP50Ms, "%.3f");
+    row(results, "d. hot: handoff latency p99 (ms)", r -> r.hotHandoffP99Ms, "%.3f");
+    row(results, "d. hot: handoff latency max (ms)", r -> r.hotHandoffMaxMs, "%.3f");
+    row(results, "d. hot: waiter wait p50 (ms)", r -> r.hotWaitP50Ms, "%.3f");
+    row(results, "d. hot: waiter wait p99 (ms)", r -> r.hotWaitP99Ms, "%.3f");
+    row(results, "d. hot: waiter wait max (ms)", r -> r.hotWaitMaxMs, "%.3f");
+    row(results, "d. hot: waits > 100 ms", r -> r.hotWaitsOver100Ms, "%.0f");
+    row(results, "d. hot: Jain fairness (1 = equal)", r -> r.hotJain, "%.4f");
+    rowText(results, "d. hot: per-thread acquisitions min/max", r -> Double.isNaN(r.hotMinPerThread) ? "n/a"
+        : fmt("%.0f", r.hotMinPerThread) + "/" + fmt("%.0f", r.hotMaxPerThread));
+    row(results, "d. hot: Redis cmds/acquisition (incl. Lua)", r -> r.hotCmdsPerAcq, "%.2f");
+    row(results, "d. hot: scripts (EVAL*)/acquisition", r -> r.hotScriptsPerAcq, "%.2f");
+    row(results, "d. hot: mutual-exclusion overlaps", r -> r.hotOverlaps, "%.0f");
+    row(results, "d. hot: fencing-token violations", r -> r.hotFencingViolations, "%.0f");
+    row(results, "d. hot: errors", r -> r.hotErrors, "%.0f");
+    row(results, "d. hot: drain after stop (s)", r -> r.hotDrainSeconds, "%.2f");
+    row(results, "handoff p50 / PING RTT p50", r -> r.handoffP50OverPing, "%.1f");
+
+    Result ts = find(results, "Turnstile");
+    Result rd = find(results, "Redisson");
+    if (ts != null && rd != null) {
+      System.out.println();
+      System.out.println("Ratios Turnstile / Redisson");
+      ratio("uncontended pairs/s", ts.uncPairsPerSec, rd.uncPairsPerSec, v -> v);
+      ratio("hot handoffs (different thread)/s", ts.hotHandoffsPerSec, rd.hotHandoffsPerSec, v -> v);
+      ratio("hot Redis cmds/acquisition", ts.hotCmdsPerAcq, rd.hotCmdsPerAcq, v -> v);
+      ratio("hot handoff p50 / PING RTT", ts.handoffP50OverPing, rd.handoffP50OverPing, v -> v);
+      System.out.printf(Locale.ROOT, "  %-36s %.1f x PING (Turnstile) vs %.1f x PING (Redisson)%n",
+          "  (handoff p50 in PING RTTs)", ts.handoffP50OverPing, rd.handoffP50OverPing);
+    }
+
+    System.out.println();
+    System.out.println("Redis commands per acquisition in the hot-lock window (INFO commandstats, incl. Lua-internal)");
+    for (Result r : results) {
+      System.out.println("  " + r.label + ": " + perAcq(r.hotCommands, r.hotAcquisitions));
+    }
+    System.out.println("Redis commands per uncontended lock+unlock pair");
+    for (Result r : results) {
+      System.out.println("  " + r.label + ": " + perAcq(r.uncCommands, r.uncPairs));
+    }
+    for (Result r : results) {
+      if (r.error != null) {
+        System.out.println("ERROR " + r.label + ": " + r.error);
+      }
+    }
+  }
+
+  private static String perAcq(Map<String, Long> cmds, long n) {
+    if (n == 0) {
+      return "n/a";
+    }
+    Map<String, String> out = new LinkedHashMap<>();
+    cmds.entrySet().stream()
+        .sorted((a, b) -> Long.compare(b.getValue(), a.getValue()))
+        .forEach(e -> out.put(e.getKey(), fmt("%.3f", (double) e.getValue() / n)));
+    return out.toString();
+  }
+
+  private static Result find(List<Result> results, String label) {
+    return results.stream().filter(r -> r.label.equals(label)).findFirst().orElse(null);
+  }
+
+  private static void ratio(String what, double a, double b, DoubleUnaryOperator f) {
+    System.out.printf(Locale.ROOT, "  %-36s %s%n", what,
+        Double.isNaN(a) || Double.isNaN(b) || b == 0 ? "n/a" : fmt("%.2f", f.applyAsDouble(a / b)));
+  }
+
+  private static void row(List<Result> results, String metric, ToDoubleFunction<Result> f, String format) {
+    rowText(results, metric, r -> {
+      double v = f.applyAsDouble(r);
+      return Double.isNaN(v) ? "n/a" : fmt(format, v);
+    });
+  }
+
+  private static void rowText(List<Result> results, String metric, java.util.function.Function<Result, String> f) {
+    StringBuilder sb = new StringBuilder(String.format(Locale.ROOT, "%-44s", metric));
+    for (Result r : results) {
+      sb.append(String.format(Locale.ROOT, " | %14s", f.apply(r)));
+    }
+    System.out.println(sb);
+  }
+
+  private static String fmt(String format, double v) {
+    return String.format(Locale.ROOT, format, v);
+  }
+
+  private static String configuredUri() {
+    String uri = System.getenv("REDIS_URI");
+    if (uri == null || uri.isBlank()) {
+      uri = System.getProperty("redis.uri");
+    }
+    return uri == null || uri.isBlank() ? null : uri.trim();
+  }
+}
