@@ -28,6 +28,12 @@ final class RedisLock implements DistributedLock, Engine.Contender {
   private volatile Thread owner;
   private int holds; // accessed only by the owner thread
   private volatile Lease lease;
+  /**
+   * Written by every final unlock before its release is sent, read by every grant. A grant in this
+   * JVM that follows a release in this JVM (through Redis, which the memory model does not see)
+   * thereby reads this write, which gives the happens-before edge ReentrantLock promises.
+   */
+  private volatile long releases;
 
   RedisLock(Engine engine, String name) {
     this.engine = engine;
@@ -106,7 +112,6 @@ final class RedisLock implements DistributedLock, Engine.Contender {
     if (reenter()) {
       return true;
     }
-    Objects.requireNonNull(engine);
     if (!Waits.lock(gate, timed ? deadline - System.nanoTime() : Long.MAX_VALUE, interruptible)) {
       return false;
     }
@@ -148,6 +153,7 @@ final class RedisLock implements DistributedLock, Engine.Contender {
   }
 
   private void granted(String request, long token, long sentAtNanos) {
+    long seen = releases; // volatile read: happens-after every earlier local release (see field)
     Thread me = Thread.currentThread();
     Lease l = new Lease(lockKey, request, engine.leaseMillis, token, me.getName(), sentAtNanos,
         this::leaseLost);
@@ -186,6 +192,7 @@ final class RedisLock implements DistributedLock, Engine.Contender {
     }
     lease = null;
     owner = null;
+    releases++; // single writer at a time: only the owner thread gets here
     engine.watchdog.unregister(l);
     if (!l.end()) {
       // Lost before this release. Release anyway in case the key is still ours (never harmful:
@@ -193,7 +200,11 @@ final class RedisLock implements DistributedLock, Engine.Contender {
       release(l.requestId);
       throw lostException(l);
     }
-    Long result = engine.awaitQuietly(release(l.requestId), describe + " unlock");
+    CompletableFuture<Long> released = release(l.requestId);
+    // Redis down: Lettuce keeps the release queued and sends it on reconnect; if that never
+    // happens the lease runs out. Either way the caller hears now, not after the command timeout.
+    engine.checkConnected(describe + " unlock (the lock frees itself within the lease)");
+    Long result = engine.awaitQuietly(released, describe + " unlock");
     if (result == 0L) {
       l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
       throw lostException(l);
@@ -294,11 +305,6 @@ final class RedisLock implements DistributedLock, Engine.Contender {
   @Override
   public void removeLeaseLossListener(LeaseLossListener listener) {
     listeners.remove(listener);
-  }
-
-  /** @return true if some thread of this JVM holds or waits for this lock (registry pinning) */
-  boolean inUse() {
-    return owner != null || gate.isLocked() || gate.hasQueuedThreads();
   }
 
   private String ownerName() {

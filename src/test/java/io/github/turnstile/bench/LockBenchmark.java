@@ -96,23 +96,30 @@ public final class LockBenchmark {
 
     @Override
     public Client connect(String uri) {
-      Turnstile t = Turnstile.connect(uri);
-      return new Client() {
-        @Override
-        public Lock lock(String name) {
-          return t.lock(name);
-        }
+      return new TurnstileClient(Turnstile.connect(uri));
+    }
+  }
 
-        @Override
-        public Long fencingToken(Lock lock) {
-          return ((DistributedLock) lock).fencingToken();
-        }
+  static final class TurnstileClient implements Client {
+    private final Turnstile turnstile;
 
-        @Override
-        public void close() {
-          t.close();
-        }
-      };
+    TurnstileClient(Turnstile turnstile) {
+      this.turnstile = turnstile;
+    }
+
+    @Override
+    public Lock lock(String name) {
+      return turnstile.lock(name);
+    }
+
+    @Override
+    public Long fencingToken(Lock lock) {
+      return ((DistributedLock) lock).fencingToken();
+    }
+
+    @Override
+    public void close() {
+      turnstile.close();
     }
   }
 
@@ -131,18 +138,25 @@ public final class LockBenchmark {
     public Client connect(String uri) {
       Config config = new Config();
       config.useSingleServer().setAddress(uri);
-      RedissonClient r = Redisson.create(config);
-      return new Client() {
-        @Override
-        public Lock lock(String name) {
-          return r.getLock(name);
-        }
+      return new RedissonLockClient(Redisson.create(config));
+    }
+  }
 
-        @Override
-        public void close() {
-          r.shutdown(0, 5, TimeUnit.SECONDS);
-        }
-      };
+  static final class RedissonLockClient implements Client {
+    private final RedissonClient redisson;
+
+    RedissonLockClient(RedissonClient redisson) {
+      this.redisson = redisson;
+    }
+
+    @Override
+    public Lock lock(String name) {
+      return redisson.getLock(name);
+    }
+
+    @Override
+    public void close() {
+      redisson.shutdown(0, 5, TimeUnit.SECONDS);
     }
   }
 
@@ -163,18 +177,30 @@ public final class LockBenchmark {
       StatefulRedisConnection<String, String> conn = client.connect();
       RedisCommands<String, String> sync = conn.sync();
       String sha = sync.scriptLoad(SetNxPollLock.RELEASE);
-      return new Client() {
-        @Override
-        public Lock lock(String name) {
-          return new SetNxPollLock(sync, name, sha, 30_000, POLL_MILLIS);
-        }
+      return new SetNxClient(client, conn, sha);
+    }
+  }
 
-        @Override
-        public void close() {
-          conn.close();
-          client.shutdown(0, 2, TimeUnit.SECONDS);
-        }
-      };
+  static final class SetNxClient implements Client {
+    private final RedisClient client;
+    private final StatefulRedisConnection<String, String> conn;
+    private final String releaseSha;
+
+    SetNxClient(RedisClient client, StatefulRedisConnection<String, String> conn, String releaseSha) {
+      this.client = client;
+      this.conn = conn;
+      this.releaseSha = releaseSha;
+    }
+
+    @Override
+    public Lock lock(String name) {
+      return new SetNxPollLock(conn.sync(), name, releaseSha, 30_000, POLL_MILLIS);
+    }
+
+    @Override
+    public void close() {
+      conn.close();
+      client.shutdown(0, 2, TimeUnit.SECONDS);
     }
   }
 
@@ -233,6 +259,7 @@ public final class LockBenchmark {
   public static void main(String[] args) {
     int code = 0;
     try {
+      preloadOwnClasses();
       run();
     } catch (Throwable t) {
       System.out.println("benchmark failed: " + t);
@@ -317,6 +344,19 @@ public final class LockBenchmark {
     }
   }
 
+  /**
+   * Loads this harness's classes up front, so that a concurrent build recompiling
+   * target/test-classes during a long run cannot make a lazily loaded class disappear.
+   */
+  private static void preloadOwnClasses() {
+    for (Class<?> c : LockBenchmark.class.getDeclaredClasses()) {
+      c.getDeclaredMethods();
+    }
+    CommandStats.class.getDeclaredMethods();
+    LongSamples.class.getDeclaredMethods();
+    SetNxPollLock.class.getDeclaredMethods();
+  }
+
   private static List<Impl> selectedImpls() {
     List<Impl> out = new ArrayList<>();
     for (String s : System.getProperty("bench.impls", "turnstile,redisson,setnx").split(",")) {
@@ -374,7 +414,7 @@ public final class LockBenchmark {
           r.uncPairsPerSec, r.uncP50Micros);
 
       if (!impl.reentrant()) {
-        r.reNote = "n/a (not reentrant)";
+        r.reNote = "n/a";
         return;
       }
       lock.lock();
@@ -628,8 +668,8 @@ public final class LockBenchmark {
     row(results, "b. uncontended pair p50 (us)", r -> r.uncP50Micros, "%.1f");
     row(results, "b. uncontended pair p99 (us)", r -> r.uncP99Micros, "%.1f");
     row(results, "b. uncontended Redis cmds/pair (incl. Lua)", r -> r.uncCmdsPerPair, "%.2f");
-    rowText(results, "c. reentrant lock+unlock (ns/op)", r -> r.reNote != null && Double.isNaN(r.reNanosPerOp)
-        ? "n/a" : fmt("%.0f", r.reNanosPerOp));
+    rowText(results, "c. reentrant lock+unlock (ns/op)", r -> !Double.isNaN(r.reNanosPerOp)
+        ? fmt("%.0f", r.reNanosPerOp) : "n/a".equals(r.reNote) ? "not reentrant" : "n/a");
     rowText(results, "c. reentrant ops measured", r -> r.reOps == 0 ? "n/a" : Long.toString(r.reOps));
     rowText(results, "c. Redis cmds during reentrant loop", r -> Double.isNaN(r.reCommands) ? "n/a"
         : fmt("%.0f", r.reCommands));
@@ -662,9 +702,9 @@ public final class LockBenchmark {
       ratio("uncontended pairs/s", ts.uncPairsPerSec, rd.uncPairsPerSec, v -> v);
       ratio("hot handoffs (different thread)/s", ts.hotHandoffsPerSec, rd.hotHandoffsPerSec, v -> v);
       ratio("hot Redis cmds/acquisition", ts.hotCmdsPerAcq, rd.hotCmdsPerAcq, v -> v);
-      ratio("hot handoff p50 / PING RTT", ts.handoffP50OverPing, rd.handoffP50OverPing, v -> v);
-      System.out.printf(Locale.ROOT, "  %-36s %.1f x PING (Turnstile) vs %.1f x PING (Redisson)%n",
-          "  (handoff p50 in PING RTTs)", ts.handoffP50OverPing, rd.handoffP50OverPing);
+      ratio("hot handoff p50 in PING RTTs", ts.handoffP50OverPing, rd.handoffP50OverPing, v -> v);
+      System.out.printf(Locale.ROOT, "  %-36s %.1f RTT (Turnstile) vs %.1f RTT (Redisson)%n",
+          "  i.e. handoff p50 / PING p50", ts.handoffP50OverPing, rd.handoffP50OverPing);
     }
 
     System.out.println();
