@@ -1,6 +1,7 @@
 package io.github.turnstile;
 
 import io.lettuce.core.api.StatefulRedisConnection;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
@@ -80,9 +81,13 @@ final class BlockingPool implements AutoCloseable {
     permits.release();
   }
 
+  private final java.util.Queue<CompletableFuture<Void>> closing = new ConcurrentLinkedDeque<>();
+
   private void destroy(Conn c) {
     open.decrementAndGet();
-    c.connection.closeAsync();
+    CompletableFuture<Void> f = c.connection.closeAsync();
+    closing.add(f);
+    f.whenComplete((v, e) -> closing.remove(f));
   }
 
   /** @return connections currently open (idle or borrowed) */
@@ -96,6 +101,14 @@ final class BlockingPool implements AutoCloseable {
     Conn c;
     while ((c = idle.pollFirst()) != null) {
       destroy(c);
+    }
+    // wait (briefly) for the closes, so that a client shutdown right after does not close twice
+    try {
+      CompletableFuture.allOf(closing.toArray(new CompletableFuture<?>[0])).get(2, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      // closing is best effort
     }
   }
 

@@ -72,6 +72,13 @@ final class Engine implements AutoCloseable {
 
     /** @return e.g. "lock 'orders:42'", for messages */
     String describe();
+
+    /**
+     * If another thread of this JVM holds the primitive, the remaining time of its lease in ms,
+     * otherwise 0. A waiter then knows an attempt would fail, and goes straight to the wake list,
+     * queueing behind waiters of other JVMs instead of racing the one Redis just woke.
+     */
+    long heldLocallyMillis();
   }
 
   final TurnstileOptions options;
@@ -240,6 +247,17 @@ final class Engine implements AutoCloseable {
    */
   Attempt contend(Contender c, String requestId, boolean timed, long deadline, boolean interruptible,
       long[] sentAtNanos) throws InterruptedException {
+    long local = c.heldLocallyMillis();
+    if (local > 0) {
+      long slice = TimeUnit.MILLISECONDS.toNanos(local + 1);
+      if (timed) {
+        slice = Math.min(slice, deadline - System.nanoTime());
+      }
+      if (slice > 0) {
+        checkConnected(c.describe());
+        awaitWake(c, slice, deadline, timed, interruptible);
+      }
+    }
     while (true) {
       if (interruptible && Thread.interrupted()) {
         throw new InterruptedException();

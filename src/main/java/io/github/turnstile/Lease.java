@@ -60,6 +60,14 @@ final class Lease {
     return true;
   }
 
+  /** @return ms until the confirmed instant (0 or less when past it, or when lost) */
+  long remainingMillis(long nowNanos) {
+    if (lostReason.get() != null) {
+      return 0;
+    }
+    return java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(confirmedUntilNanos - nowNanos);
+  }
+
   boolean isLost() {
     return lostReason.get() != null;
   }

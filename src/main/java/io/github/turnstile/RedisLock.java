@@ -245,6 +245,15 @@ final class RedisLock implements DistributedLock, Engine.Contender {
   }
 
   @Override
+  public long heldLocallyMillis() {
+    Lease l = lease;
+    if (owner == null || l == null) {
+      return 0;
+    }
+    return Math.max(0, l.remainingMillis(System.nanoTime()));
+  }
+
+  @Override
   public String wakeKey() {
     return wakeKey;
   }
