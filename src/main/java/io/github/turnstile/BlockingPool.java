@@ -31,6 +31,13 @@ final class BlockingPool implements AutoCloseable {
   private final ConcurrentLinkedDeque<Conn> idle = new ConcurrentLinkedDeque<>();
   private final Supplier<Conn> factory;
   private final AtomicInteger open = new AtomicInteger();
+  private static final long CONNECT_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(15);
+  private final java.util.concurrent.ExecutorService connector =
+      java.util.concurrent.Executors.newCachedThreadPool(r -> {
+        Thread t = new Thread(r, "turnstile-connector");
+        t.setDaemon(true);
+        return t;
+      });
   private volatile boolean closed;
 
   BlockingPool(int size, Supplier<Conn> factory) {
@@ -48,20 +55,44 @@ final class BlockingPool implements AutoCloseable {
     if (!Waits.acquire(permits, timeoutNanos, interruptible)) {
       return null;
     }
-    Conn c = idle.pollFirst();
-    if (c != null && c.connection.isOpen()) {
-      return c;
-    }
-    if (c != null) {
+    Conn c;
+    while ((c = idle.pollFirst()) != null) {
+      if (c.connection.isOpen()) {
+        return c;
+      }
       destroy(c);
     }
+    // Open a new one on the connector thread: Lettuce's connect is interrupted by the caller's
+    // interrupt, which must not break an uninterruptible lock(), nor leak a half-made connection.
+    CompletableFuture<Conn> opening = CompletableFuture.supplyAsync(factory, connector);
     try {
-      c = factory.get();
+      c = Waits.get(opening, CONNECT_TIMEOUT_NANOS, interruptible);
       open.incrementAndGet();
       return c;
-    } catch (RuntimeException e) {
-      permits.release();
+    } catch (InterruptedException e) {
+      opening.whenComplete((conn, error) -> {
+        if (conn != null) {
+          open.incrementAndGet();
+          release(conn);
+        } else {
+          permits.release();
+        }
+      });
       throw e;
+    } catch (java.util.concurrent.TimeoutException e) {
+      opening.whenComplete((conn, error) -> {
+        if (conn != null) {
+          open.incrementAndGet();
+          release(conn);
+        } else {
+          permits.release();
+        }
+      });
+      throw new TurnstileException("could not open a blocking connection within "
+          + TimeUnit.NANOSECONDS.toSeconds(CONNECT_TIMEOUT_NANOS) + " s");
+    } catch (java.util.concurrent.ExecutionException e) {
+      permits.release();
+      throw Engine.failure("cannot open a blocking connection", e.getCause());
     }
   }
 
@@ -98,6 +129,7 @@ final class BlockingPool implements AutoCloseable {
   @Override
   public void close() {
     closed = true;
+    connector.shutdown();
     Conn c;
     while ((c = idle.pollFirst()) != null) {
       destroy(c);

@@ -300,6 +300,39 @@ class DistributedLockContractTest {
     assertTrue(acquiredAndInterrupted.get());
   }
 
+  /**
+   * lock() entered with the interrupt status already set still waits and acquires, even when the
+   * wait has to open the client's first blocking connection (Lettuce's connect is interruptible;
+   * Turnstile must not let that leak into an uninterruptible lock()).
+   */
+  @Test
+  void lockWithInterruptAlreadySetStillWaits() throws Exception {
+    String name = unique("pre-interrupted-lock");
+    DistributedLock holder = t2.lock(name);
+    holder.lock();
+    try (Turnstile fresh = Turnstile.connect(redis.uri())) {
+      assertEquals(0, fresh.engine().pool.openConnections());
+      DistributedLock lock = fresh.lock(name);
+      AtomicReference<Throwable> error = new AtomicReference<>();
+      AtomicBoolean acquiredWithStatus = new AtomicBoolean();
+      Thread waiter = start("waiter", () -> {
+        Thread.currentThread().interrupt();
+        try {
+          lock.lock();
+          acquiredWithStatus.set(Thread.currentThread().isInterrupted());
+          lock.unlock();
+        } catch (Throwable e) {
+          error.set(e);
+        }
+      });
+      Thread.sleep(300);
+      holder.unlock();
+      waiter.join(5000);
+      assertEquals(null, error.get());
+      assertTrue(acquiredWithStatus.get(), "acquired, interrupt status kept");
+    }
+  }
+
   /** isLocked reflects holds by any client. */
   @Test
   void isLocked() throws Exception {

@@ -26,12 +26,12 @@ class RegistryAndWatchdogTest {
       for (int i = 0; i < 2_000_000; i++) {
         turnstile.lock("name-" + i);
       }
-      long used = usedHeapAfterGc();
       long cached = Long.MAX_VALUE;
       for (int i = 0; i < 20 && cached > 1000; i++) { // cleared weak references are enqueued lazily
         usedHeapAfterGc();
         cached = turnstile.cachedLocks();
       }
+      long used = usedHeapAfterGc();
       System.out.println("after 2M names: cached=" + cached + " heap delta=" + (used - baseline) / 1024 / 1024 + " MB");
       assertTrue(cached < 100_000, "registry holds " + cached + " instances");
       assertTrue(used - baseline < 64L * 1024 * 1024, "heap grew by " + (used - baseline) + " bytes");
