@@ -1,6 +1,5 @@
 package io.github.turnstile;
 
-import io.lettuce.core.KeyValue;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisException;
 import io.lettuce.core.RedisNoScriptException;
@@ -308,58 +307,87 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /**
-   * Blocks on the contender's wake list for up to {@code sliceNanos}. Returns when a token arrived,
-   * the slice passed, or the wait had to be abandoned; the caller then attempts again.
-   */
+  /** Told of the late reply of a blocking command that was abandoned. */
+  interface Abandoned<T> {
+    /**
+     * @param lateReply the reply, if it arrived (null: server-side timeout, or unknown)
+     * @param known false if the connection had to be closed without a reply, so a reply may
+     *     have been produced and lost (e.g. a token popped in flight)
+     */
+    void abandoned(T lateReply, boolean known);
+  }
+
+  /** Blocks on the contender's wake list for up to {@code sliceNanos} (see {@link #block}). */
   private void awaitWake(Contender c, long sliceNanos, long deadline, boolean timed, boolean interruptible)
+      throws InterruptedException {
+    block(conn -> conn.async().blpop(seconds(sliceNanos), c.wakeKey()), sliceNanos, deadline, timed,
+        interruptible, (reply, known) -> {
+          if (!known || reply != null) {
+            c.passWakeup();
+          }
+        });
+  }
+
+  /** A BLPOP/BLMOVE timeout in seconds: whole milliseconds, at least 1 ms (0 would block forever). */
+  static double seconds(long sliceNanos) {
+    return Math.max(1, TimeUnit.NANOSECONDS.toMillis(sliceNanos + 999_999)) / 1000.0;
+  }
+
+  /**
+   * Runs one blocking command (whose server-side timeout is {@code sliceNanos}) on a pooled
+   * connection. Returns its reply, or {@code null} when it timed out, when no pooled connection
+   * freed up within the slice, or when it failed (the caller's next attempt on the main
+   * connection reports an unreachable Redis). On interrupt, or when the reply is late, the command
+   * is abandoned: CLIENT UNBLOCK, then {@code onAbandon} is told what it did after all.
+   */
+  <T> T block(java.util.function.Function<StatefulRedisConnection<String, String>,
+          io.lettuce.core.RedisFuture<T>> command,
+      long sliceNanos, long deadline, boolean timed, boolean interruptible, Abandoned<T> onAbandon)
       throws InterruptedException {
     BlockingPool.Conn conn = pool.borrow(sliceNanos, interruptible);
     if (conn == null) {
-      return; // every blocking connection is busy; re-check Redis now that the slice has passed
+      return null; // every blocking connection is busy; re-check Redis now that the slice has passed
     }
-    long millis = Math.max(1, TimeUnit.NANOSECONDS.toMillis(sliceNanos + 999_999));
-    CompletableFuture<KeyValue<String, String>> blpop =
-        conn.connection.async().blpop(millis / 1000.0, c.wakeKey()).toCompletableFuture();
+    CompletableFuture<T> reply = command.apply(conn.connection).toCompletableFuture();
     long clientWait = sliceNanos + BLOCK_GRACE_NANOS;
     if (timed) {
       clientWait = Math.min(clientWait, deadline - System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(10));
     }
     try {
-      Waits.get(blpop, clientWait, interruptible);
+      T value = Waits.get(reply, clientWait, interruptible);
       pool.release(conn);
+      return value;
     } catch (InterruptedException e) {
-      abandon(conn, blpop, c);
+      abandon(conn, reply, onAbandon);
       throw e;
     } catch (TimeoutException e) {
-      abandon(conn, blpop, c);
+      abandon(conn, reply, onAbandon);
+      return null;
     } catch (ExecutionException e) {
-      // Lettuce gave up on the command (its own timeout, or the connection failed). The next
-      // attempt on the main connection reports an unreachable Redis if that is what it was.
+      // Lettuce gave up on the command (its own timeout, or the connection failed): outcome unknown
       pool.discard(conn);
-      LOG.log(Level.DEBUG, "blocking wait on {0} failed: {1}", c.describe(), e.getCause());
+      onAbandon.abandoned(null, false);
+      LOG.log(Level.DEBUG, "blocking command failed: {0}", e.getCause());
+      return null;
     }
   }
 
   /**
-   * Stops a blocked BLPOP we no longer want: CLIENT UNBLOCK it, and if it handed us a token (it may
-   * have raced the unblock), hand the token on. If it does not answer promptly, close the
-   * connection and hand on a token anyway, since one may have been popped in flight.
+   * Stops a blocked command we no longer want: CLIENT UNBLOCK it and tell {@code onAbandon} what it
+   * did (it may have raced the unblock). If it does not answer promptly, close the connection and
+   * report the outcome unknown.
    */
-  private void abandon(BlockingPool.Conn conn, CompletableFuture<KeyValue<String, String>> blpop,
-      Contender c) {
-    if (!blpop.isDone()) {
+  private <T> void abandon(BlockingPool.Conn conn, CompletableFuture<T> reply, Abandoned<T> onAbandon) {
+    if (!reply.isDone()) {
       async.clientUnblock(conn.clientId, UnblockType.TIMEOUT);
     }
     try {
-      KeyValue<String, String> kv = Waits.get(blpop, UNBLOCK_GRACE_NANOS, false);
+      T late = Waits.get(reply, UNBLOCK_GRACE_NANOS, false);
       pool.release(conn);
-      if (kv != null) {
-        c.passWakeup();
-      }
+      onAbandon.abandoned(late, true);
     } catch (TimeoutException | ExecutionException e) {
       pool.discard(conn);
-      c.passWakeup();
+      onAbandon.abandoned(null, false);
     } catch (InterruptedException e) {
       throw new AssertionError(e); // not interruptible
     }

@@ -36,13 +36,17 @@ final class RedisLock implements DistributedLock, Engine.Contender {
   private volatile long releases;
 
   RedisLock(Engine engine, String name) {
+    this(engine, name, "{" + engine.options.keyPrefix() + ":" + name + "}", "lock '" + name + "'");
+  }
+
+  /** A lock whose keys start with {@code keyBase} (which carries the hash tag). */
+  RedisLock(Engine engine, String name, String keyBase, String describe) {
     this.engine = engine;
     this.name = name;
-    String tag = "{" + engine.options.keyPrefix() + ":" + name + "}";
-    this.lockKey = tag + ":lock";
-    this.fenceKey = tag + ":fence";
-    this.wakeKey = tag + ":wake";
-    this.describe = "lock '" + name + "'";
+    this.lockKey = keyBase + ":lock";
+    this.fenceKey = keyBase + ":fence";
+    this.wakeKey = keyBase + ":wake";
+    this.describe = describe;
   }
 
   @Override

@@ -13,6 +13,7 @@ final class Script {
   static final Script LOCK_RELEASE = load("lock_release");
   static final Script LOCK_PASS = load("lock_pass");
   static final Script RENEW = load("renew");
+  static final Script SEMAPHORE = load("semaphore");
 
   final String name;
   final String body;

@@ -38,6 +38,8 @@ public final class Turnstile implements AutoCloseable {
   private final Engine engine;
   private final Cache<String, RedisLock> locks =
       Caffeine.newBuilder().weakValues().executor(Runnable::run).build();
+  private final Cache<String, RedisSemaphore> semaphores =
+      Caffeine.newBuilder().weakValues().executor(Runnable::run).build();
 
   private Turnstile(Engine engine) {
     this.engine = engine;
@@ -122,6 +124,28 @@ public final class Turnstile implements AutoCloseable {
   public DistributedLock lock(String name) {
     checkName(name);
     return locks.get(name, n -> new RedisLock(engine, n));
+  }
+
+  /**
+   * Returns the distributed semaphore of this name, creating it in Redis with {@code permits}
+   * permits if it does not exist yet. Costs one round trip, which checks the stored capacity.
+   *
+   * @param name the semaphore's name, shared by every client that uses it; non-blank
+   * @param permits its capacity; must equal the stored capacity if the semaphore exists
+   * @return the semaphore: the same instance for as long as it is referenced
+   * @throws NullPointerException if name is null
+   * @throws IllegalArgumentException if name is blank, permits is negative, or the semaphore
+   *     exists with a different capacity (the message names both)
+   * @throws TurnstileException if Redis cannot be reached
+   */
+  public DistributedSemaphore semaphore(String name, int permits) {
+    checkName(name);
+    if (permits < 0) {
+      throw new IllegalArgumentException("permits must not be negative, was " + permits);
+    }
+    RedisSemaphore s = semaphores.get(name, n -> new RedisSemaphore(engine, n, permits));
+    s.initialize();
+    return s;
   }
 
   static void checkName(String name) {

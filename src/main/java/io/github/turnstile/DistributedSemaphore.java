@@ -1,0 +1,252 @@
+package io.github.turnstile;
+
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A counting {@link Semaphore} shared by every JVM that names it: at most {@code permits} permits
+ * are held at any time, across all clients. Obtain one with
+ * {@link Turnstile#semaphore(String, int)}; it can be passed wherever a {@code Semaphore} is
+ * expected. Every public method of {@code Semaphore} is overridden to act on the shared state in
+ * Redis; none falls through to the local superclass.
+ *
+ * <p><b>Permits and ownership.</b> Permits are tokens in a Redis list. A permit is held by a
+ * <em>client</em> (one {@link Turnstile}), not by a thread: any thread of the client may release
+ * a permit another of its threads acquired, as with {@code Semaphore}. Unlike {@code Semaphore},
+ * a client cannot release more permits than it holds: that throws {@link IllegalStateException}
+ * and changes nothing (as Hazelcast's session-aware semaphore does), so a buggy caller can never
+ * inflate the number of permits. Permits may be added and removed explicitly with
+ * {@link #addPermits(int)} and {@link #reducePermits(int)}.
+ *
+ * <p><b>Capacity.</b> The capacity is stored in Redis by the first client that uses the name.
+ * {@link Turnstile#semaphore(String, int)} with a different number fails with an error naming
+ * both numbers; {@code addPermits}/{@code reducePermits} change the stored capacity.
+ *
+ * <p><b>Waiting.</b> A waiter blocks inside Redis with {@code BLMOVE} from the free list into its
+ * client's held list, so taking a permit and recording who holds it is one atomic step, and Redis
+ * serves blocked waiters in FIFO order. A release moves a token back, which hands it to the
+ * longest-waiting client inside Redis, in the same step. Within one JVM, threads queue locally in
+ * FIFO order and only one per semaphore waits in Redis. Multi-permit acquisitions cannot deadlock
+ * one another: a waiter that must collect permits one by one first takes a per-semaphore mutex,
+ * so at most one client ever holds part of what it needs, and it returns partial permits on
+ * timeout or interrupt.
+ *
+ * <p><b>Queue queries.</b> {@code Semaphore} makes {@link #hasQueuedThreads()},
+ * {@link #getQueueLength()} and {@code getQueuedThreads()} final, so they cannot act on Redis.
+ * Here they report the threads of this JVM queued behind the one thread that waits in Redis on
+ * this JVM's behalf (no round trip). {@link #waitingThreads()} counts that thread too.
+ *
+ * <p><b>Fairness.</b> Non-fair, like {@code new Semaphore(n)}: waiters are served in FIFO order,
+ * but an arriving acquirer takes a free permit without queueing, and a multi-permit acquirer
+ * that cannot be satisfied at once waits behind the collecting one. {@link #isFair()} is false.
+ *
+ * <p><b>Leases.</b> While a client holds or waits for permits, a liveness key of the client is
+ * renewed by its watchdog (batched with every other lease of the client). When a client dies, its
+ * liveness key expires, and the next operation of any other client on the semaphore returns the
+ * dead client's permits to the free list, within lease + 1 s; no background process is needed.
+ * If this client's liveness is lost while it holds permits (a long pause, a network cut), its
+ * permits are given to others; its listeners are told, and releasing those permits throws
+ * {@link LockLostException}.
+ *
+ * <p><b>Memory consistency effects.</b> Within one JVM, actions in a thread prior to releasing
+ * permits happen-before actions following a successful acquire in another thread of the same JVM
+ * that obtained a released permit, as for {@code Semaphore}. Across JVMs the data the permits
+ * guard must live in a shared store.
+ *
+ * <p><b>Failure model.</b> If Redis cannot be reached, methods throw {@link TurnstileException}
+ * within the caller's timeout or the command timeout, holding no new permit.
+ */
+public abstract class DistributedSemaphore extends Semaphore {
+  private static final long serialVersionUID = 1L;
+
+  /*
+   * The superclass's own state is used for one thing only: it is a fair binary semaphore that
+   * queues this JVM's waiters (the "gate"); its holder is the one thread that waits in Redis. So
+   * the final methods hasQueuedThreads(), getQueueLength() and getQueuedThreads(), which
+   * Semaphore does not let subclasses override, truthfully report the threads of this JVM queued
+   * behind that thread. Every other public method is overridden to act on Redis.
+   */
+  DistributedSemaphore() {
+    super(1, true);
+  }
+
+  /** Enters the local gate if free now. */
+  final boolean gateTryEnter() {
+    return super.tryAcquire();
+  }
+
+  /** Enters the local gate within the time, interruptibly or not (interrupt re-asserted). */
+  final boolean gateEnter(long timeoutNanos, boolean interruptible) throws InterruptedException {
+    if (interruptible) {
+      return super.tryAcquire(Math.max(0, timeoutNanos), TimeUnit.NANOSECONDS);
+    }
+    boolean interrupted = false;
+    long deadline = System.nanoTime() + timeoutNanos;
+    try {
+      while (true) {
+        try {
+          return super.tryAcquire(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+          interrupted = true;
+        }
+      }
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /** Leaves the local gate. */
+  final void gateExit() {
+    super.release();
+  }
+
+  /** @return the name this semaphore was obtained with */
+  public abstract String name();
+
+  /**
+   * Acquires a permit, waiting until one is available or the thread is interrupted.
+   *
+   * <p>One of these happens: a permit is acquired; the thread is interrupted (before or while
+   * waiting, promptly even while blocked in Redis) and {@link InterruptedException} is thrown with
+   * no permit taken; or Redis cannot be reached and {@link TurnstileException} is thrown.
+   *
+   * @throws InterruptedException if the current thread is interrupted
+   */
+  @Override
+  public abstract void acquire() throws InterruptedException;
+
+  /**
+   * Acquires {@code permits} permits, waiting until all are available or the thread is interrupted.
+   * On interrupt, permits already collected are returned.
+   *
+   * @param permits how many; at most the capacity
+   * @throws InterruptedException if the current thread is interrupted
+   * @throws IllegalArgumentException if permits is negative or exceeds the capacity
+   */
+  @Override
+  public abstract void acquire(int permits) throws InterruptedException;
+
+  /**
+   * Acquires a permit, waiting until one is available. Interrupts do not stop the wait; the
+   * interrupt status is set on return if one arrived.
+   */
+  @Override
+  public abstract void acquireUninterruptibly();
+
+  /**
+   * Acquires {@code permits} permits, waiting until all are available; not interruptible.
+   *
+   * @param permits how many; at most the capacity
+   * @throws IllegalArgumentException if permits is negative or exceeds the capacity
+   */
+  @Override
+  public abstract void acquireUninterruptibly(int permits);
+
+  /**
+   * Acquires a permit only if one is free at the time of the call (one round trip), or returns
+   * false at once; false without a round trip if another thread of this JVM is already waiting.
+   */
+  @Override
+  public abstract boolean tryAcquire();
+
+  /**
+   * Acquires {@code permits} permits only if all are free at the time of the call.
+   *
+   * @param permits how many
+   * @throws IllegalArgumentException if permits is negative or exceeds the capacity
+   */
+  @Override
+  public abstract boolean tryAcquire(int permits);
+
+  /**
+   * Acquires a permit if one becomes available within the waiting time. One of these happens: it
+   * is acquired ({@code true}); the time elapses ({@code false}); the thread is interrupted
+   * ({@link InterruptedException}); or Redis cannot be reached ({@link TurnstileException}). The
+   * time covers the local and the remote wait together.
+   */
+  @Override
+  public abstract boolean tryAcquire(long timeout, TimeUnit unit) throws InterruptedException;
+
+  /**
+   * Acquires {@code permits} permits if all become available within the waiting time; permits
+   * collected along the way are returned on timeout or interrupt.
+   *
+   * @throws IllegalArgumentException if permits is negative or exceeds the capacity
+   */
+  @Override
+  public abstract boolean tryAcquire(int permits, long timeout, TimeUnit unit) throws InterruptedException;
+
+  /**
+   * Returns a permit that this client holds, handing it to the longest-waiting client if any.
+   *
+   * @throws IllegalStateException if this client holds no permit (a deviation from
+   *     {@code Semaphore}, which would create one)
+   * @throws LockLostException if this client's permits were reclaimed after its lease was lost
+   */
+  @Override
+  public abstract void release();
+
+  /**
+   * Returns {@code permits} permits that this client holds.
+   *
+   * @throws IllegalArgumentException if permits is negative
+   * @throws IllegalStateException if this client holds fewer permits (nothing is released)
+   * @throws LockLostException if this client's permits were reclaimed after its lease was lost
+   */
+  @Override
+  public abstract void release(int permits);
+
+  /** @return the permits free right now across all clients (one round trip; may be negative after reducePermits) */
+  @Override
+  public abstract int availablePermits();
+
+  /**
+   * Acquires all permits that are free right now, for this client.
+   *
+   * @return how many were acquired (never negative: a debt left by {@link #reducePermits(int)}
+   *     stays until releases pay it off, a documented deviation)
+   */
+  @Override
+  public abstract int drainPermits();
+
+  /**
+   * Shrinks the capacity by {@code reduction}: free permits are removed at once, and permits held
+   * now are removed when they are released.
+   *
+   * @param reduction how many permits to remove
+   * @throws IllegalArgumentException if reduction is negative
+   */
+  @Override
+  public abstract void reducePermits(int reduction);
+
+  /**
+   * Grows the capacity by {@code permits} (first paying off any debt left by reducePermits).
+   *
+   * @param permits how many permits to add
+   * @throws IllegalArgumentException if permits is negative
+   */
+  public abstract void addPermits(int permits);
+
+  /** @return the number of permits this client holds (no round trip) */
+  public abstract int heldPermits();
+
+  /** @return false: see the class documentation on fairness */
+  @Override
+  public abstract boolean isFair();
+
+  /** @return the number of threads of this JVM inside an acquire call, queued or waiting in Redis */
+  public abstract int waitingThreads();
+
+  /**
+   * Registers a listener told when this client's lease on the semaphore is lost while it holds
+   * permits.
+   *
+   * @param listener the listener
+   */
+  public abstract void addLeaseLossListener(LeaseLossListener listener);
+
+  @Override
+  public abstract String toString();
+}

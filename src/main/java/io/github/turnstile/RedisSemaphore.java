@@ -1,0 +1,476 @@
+package io.github.turnstile;
+
+import io.lettuce.core.LMoveArgs;
+import io.lettuce.core.ScriptOutputType;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * {@link DistributedSemaphore} on the shared {@link Engine}: permits are tokens moved between a
+ * free list and per-client held lists by {@code semaphore.lua} and by BLMOVE. Local state: the
+ * number of permits this client holds (mirroring its held list), the threads waiting, and the
+ * client's liveness {@link Lease}, registered with the watchdog while permits are held or awaited.
+ */
+final class RedisSemaphore extends DistributedSemaphore {
+  private static final long serialVersionUID = 1L;
+
+  private final transient Engine engine;
+  private final String name;
+  private final int initialPermits;
+  private final String describe;
+  private final String prefix;
+  private final String[] keys;
+  private final String heldKey;
+  private final String freeKey;
+  /** Serializes the one client at a time that may collect permits one by one. */
+  private final transient RedisLock collector;
+  private final transient ReentrantLock leaseLock = new ReentrantLock();
+  private final AtomicInteger held = new AtomicInteger();
+  private final AtomicInteger lostPermits = new AtomicInteger();
+  private final AtomicInteger waiting = new AtomicInteger();
+  private final transient CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
+  private transient Lease lease; // guarded by leaseLock
+
+  RedisSemaphore(Engine engine, String name, int permits) {
+    this.engine = engine;
+    this.name = name;
+    this.initialPermits = permits;
+    this.describe = "semaphore '" + name + "'";
+    String tag = "{" + engine.options.keyPrefix() + ":" + name + "}";
+    this.prefix = tag + ":s:";
+    this.freeKey = prefix + "free";
+    this.heldKey = prefix + "held:" + engine.clientId;
+    this.keys = new String[] {prefix + "meta", freeKey, prefix + "clients", heldKey,
+        prefix + "alive:" + engine.clientId};
+    this.collector = new RedisLock(engine, name, prefix + "collector", describe + " collector");
+  }
+
+  /** Creates the semaphore in Redis on first use, or checks the stored capacity. */
+  void initialize() {
+    engine.checkConnected(describe);
+    List<Object> r = engine.awaitQuietly(op("init", 0, ""), describe);
+    long stored = (Long) r.get(0);
+    if (stored != initialPermits) {
+      throw new IllegalArgumentException(describe + " exists with a capacity of " + stored
+          + " permits, not the " + initialPermits + " requested; change the capacity explicitly"
+          + " with addPermits/reducePermits");
+    }
+  }
+
+  private CompletableFuture<List<Object>> op(String op, int n, String mode) {
+    return engine.eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, op, engine.clientId,
+        Long.toString(engine.leaseMillis), prefix, Integer.toString(initialPermits),
+        Integer.toString(n), mode);
+  }
+
+  @Override
+  public String name() {
+    return name;
+  }
+
+  // ---------------------------------------------------------------- acquire
+
+  @Override
+  public void acquire() throws InterruptedException {
+    acquire(1);
+  }
+
+  @Override
+  public void acquire(int permits) throws InterruptedException {
+    checkPermits(permits);
+    if (Thread.interrupted()) {
+      throw new InterruptedException();
+    }
+    acquire(permits, false, 0, true);
+  }
+
+  @Override
+  public void acquireUninterruptibly() {
+    acquireUninterruptibly(1);
+  }
+
+  @Override
+  public void acquireUninterruptibly(int permits) {
+    checkPermits(permits);
+    try {
+      acquire(permits, false, 0, false);
+    } catch (InterruptedException e) {
+      throw new AssertionError("uninterruptible acquire was interrupted", e);
+    }
+  }
+
+  @Override
+  public boolean tryAcquire() {
+    return tryAcquire(1);
+  }
+
+  @Override
+  public boolean tryAcquire(int permits) {
+    checkPermits(permits);
+    if (permits == 0) {
+      return true;
+    }
+    if (!gateTryEnter()) {
+      return false;
+    }
+    waiting.incrementAndGet();
+    try {
+      long sentAt = System.nanoTime();
+      CompletableFuture<List<Object>> f = op("acquire", permits, "all");
+      List<Object> r;
+      try {
+        r = engine.awaitQuietly(f, describe);
+      } catch (RuntimeException e) {
+        giveBackWhenDone(f);
+        throw e;
+      }
+      int taken = taken(r, permits);
+      ensureLease(sentAt);
+      if (taken == permits) {
+        held.addAndGet(permits);
+        return true;
+      }
+      return false;
+    } finally {
+      waiting.decrementAndGet();
+      gateExit();
+      maybeStopLease();
+    }
+  }
+
+  @Override
+  public boolean tryAcquire(long timeout, TimeUnit unit) throws InterruptedException {
+    return tryAcquire(1, timeout, unit);
+  }
+
+  @Override
+  public boolean tryAcquire(int permits, long timeout, TimeUnit unit) throws InterruptedException {
+    long deadline = System.nanoTime() + Math.min(unit.toNanos(timeout), Long.MAX_VALUE >> 2);
+    checkPermits(permits);
+    if (Thread.interrupted()) {
+      throw new InterruptedException();
+    }
+    return acquire(permits, true, deadline, true);
+  }
+
+  private static void checkPermits(int permits) {
+    if (permits < 0) {
+      throw new IllegalArgumentException("permits must not be negative, was " + permits);
+    }
+  }
+
+  private int taken(List<Object> reply, int wanted) {
+    long taken = (Long) reply.get(0);
+    if (taken < 0) {
+      throw new IllegalArgumentException("cannot acquire " + wanted + " permits from " + describe
+          + ": its capacity is " + reply.get(2));
+    }
+    return (int) taken;
+  }
+
+  /**
+   * The acquisition: the thread first queues behind this JVM's other waiters (the fair gate), then
+   * attempts in Redis; if the permits are not all free it blocks in BLMOVE for one permit at a
+   * time. A multi-permit request that cannot be met at once takes the collector mutex before it
+   * starts collecting, so no two clients each hoard part of what they need.
+   */
+  private boolean acquire(int permits, boolean timed, long deadline, boolean interruptible)
+      throws InterruptedException {
+    if (permits == 0) {
+      return true;
+    }
+    waiting.incrementAndGet();
+    try {
+      if (!gateEnter(timed ? deadline - System.nanoTime() : Long.MAX_VALUE, interruptible)) {
+        return false;
+      }
+      try {
+        return collect(permits, timed, deadline, interruptible);
+      } finally {
+        gateExit();
+      }
+    } finally {
+      waiting.decrementAndGet();
+      maybeStopLease();
+    }
+  }
+
+  private boolean collect(int permits, boolean timed, long deadline, boolean interruptible)
+      throws InterruptedException {
+    int taken = 0;
+    boolean collecting = false;
+    boolean success = false;
+    try {
+      while (true) {
+        if (interruptible && Thread.interrupted()) {
+          throw new InterruptedException();
+        }
+        engine.checkConnected(describe);
+        long sentAt = System.nanoTime();
+        CompletableFuture<List<Object>> f = op("acquire", permits - taken, collecting ? "some" : "all");
+        List<Object> r;
+        try {
+          r = engine.await(f, timed, deadline, interruptible, describe);
+        } catch (Engine.DeadlinePassed e) {
+          giveBackWhenDone(f);
+          return false;
+        } catch (InterruptedException | RuntimeException e) {
+          giveBackWhenDone(f);
+          throw e;
+        }
+        taken += taken(r, permits);
+        ensureLease(sentAt);
+        if (taken == permits) {
+          held.addAndGet(permits);
+          success = true;
+          return true;
+        }
+        if (!collecting && permits > 1) {
+          long remaining = deadline - System.nanoTime();
+          if (timed ? !collector.tryLock(Math.max(0, remaining), TimeUnit.NANOSECONDS)
+              : !lockCollector(interruptible)) {
+            return false;
+          }
+          collecting = true;
+          continue;
+        }
+        long retry = (Long) r.get(1);
+        long sliceMillis = engine.leaseMillis / 2;
+        if (retry >= 0) {
+          sliceMillis = Math.min(sliceMillis, retry + 1);
+        }
+        long slice = TimeUnit.MILLISECONDS.toNanos(Math.max(1, sliceMillis));
+        if (timed) {
+          long remaining = deadline - System.nanoTime();
+          if (remaining <= 0) {
+            return false;
+          }
+          slice = Math.min(slice, remaining);
+        }
+        int expected = held.get() + taken;
+        double seconds = Engine.seconds(slice);
+        String token = engine.block(
+            conn -> conn.async().blmove(freeKey, heldKey, LMoveArgs.Builder.leftRight(), seconds),
+            slice, deadline, timed, interruptible, (late, known) -> {
+              if (!known) {
+                trimTo(expected);
+              } else if (late != null) {
+                giveBack(1);
+              }
+            });
+        if (token != null) {
+          taken++;
+        }
+      }
+    } finally {
+      if (!success && taken > 0) {
+        giveBack(taken);
+      }
+      if (collecting) {
+        try {
+          collector.unlock();
+        } catch (IllegalMonitorStateException | TurnstileException e) {
+          // its lease ran out or Redis is gone; it frees itself within the lease
+        }
+      }
+    }
+  }
+
+  private boolean lockCollector(boolean interruptible) throws InterruptedException {
+    if (interruptible) {
+      collector.lockInterruptibly();
+    } else {
+      collector.lock();
+    }
+    return true;
+  }
+
+  /** Returns permits this client took but will not keep (they were never counted as held). */
+  private void giveBack(int n) {
+    op("release", n, "");
+  }
+
+  /** If an abandoned attempt turns out to have taken permits, returns them. */
+  private void giveBackWhenDone(CompletableFuture<List<Object>> attempt) {
+    attempt.whenComplete((r, e) -> {
+      if (r != null && (Long) r.get(0) > 0) {
+        giveBack((int) (long) (Long) r.get(0));
+      }
+    });
+  }
+
+  /** After a BLMOVE of unknown outcome: return whatever this client holds beyond what it should. */
+  private void trimTo(int expected) {
+    op("trim", expected, "");
+  }
+
+  // ---------------------------------------------------------------- release
+
+  @Override
+  public void release() {
+    release(1);
+  }
+
+  @Override
+  public void release(int permits) {
+    checkPermits(permits);
+    if (permits == 0) {
+      return;
+    }
+    int current;
+    do {
+      current = held.get();
+      if (current < permits) {
+        int lost = lostPermits.get();
+        if (lost > 0 && lostPermits.compareAndSet(lost, Math.max(0, lost - permits))) {
+          throw new LockLostException(name, 0, System.currentTimeMillis(),
+              "this client's lease on the semaphore was lost and its permits were given to others");
+        }
+        throw new IllegalStateException("cannot release " + permits + " permits of " + describe
+            + ": this client holds " + current);
+      }
+    } while (!held.compareAndSet(current, current - permits));
+    CompletableFuture<List<Object>> f = op("release", permits, "");
+    try {
+      engine.checkConnected(describe + " release (queued; the permits return within the lease otherwise)");
+      List<Object> r = engine.awaitQuietly(f, describe + " release");
+      if ((Long) r.get(0) == 0) {
+        throw new LockLostException(name, 0, System.currentTimeMillis(),
+            "Redis no longer had this client's permits: its lease ran out and they were reclaimed");
+      }
+    } finally {
+      maybeStopLease();
+    }
+  }
+
+  // ---------------------------------------------------------------- capacity and queries
+
+  @Override
+  public int availablePermits() {
+    engine.checkConnected(describe);
+    return (int) (long) (Long) engine.awaitQuietly(op("state", 0, ""), describe).get(4);
+  }
+
+  /** @return {cap, debt, free, held by all clients, available} as stored in Redis */
+  long[] state() {
+    List<Object> r = engine.awaitQuietly(op("state", 0, ""), describe);
+    long[] out = new long[r.size()];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = (Long) r.get(i);
+    }
+    return out;
+  }
+
+  @Override
+  public int drainPermits() {
+    engine.checkConnected(describe);
+    long sentAt = System.nanoTime();
+    int moved = (int) (long) (Long) engine.awaitQuietly(op("drain", 0, ""), describe).get(0);
+    held.addAndGet(moved);
+    ensureLease(sentAt);
+    maybeStopLease();
+    return moved;
+  }
+
+  @Override
+  public void reducePermits(int reduction) {
+    if (reduction < 0) {
+      throw new IllegalArgumentException("reduction must not be negative, was " + reduction);
+    }
+    engine.checkConnected(describe);
+    engine.awaitQuietly(op("reduce", reduction, ""), describe);
+  }
+
+  @Override
+  public void addPermits(int permits) {
+    if (permits < 0) {
+      throw new IllegalArgumentException("permits must not be negative, was " + permits);
+    }
+    engine.checkConnected(describe);
+    engine.awaitQuietly(op("add", permits, ""), describe);
+  }
+
+  @Override
+  public int heldPermits() {
+    return held.get();
+  }
+
+  @Override
+  public boolean isFair() {
+    return false;
+  }
+
+  @Override
+  public int waitingThreads() {
+    return waiting.get();
+  }
+
+  @Override
+  public void addLeaseLossListener(LeaseLossListener listener) {
+    listeners.add(Objects.requireNonNull(listener, "listener"));
+  }
+
+  @Override
+  public String toString() {
+    return "DistributedSemaphore[" + name + ", permits held by this client = " + held.get() + "]";
+  }
+
+  // ---------------------------------------------------------------- liveness lease
+
+  /** After a script refreshed this client's liveness key: make sure the watchdog renews it. */
+  private void ensureLease(long sentAtNanos) {
+    leaseLock.lock();
+    try {
+      if (lease == null || !lease.alive(System.nanoTime())) {
+        lease = new Lease(keys[4], engine.clientId, engine.leaseMillis, 0, "client " + engine.clientId,
+            sentAtNanos, this::leaseLost);
+        engine.watchdog.register(lease);
+      } else {
+        lease.confirmed(sentAtNanos);
+      }
+    } finally {
+      leaseLock.unlock();
+    }
+  }
+
+  /** With no permit held and nobody waiting, stop renewing; the liveness key then expires. */
+  private void maybeStopLease() {
+    leaseLock.lock();
+    try {
+      if (lease != null && held.get() == 0 && waiting.get() == 0) {
+        engine.watchdog.unregister(lease);
+        lease.end();
+        lease = null;
+      }
+    } finally {
+      leaseLock.unlock();
+    }
+  }
+
+  private void leaseLost(Lease l, String reason) {
+    engine.watchdog.unregister(l);
+    leaseLock.lock();
+    int lost;
+    try {
+      if (lease == l) {
+        lease = null;
+      }
+      lost = held.getAndSet(0);
+      lostPermits.addAndGet(lost);
+    } finally {
+      leaseLock.unlock();
+    }
+    if (lost > 0) {
+      List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
+      all.addAll(listeners);
+      engine.notifyLost(new LeaseLostEvent(name, 0, l.holder, reason + " (" + lost + " permits)",
+          l.lostAtMillis), all);
+    }
+  }
+}

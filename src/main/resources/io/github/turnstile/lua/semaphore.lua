@@ -1,0 +1,189 @@
+-- semaphore.lua: every operation of a DistributedSemaphore, so that the reclaim of dead clients
+-- (which every operation runs first) is written once.
+--
+-- KEYS[1]  meta      {p:name}:s:meta      hash: cap (capacity), debt (permits owed by reducePermits)
+-- KEYS[2]  free      {p:name}:s:free      list of free permit tokens ("1"); waiters BLMOVE from it
+-- KEYS[3]  clients   {p:name}:s:clients   zset: client id -> 0 while alive, else ms since declared dead
+-- KEYS[4]  held      {p:name}:s:held:<c>  list: tokens held by this client (BLMOVE destination)
+-- KEYS[5]  alive     {p:name}:s:alive:<c> hash {r = client id}, PX lease: this client's liveness
+-- ARGV[1]  op        init | acquire | release | trim | drain | add | reduce | state
+-- ARGV[2]  client id
+-- ARGV[3]  lease ms
+-- ARGV[4]  key prefix of client keys, "{p:name}:s:" (other clients' held/alive keys are derived
+--          from it; they share the hash tag, hence the slot)
+-- ARGV[5]  capacity this client was created with (used only when no meta exists)
+-- ARGV[6]  op argument (permits)
+-- ARGV[7]  acquire only: "all" (all or nothing) or "some" (take what is free, up to ARGV[6])
+--
+-- Invariant after every call: LLEN(free) + sum over clients LLEN(held:c) == cap + debt, and
+-- debt > 0 implies free is empty (so BLMOVE never takes an owed permit).
+
+local meta, free, clients, held, alive = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local op, cid, lease, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- One token leaves a held list: it pays a debt, or goes back to the free list (which serves the
+-- longest-blocked BLMOVE waiter at once).
+local function give_back(list)
+  local debt = tonumber(redis.call('HGET', meta, 'debt') or '0')
+  if debt > 0 then
+    redis.call('LPOP', list)
+    redis.call('HINCRBY', meta, 'debt', -1)
+  else
+    redis.call('LMOVE', list, free, 'LEFT', 'RIGHT')
+  end
+end
+
+-- Clients whose liveness key expired get their tokens taken back. A dead client stays listed for
+-- one more lease, so that a token a late BLMOVE of its lands in its list is reclaimed as well.
+local function reclaim()
+  local members = redis.call('ZRANGE', clients, 0, -1, 'WITHSCORES')
+  local t = nil
+  for i = 1, #members, 2 do
+    local c, since = members[i], tonumber(members[i + 1])
+    if redis.call('EXISTS', prefix .. 'alive:' .. c) == 0 then
+      t = t or now_ms()
+      local list = prefix .. 'held:' .. c
+      for _ = 1, redis.call('LLEN', list) do
+        give_back(list)
+      end
+      if since == 0 then
+        redis.call('ZADD', clients, t, c)
+      elseif t - since > lease then
+        redis.call('ZREM', clients, c)
+      end
+    end
+  end
+end
+
+local cap = redis.call('HGET', meta, 'cap')
+if not cap then
+  -- first use (or state lost): create with this client's capacity
+  cap = tonumber(ARGV[5])
+  redis.call('HSET', meta, 'cap', cap, 'debt', 0)
+  redis.call('DEL', free)
+  for _ = 1, cap do
+    redis.call('RPUSH', free, '1')
+  end
+else
+  cap = tonumber(cap)
+end
+
+if op == 'init' then
+  return {cap, redis.call('LLEN', free) - tonumber(redis.call('HGET', meta, 'debt') or '0')}
+end
+
+reclaim()
+
+local function register()
+  redis.call('HSET', alive, 'r', cid)
+  redis.call('PEXPIRE', alive, lease)
+  redis.call('ZADD', clients, 0, cid)
+end
+
+local n = tonumber(ARGV[6] or '0')
+
+if op == 'acquire' then
+  -- returns {taken, retryMs, cap}: retryMs = the earliest moment (ms from now) at which another
+  -- holder's liveness could run out and its permits be reclaimed, or -1 if no other client holds any
+  if n > cap then
+    return {-1, 0, cap}
+  end
+  register()
+  local avail = redis.call('LLEN', free)
+  local take = 0
+  if avail >= n then
+    take = n
+  elseif ARGV[7] == 'some' then
+    take = avail
+  end
+  for _ = 1, take do
+    redis.call('LMOVE', free, held, 'LEFT', 'RIGHT')
+  end
+  local retry = -1
+  if take < n then
+    local members = redis.call('ZRANGE', clients, 0, -1)
+    for _, c in ipairs(members) do
+      if c ~= cid and redis.call('LLEN', prefix .. 'held:' .. c) > 0 then
+        local pttl = redis.call('PTTL', prefix .. 'alive:' .. c)
+        if pttl >= 0 and (retry < 0 or pttl < retry) then
+          retry = pttl
+        end
+      end
+    end
+  end
+  return {take, retry, cap}
+end
+
+if op == 'release' then
+  -- returns {1, heldAfter} or {0, held} when this client holds fewer than n
+  local h = redis.call('LLEN', held)
+  if h < n then
+    return {0, h}
+  end
+  for _ = 1, n do
+    give_back(held)
+  end
+  if redis.call('EXISTS', alive) == 1 then
+    redis.call('PEXPIRE', alive, lease)
+  end
+  return {1, h - n}
+end
+
+if op == 'trim' then
+  -- after a BLMOVE whose outcome the client could not learn: keep at most n tokens in this
+  -- client's held list, returning the rest; returns {returned}
+  local returned = 0
+  while redis.call('LLEN', held) > n do
+    give_back(held)
+    returned = returned + 1
+  end
+  return {returned}
+end
+
+if op == 'drain' then
+  -- all free permits into this client's held list; returns {moved}
+  register()
+  local moved = 0
+  while redis.call('LMOVE', free, held, 'LEFT', 'RIGHT') do
+    moved = moved + 1
+  end
+  return {moved}
+end
+
+if op == 'add' then
+  local debt = tonumber(redis.call('HGET', meta, 'debt') or '0')
+  local pay = math.min(debt, n)
+  redis.call('HSET', meta, 'debt', debt - pay, 'cap', cap + n)
+  for _ = 1, n - pay do
+    redis.call('RPUSH', free, '1')
+  end
+  return {cap + n}
+end
+
+if op == 'reduce' then
+  local removed = 0
+  while removed < n and redis.call('LPOP', free) do
+    removed = removed + 1
+  end
+  redis.call('HINCRBY', meta, 'debt', n - removed)
+  redis.call('HSET', meta, 'cap', cap - n)
+  return {cap - n}
+end
+
+if op == 'state' then
+  -- {cap, debt, free, held by all listed clients, available}
+  local debt = tonumber(redis.call('HGET', meta, 'debt') or '0')
+  local total = 0
+  for _, c in ipairs(redis.call('ZRANGE', clients, 0, -1)) do
+    total = total + redis.call('LLEN', prefix .. 'held:' .. c)
+  end
+  local f = redis.call('LLEN', free)
+  return {cap, debt, f, total, f - debt}
+end
+
+return redis.error_reply('semaphore.lua: unknown op ' .. tostring(op))
