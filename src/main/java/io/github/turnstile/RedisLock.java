@@ -90,7 +90,7 @@ final class RedisLock implements DistributedLock, Engine.Contender {
 
   @Override
   public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
-    long deadline = System.nanoTime() + Math.min(unit.toNanos(time), Long.MAX_VALUE >> 2);
+    long deadline = System.nanoTime() + Math.max(0, Math.min(unit.toNanos(time), Long.MAX_VALUE >> 2));
     if (Thread.interrupted()) {
       throw new InterruptedException();
     }

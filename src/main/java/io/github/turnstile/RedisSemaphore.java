@@ -36,6 +36,11 @@ final class RedisSemaphore extends DistributedSemaphore {
   private final AtomicInteger waiting = new AtomicInteger();
   private final transient CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
   private transient Lease lease; // guarded by leaseLock
+  /**
+   * Until when (this JVM's nanoTime) a waiter may block without running a script first: the send
+   * time of the latest script reply plus its wait hint (see semaphore.lua's hint()).
+   */
+  private volatile long hintDeadline;
 
   RedisSemaphore(Engine engine, String name, int permits) {
     this.engine = engine;
@@ -51,14 +56,14 @@ final class RedisSemaphore extends DistributedSemaphore {
     this.collector = new RedisLock(engine, name, prefix + "collector", describe + " collector");
   }
 
-  /** Creates the semaphore in Redis on first use, or checks the stored capacity. */
-  void initialize() {
+  /** Creates the semaphore in Redis on first use, or checks the stored capacity against {@code requested}. */
+  void initialize(int requested) {
     engine.checkConnected(describe);
     List<Object> r = engine.awaitQuietly(op("init", 0, ""), describe);
     long stored = (Long) r.get(0);
-    if (stored != initialPermits) {
+    if (stored != requested) {
       throw new IllegalArgumentException(describe + " exists with a capacity of " + stored
-          + " permits, not the " + initialPermits + " requested; change the capacity explicitly"
+          + " permits, not the " + requested + " requested; change the capacity explicitly"
           + " with addPermits/reducePermits");
     }
   }
@@ -151,7 +156,7 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   @Override
   public boolean tryAcquire(int permits, long timeout, TimeUnit unit) throws InterruptedException {
-    long deadline = System.nanoTime() + Math.min(unit.toNanos(timeout), Long.MAX_VALUE >> 2);
+    long deadline = System.nanoTime() + Math.max(0, Math.min(unit.toNanos(timeout), Long.MAX_VALUE >> 2));
     checkPermits(permits);
     if (Thread.interrupted()) {
       throw new InterruptedException();
@@ -208,10 +213,23 @@ final class RedisSemaphore extends DistributedSemaphore {
     boolean success = false;
     try {
       while (true) {
+        if (taken == permits) {
+          held.addAndGet(permits);
+          success = true;
+          return true;
+        }
         if (interruptible && Thread.interrupted()) {
           throw new InterruptedException();
         }
         engine.checkConnected(describe);
+        if ((permits == 1 || collecting) && blockDirectly(timed, deadline)) {
+          // Fresh hint and live lease: BLMOVE takes a free permit at once or queues for one,
+          // without a script round trip first.
+          if (takeOne(hintDeadline - System.nanoTime(), timed, deadline, interruptible, taken)) {
+            taken++;
+          }
+          continue;
+        }
         long sentAt = System.nanoTime();
         CompletableFuture<List<Object>> f = op("acquire", permits - taken, collecting ? "some" : "all");
         List<Object> r;
@@ -226,10 +244,9 @@ final class RedisSemaphore extends DistributedSemaphore {
         }
         taken += taken(r, permits);
         ensureLease(sentAt);
+        hint(sentAt, (Long) r.get(1));
         if (taken == permits) {
-          held.addAndGet(permits);
-          success = true;
-          return true;
+          continue;
         }
         if (!collecting && permits > 1) {
           long remaining = deadline - System.nanoTime();
@@ -240,12 +257,7 @@ final class RedisSemaphore extends DistributedSemaphore {
           collecting = true;
           continue;
         }
-        long retry = (Long) r.get(1);
-        long sliceMillis = engine.leaseMillis / 2;
-        if (retry >= 0) {
-          sliceMillis = Math.min(sliceMillis, retry + 1);
-        }
-        long slice = TimeUnit.MILLISECONDS.toNanos(Math.max(1, sliceMillis));
+        long slice = hintDeadline - System.nanoTime();
         if (timed) {
           long remaining = deadline - System.nanoTime();
           if (remaining <= 0) {
@@ -253,18 +265,7 @@ final class RedisSemaphore extends DistributedSemaphore {
           }
           slice = Math.min(slice, remaining);
         }
-        int expected = held.get() + taken;
-        double seconds = Engine.seconds(slice);
-        String token = engine.block(
-            conn -> conn.async().blmove(freeKey, heldKey, LMoveArgs.Builder.leftRight(), seconds),
-            slice, deadline, timed, interruptible, (late, known) -> {
-              if (!known) {
-                trimTo(expected);
-              } else if (late != null) {
-                giveBack(1);
-              }
-            });
-        if (token != null) {
+        if (slice > 0 && takeOne(slice, timed, deadline, interruptible, taken)) {
           taken++;
         }
       }
@@ -280,6 +281,50 @@ final class RedisSemaphore extends DistributedSemaphore {
         }
       }
     }
+  }
+
+  /** Whether the next wait may skip the attempt script: live lease, fresh hint, time left. */
+  private boolean blockDirectly(boolean timed, long deadline) {
+    long now = System.nanoTime();
+    if (hintDeadline - now < TimeUnit.MILLISECONDS.toNanos(2) || (timed && deadline - now <= 0)) {
+      return false;
+    }
+    leaseLock.lock();
+    try {
+      return lease != null && lease.alive(now);
+    } finally {
+      leaseLock.unlock();
+    }
+  }
+
+  /**
+   * Blocks in BLMOVE (free list to this client's held list) for one permit, for at most
+   * {@code sliceNanos} (and the caller's deadline).
+   *
+   * @return true if a permit moved into this client's held list
+   */
+  private boolean takeOne(long sliceNanos, boolean timed, long deadline, boolean interruptible, int taken)
+      throws InterruptedException {
+    long slice = timed ? Math.min(sliceNanos, deadline - System.nanoTime()) : sliceNanos;
+    if (slice <= 0) {
+      return false;
+    }
+    int expected = held.get() + taken;
+    double seconds = Engine.seconds(slice);
+    String token = engine.block(
+        conn -> conn.async().blmove(freeKey, heldKey, LMoveArgs.Builder.leftRight(), seconds),
+        slice, deadline, timed, interruptible, (late, known) -> {
+          if (!known) {
+            trimTo(expected);
+          } else if (late != null) {
+            giveBack(1);
+          }
+        });
+    return token != null;
+  }
+
+  private void hint(long sentAtNanos, long hintMillis) {
+    hintDeadline = sentAtNanos + TimeUnit.MILLISECONDS.toNanos(Math.max(0, hintMillis));
   }
 
   private boolean lockCollector(boolean interruptible) throws InterruptedException {
@@ -336,10 +381,12 @@ final class RedisSemaphore extends DistributedSemaphore {
             + ": this client holds " + current);
       }
     } while (!held.compareAndSet(current, current - permits));
+    long sentAt = System.nanoTime();
     CompletableFuture<List<Object>> f = op("release", permits, "");
     try {
       engine.checkConnected(describe + " release (queued; the permits return within the lease otherwise)");
       List<Object> r = engine.awaitQuietly(f, describe + " release");
+      hint(sentAt, (Long) r.get(2));
       if ((Long) r.get(0) == 0) {
         throw new LockLostException(name, 0, System.currentTimeMillis(),
             "Redis no longer had this client's permits: its lease ran out and they were reclaimed");

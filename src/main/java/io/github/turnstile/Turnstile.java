@@ -144,7 +144,7 @@ public final class Turnstile implements AutoCloseable {
       throw new IllegalArgumentException("permits must not be negative, was " + permits);
     }
     RedisSemaphore s = semaphores.get(name, n -> new RedisSemaphore(engine, n, permits));
-    s.initialize();
+    s.initialize(permits);
     return s;
   }
 

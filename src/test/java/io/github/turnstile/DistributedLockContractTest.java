@@ -130,6 +130,12 @@ class DistributedLockContractTest {
       assertTrue(elapsed < timeoutMs + 200, "did not wait notably longer: " + elapsed + " ms for " + timeoutMs);
     }
     assertFalse(lock.tryLock(-5, TimeUnit.SECONDS), "negative timeout: no wait");
+    for (long extreme : new long[] {Long.MIN_VALUE, -Long.MAX_VALUE}) {
+      long start = System.nanoTime();
+      assertFalse(lock.tryLock(extreme, TimeUnit.NANOSECONDS), "extreme negative timeout: no wait");
+      assertFalse(lock.tryLock(extreme, TimeUnit.DAYS));
+      assertTrue(millisSince(start) < 500, "no overflow into a long wait");
+    }
     assertEquals(0, lock.getHoldCount());
     holder.unlock();
   }

@@ -3,7 +3,8 @@
 --
 -- KEYS[1]  meta      {p:name}:s:meta      hash: cap (capacity), debt (permits owed by reducePermits)
 -- KEYS[2]  free      {p:name}:s:free      list of free permit tokens ("1"); waiters BLMOVE from it
--- KEYS[3]  clients   {p:name}:s:clients   zset: client id -> 0 while alive, else ms since declared dead
+-- KEYS[3]  clients   {p:name}:s:clients   zset: client id -> server ms until which its liveness is
+--                                          known to last (a lower bound: renewals do not update it)
 -- KEYS[4]  held      {p:name}:s:held:<c>  list: tokens held by this client (BLMOVE destination)
 -- KEYS[5]  alive     {p:name}:s:alive:<c> hash {r = client id}, PX lease: this client's liveness
 -- ARGV[1]  op        init | acquire | release | trim | drain | add | reduce | state
@@ -38,26 +39,49 @@ local function give_back(list)
   end
 end
 
--- Clients whose liveness key expired get their tokens taken back. A dead client stays listed for
--- one more lease, so that a token a late BLMOVE of its lands in its list is reclaimed as well.
+local t_now = nil
+local function now()
+  t_now = t_now or now_ms()
+  return t_now
+end
+
+-- Clients whose liveness ran out get their tokens taken back. Only clients whose recorded
+-- liveness bound has passed are looked at (O(log n) when none has). A live one gets its bound
+-- raised to its real expiry; a dead one stays listed for one more lease, so that a token that a
+-- late BLMOVE of its drops into its held list is reclaimed as well, then it is forgotten.
 local function reclaim()
-  local members = redis.call('ZRANGE', clients, 0, -1, 'WITHSCORES')
-  local t = nil
-  for i = 1, #members, 2 do
-    local c, since = members[i], tonumber(members[i + 1])
-    if redis.call('EXISTS', prefix .. 'alive:' .. c) == 0 then
-      t = t or now_ms()
+  local due = redis.call('ZRANGEBYSCORE', clients, '-inf', now(), 'WITHSCORES')
+  for i = 1, #due, 2 do
+    local c, until_ms = due[i], tonumber(due[i + 1])
+    local pttl = redis.call('PTTL', prefix .. 'alive:' .. c)
+    if pttl > 0 then
+      redis.call('ZADD', clients, now() + pttl, c)
+    else
       local list = prefix .. 'held:' .. c
       for _ = 1, redis.call('LLEN', list) do
         give_back(list)
       end
-      if since == 0 then
-        redis.call('ZADD', clients, t, c)
-      elseif t - since > lease then
+      if now() - until_ms > lease then
         redis.call('ZREM', clients, c)
+        redis.call('DEL', list)
       end
     end
   end
+end
+
+-- The wait hint: ms until the earliest recorded liveness bound of another client, at most
+-- lease / 2. A waiter blocks no longer than this, then runs a script again (which reclaims). A
+-- client that registers later cannot expire before that: its liveness lasts a whole lease.
+local function hint()
+  local h = math.floor(lease / 2)
+  local first = redis.call('ZRANGEBYSCORE', clients, '(' .. now(), '+inf', 'WITHSCORES', 'LIMIT', 0, 2)
+  for i = 1, #first, 2 do
+    if first[i] ~= cid then
+      h = math.min(h, tonumber(first[i + 1]) - now())
+      break
+    end
+  end
+  return h
 end
 
 local cap = redis.call('HGET', meta, 'cap')
@@ -82,14 +106,13 @@ reclaim()
 local function register()
   redis.call('HSET', alive, 'r', cid)
   redis.call('PEXPIRE', alive, lease)
-  redis.call('ZADD', clients, 0, cid)
+  redis.call('ZADD', clients, now() + lease, cid)
 end
 
 local n = tonumber(ARGV[6] or '0')
 
 if op == 'acquire' then
-  -- returns {taken, retryMs, cap}: retryMs = the earliest moment (ms from now) at which another
-  -- holder's liveness could run out and its permits be reclaimed, or -1 if no other client holds any
+  -- returns {taken, hintMs, cap}
   if n > cap then
     return {-1, 0, cap}
   end
@@ -104,34 +127,19 @@ if op == 'acquire' then
   for _ = 1, take do
     redis.call('LMOVE', free, held, 'LEFT', 'RIGHT')
   end
-  local retry = -1
-  if take < n then
-    local members = redis.call('ZRANGE', clients, 0, -1)
-    for _, c in ipairs(members) do
-      if c ~= cid and redis.call('LLEN', prefix .. 'held:' .. c) > 0 then
-        local pttl = redis.call('PTTL', prefix .. 'alive:' .. c)
-        if pttl >= 0 and (retry < 0 or pttl < retry) then
-          retry = pttl
-        end
-      end
-    end
-  end
-  return {take, retry, cap}
+  return {take, hint(), cap}
 end
 
 if op == 'release' then
-  -- returns {1, heldAfter} or {0, held} when this client holds fewer than n
+  -- returns {1, heldAfter, hintMs} or {0, held, hintMs} when this client holds fewer than n
   local h = redis.call('LLEN', held)
   if h < n then
-    return {0, h}
+    return {0, h, hint()}
   end
   for _ = 1, n do
     give_back(held)
   end
-  if redis.call('EXISTS', alive) == 1 then
-    redis.call('PEXPIRE', alive, lease)
-  end
-  return {1, h - n}
+  return {1, h - n, hint()}
 end
 
 if op == 'trim' then
@@ -179,7 +187,7 @@ if op == 'state' then
   -- {cap, debt, free, held by all listed clients, available}
   local debt = tonumber(redis.call('HGET', meta, 'debt') or '0')
   local total = 0
-  for _, c in ipairs(redis.call('ZRANGE', clients, 0, -1)) do
+  for _, c in ipairs(redis.call('ZRANGE', clients, 0, -1)) do -- O(clients): diagnostics only
     total = total + redis.call('LLEN', prefix .. 'held:' .. c)
   end
   local f = redis.call('LLEN', free)

@@ -331,6 +331,9 @@ public final class LockBenchmark {
         }
       }
       printTable(results, pingP50, pingP99);
+      if (Boolean.parseBoolean(System.getProperty("bench.semaphore", "true"))) {
+        SemaphoreBenchmark.run(uri, redis);
+      }
     } finally {
       if (auxConn != null) {
         auxConn.close();
@@ -353,6 +356,10 @@ public final class LockBenchmark {
       c.getDeclaredMethods();
     }
     CommandStats.class.getDeclaredMethods();
+    SemaphoreBenchmark.class.getDeclaredMethods();
+    for (Class<?> c : SemaphoreBenchmark.class.getDeclaredClasses()) {
+      c.getDeclaredMethods();
+    }
     LongSamples.class.getDeclaredMethods();
     SetNxPollLock.class.getDeclaredMethods();
   }

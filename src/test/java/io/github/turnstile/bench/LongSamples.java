@@ -22,6 +22,10 @@ final class LongSamples {
     }
   }
 
+  long get(int i) {
+    return values[i];
+  }
+
   int size() {
     return size;
   }
