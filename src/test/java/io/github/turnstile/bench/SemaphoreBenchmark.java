@@ -33,6 +33,7 @@ final class SemaphoreBenchmark {
   private static final int THREADS = Integer.getInteger("bench.threads", 4);
   private static final int WARMUP_SECONDS = Integer.getInteger("bench.warmup", 1);
   private static final int SECONDS = Integer.getInteger("bench.sem.seconds", 5);
+  private static final long SPIN_NANOS = TimeUnit.MICROSECONDS.toNanos(Long.getLong("bench.sem.spinMicros", 100));
 
   private SemaphoreBenchmark() {}
 
@@ -203,11 +204,11 @@ final class SemaphoreBenchmark {
   }
 
   /**
-   * Holds until {@code until}: parks until 300 µs before, then spins, so that the hold is 2 ms and
+   * Holds until {@code until}: parks until bench.sem.spinMicros (100) before, then spins, so that the hold is 2 ms and
    * not 2 ms plus the scheduler's oversleep (the same for both sides).
    */
   private static void hold(long until) {
-    long park = until - System.nanoTime() - 300_000;
+    long park = until - System.nanoTime() - SPIN_NANOS;
     if (park > 0) {
       LockSupport.parkNanos(park);
     }
