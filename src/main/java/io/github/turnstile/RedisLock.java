@@ -15,8 +15,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * {@code gate} queues this JVM's waiters in FIFO order: only the gate's holder contends in Redis,
  * so at most one thread per lock and JVM waits remotely.
  */
-final class RedisLock implements DistributedLock, Engine.Contender {
-  private final Engine engine;
+class RedisLock implements DistributedLock, Engine.Contender {
+  final Engine engine;
   private final String name;
   final String lockKey;
   final String fenceKey;
@@ -41,13 +41,32 @@ final class RedisLock implements DistributedLock, Engine.Contender {
 
   /** A lock whose keys start with {@code keyBase} (which carries the hash tag). */
   RedisLock(Engine engine, String name, String keyBase, String describe) {
+    this(engine, name, keyBase + ":lock", keyBase + ":fence", keyBase + ":wake", describe);
+  }
+
+  /**
+   * A lock on the given keys. Subclasses (the write side of a read/write lock) replace what is
+   * done in Redis: {@link #attempt}, {@link #release}, {@link #cancel}, {@link #passWakeup},
+   * {@link #isLockedInRedis}; {@code lockKey} is the key that holds the lease.
+   */
+  RedisLock(Engine engine, String name, String lockKey, String fenceKey, String wakeKey, String describe) {
     this.engine = engine;
     this.name = name;
-    this.lockKey = keyBase + ":lock";
-    this.fenceKey = keyBase + ":fence";
-    this.wakeKey = keyBase + ":wake";
+    this.lockKey = lockKey;
+    this.fenceKey = fenceKey;
+    this.wakeKey = wakeKey;
     this.describe = describe;
   }
+
+  /** Called before a thread that does not hold this lock starts to acquire it. */
+  void beforeAcquire() {}
+
+  /**
+   * Called when an acquisition gives up (timeout, interrupt, error) after contending in Redis.
+   * The plain lock leaves nothing behind while waiting; the write side of a read/write lock
+   * withdraws its waiting-writer entry, which would otherwise hold readers back.
+   */
+  void gaveUp(String request) {}
 
   @Override
   public String name() {
@@ -78,6 +97,7 @@ final class RedisLock implements DistributedLock, Engine.Contender {
     if (reenter()) {
       return true;
     }
+    beforeAcquire();
     if (!gate.tryLock()) {
       return false; // another thread of this JVM is already waiting for it
     }
@@ -116,18 +136,23 @@ final class RedisLock implements DistributedLock, Engine.Contender {
     if (reenter()) {
       return true;
     }
+    beforeAcquire();
     if (!Waits.lock(gate, timed ? deadline - System.nanoTime() : Long.MAX_VALUE, interruptible)) {
       return false;
     }
+    String request = engine.newRequestId();
     try {
-      String request = engine.newRequestId();
       long[] sentAt = new long[1];
       Engine.Attempt a = engine.contend(this, request, timed, deadline, interruptible, sentAt);
       if (a == null) {
+        gaveUp(request);
         return false;
       }
       granted(request, a.token, sentAt[0]);
       return true;
+    } catch (InterruptedException | RuntimeException e) {
+      gaveUp(request);
+      throw e;
     } finally {
       gate.unlock();
     }
@@ -150,6 +175,7 @@ final class RedisLock implements DistributedLock, Engine.Contender {
       throw e;
     }
     if (!a.acquired) {
+      gaveUp(request); // it does not wait
       return false;
     }
     granted(request, a.token, sentAt);
@@ -215,7 +241,7 @@ final class RedisLock implements DistributedLock, Engine.Contender {
     }
   }
 
-  private CompletableFuture<Long> release(String request) {
+  CompletableFuture<Long> release(String request) {
     return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER,
         new String[] {lockKey, wakeKey}, request, Long.toString(engine.leaseMillis));
   }
@@ -294,8 +320,11 @@ final class RedisLock implements DistributedLock, Engine.Contender {
       return true;
     }
     engine.checkConnected(describe);
-    return engine.awaitQuietly(
-        engine.async().hexists(lockKey, "o").toCompletableFuture(), describe + " isLocked");
+    return engine.awaitQuietly(isLockedInRedis(), describe + " isLocked");
+  }
+
+  CompletableFuture<Boolean> isLockedInRedis() {
+    return engine.async().hexists(lockKey, "o").toCompletableFuture();
   }
 
   @Override

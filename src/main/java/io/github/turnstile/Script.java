@@ -14,6 +14,7 @@ final class Script {
   static final Script LOCK_PASS = load("lock_pass");
   static final Script RENEW = load("renew");
   static final Script SEMAPHORE = load("semaphore");
+  static final Script RWLOCK = load("rwlock");
 
   final String name;
   final String body;

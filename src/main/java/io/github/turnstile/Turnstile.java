@@ -38,6 +38,8 @@ public final class Turnstile implements AutoCloseable {
   private final Engine engine;
   private final Cache<String, RedisLock> locks =
       Caffeine.newBuilder().weakValues().executor(Runnable::run).build();
+  private final Cache<String, RedisReadWriteLock> readWriteLocks =
+      Caffeine.newBuilder().weakValues().executor(Runnable::run).build();
   private final Cache<String, RedisSemaphore> semaphores =
       Caffeine.newBuilder().weakValues().executor(Runnable::run).build();
 
@@ -124,6 +126,20 @@ public final class Turnstile implements AutoCloseable {
   public DistributedLock lock(String name) {
     checkName(name);
     return locks.get(name, n -> new RedisLock(engine, n));
+  }
+
+  /**
+   * Returns the distributed read/write lock of this name: the same instance for as long as it is
+   * referenced. Costs no round trip.
+   *
+   * @param name the lock's name, shared by every client that uses it; non-blank
+   * @return the read/write lock
+   * @throws NullPointerException if name is null
+   * @throws IllegalArgumentException if name is blank
+   */
+  public DistributedReadWriteLock readWriteLock(String name) {
+    checkName(name);
+    return readWriteLocks.get(name, n -> new RedisReadWriteLock(engine, n));
   }
 
   /**

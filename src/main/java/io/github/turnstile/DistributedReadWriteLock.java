@@ -1,0 +1,73 @@
+package io.github.turnstile;
+
+import java.util.concurrent.locks.ReadWriteLock;
+
+/**
+ * A {@link ReadWriteLock} shared by every JVM that names it: many readers across all clients, or
+ * one writer. A drop-in for {@link java.util.concurrent.locks.ReentrantReadWriteLock} where a
+ * distributed lock can keep its contract. Obtain one with {@link Turnstile#readWriteLock(String)}.
+ *
+ * <p><b>Ownership and reentrancy.</b> Both locks are owned by threads and are reentrant, with hold
+ * counts kept in this JVM: re-entry costs no round trip. Each reading thread has its own lease and
+ * fencing token; reentrant read holds of one thread share them.
+ *
+ * <p><b>Downgrade and upgrade.</b> A thread that holds the write lock may acquire the read lock,
+ * then release the write lock (downgrade), as with {@code ReentrantReadWriteLock}. A thread that
+ * holds only the read lock and asks for the write lock gets an {@link IllegalMonitorStateException}
+ * at once, instead of the deadlock that {@code ReentrantReadWriteLock} (and Redisson) give it.
+ *
+ * <p><b>Fairness (phase-fair).</b> Once a writer waits, readers that arrive later queue behind it,
+ * so a steady stream of readers cannot starve writers. When a writer releases, every reader that
+ * was already waiting is admitted at once, even ahead of other waiting writers, so a stream of
+ * writers cannot starve readers either. {@code ReentrantReadWriteLock} in non-fair mode lets
+ * readers barge unless a writer heads its queue (writers can be delayed); in fair mode it is
+ * strictly FIFO (readers that arrive behind a writer wait for it, as here). The last reader to
+ * leave wakes one waiting writer.
+ *
+ * <p><b>Waking.</b> Waiters block inside Redis (BLPOP), never poll. A write release pushes one
+ * wake token per waiting reader onto the readers' list, so they all wake in one step; a read
+ * release wakes a writer only when it was the last reader. Wake-ups are hints: every one is
+ * followed by an attempt that checks the state in Redis, and a lost one costs at most the
+ * remaining lease of whatever held the waiter up.
+ *
+ * <p><b>Leases.</b> The writer and every reading thread hold leases renewed by the client's
+ * watchdog (one batched round trip per tick for all of them). A crashed writer or reader is gone
+ * within its lease; a dead waiting writer stops holding readers back within one lease. Lease loss
+ * is loud, as for {@link DistributedLock}.
+ *
+ * <p><b>Fencing.</b> Every acquisition, read or write, gets a fencing token from one counter per
+ * name, strictly increasing.
+ */
+public interface DistributedReadWriteLock extends ReadWriteLock {
+
+  /** @return the name this lock was obtained with */
+  String name();
+
+  /** @return the read lock: shared; its {@code newCondition()} is unsupported */
+  @Override
+  DistributedLock readLock();
+
+  /** @return the write lock: exclusive; its {@code newCondition()} is unsupported */
+  @Override
+  DistributedLock writeLock();
+
+  /**
+   * Queries the number of threads, in all JVMs, that hold the read lock (one round trip). Unlike
+   * {@code ReentrantReadWriteLock}, a thread's reentrant holds count once.
+   *
+   * @return the number of reading threads
+   */
+  int getReadLockCount();
+
+  /** @return the current thread's read holds (no round trip) */
+  int getReadHoldCount();
+
+  /** @return whether any thread in any JVM holds the write lock (local if held here, else one round trip) */
+  boolean isWriteLocked();
+
+  /** @return whether the current thread holds the write lock with a live lease */
+  boolean isWriteLockedByCurrentThread();
+
+  /** @return the current thread's write holds (no round trip) */
+  int getWriteHoldCount();
+}

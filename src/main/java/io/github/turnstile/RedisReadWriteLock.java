@@ -1,0 +1,436 @@
+package io.github.turnstile;
+
+import io.lettuce.core.ScriptOutputType;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * {@link DistributedReadWriteLock} on the shared {@link Engine} and {@code rwlock.lua}. The write
+ * side is a {@link RedisLock} whose Redis operations are the script's write ops; the read side
+ * keeps one hold (count + lease) per reading thread.
+ */
+final class RedisReadWriteLock implements DistributedReadWriteLock {
+  private final Engine engine;
+  private final String name;
+  private final String prefix;
+  private final String writeKey;
+  private final String fenceKey;
+  private final String[] sharedKeys;
+  private final WriteSide writeLock;
+  private final ReadSide readLock;
+
+  RedisReadWriteLock(Engine engine, String name) {
+    this.engine = engine;
+    this.name = name;
+    this.prefix = "{" + engine.options.keyPrefix() + ":" + name + "}:rw:";
+    this.writeKey = prefix + "w";
+    this.fenceKey = prefix + "fence";
+    this.sharedKeys = new String[] {writeKey, fenceKey, prefix + "readers", prefix + "wwait",
+        prefix + "rwait", prefix + "wq", prefix + "rq", prefix + "state"};
+    this.writeLock = new WriteSide();
+    this.readLock = new ReadSide();
+  }
+
+  /** Runs an op of rwlock.lua; {@code request} also names the read lease/marker keys. */
+  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long since) {
+    String[] keys = java.util.Arrays.copyOf(sharedKeys, 10);
+    keys[8] = prefix + "rd:" + request;
+    keys[9] = prefix + "rx:" + request;
+    return engine.eval(Script.RWLOCK, type, keys, op, owner, request,
+        Long.toString(engine.leaseMillis), prefix, Long.toString(since));
+  }
+
+  @Override
+  public String name() {
+    return name;
+  }
+
+  @Override
+  public DistributedLock readLock() {
+    return readLock;
+  }
+
+  @Override
+  public DistributedLock writeLock() {
+    return writeLock;
+  }
+
+  @Override
+  public int getReadLockCount() {
+    engine.checkConnected(readLock.describe);
+    List<Object> r = engine.awaitQuietly(this.<List<Object>>op(ScriptOutputType.MULTI, "count", "", "-", 0),
+        readLock.describe);
+    return (int) (long) (Long) r.get(0);
+  }
+
+  @Override
+  public int getReadHoldCount() {
+    return readLock.getHoldCount();
+  }
+
+  @Override
+  public boolean isWriteLocked() {
+    return writeLock.isLocked();
+  }
+
+  @Override
+  public boolean isWriteLockedByCurrentThread() {
+    return writeLock.isHeldByCurrentThread();
+  }
+
+  @Override
+  public int getWriteHoldCount() {
+    return writeLock.getHoldCount();
+  }
+
+  @Override
+  public String toString() {
+    return "DistributedReadWriteLock[" + name + ", " + writeLock + ", " + readLock + "]";
+  }
+
+  // ================================================================ write side
+
+  /** The write lock: a RedisLock whose Redis operations are rwlock.lua's write ops. */
+  final class WriteSide extends RedisLock {
+    WriteSide() {
+      super(RedisReadWriteLock.this.engine, RedisReadWriteLock.this.name, RedisReadWriteLock.this.writeKey,
+          RedisReadWriteLock.this.fenceKey, RedisReadWriteLock.this.prefix + "wq",
+          "write lock of '" + RedisReadWriteLock.this.name + "'");
+    }
+
+    @Override
+    void beforeAcquire() {
+      if (readLock.getHoldCount() > 0) {
+        throw new IllegalMonitorStateException("cannot upgrade the read lock of '" + name
+            + "' to the write lock: release the read lock first (an upgrade would deadlock"
+            + " against any other reader doing the same)");
+      }
+    }
+
+    @Override
+    public CompletableFuture<Engine.Attempt> attempt(String requestId) {
+        return RedisReadWriteLock.this.<List<Object>>op(ScriptOutputType.MULTI, "write",
+              engine.ownerId(Thread.currentThread()), requestId, 0)
+          .thenApply(RedisLock::parseAttempt);
+    }
+
+    @Override
+    CompletableFuture<Long> release(String request) {
+      return op(ScriptOutputType.INTEGER, "wunlock", "", request, 0);
+    }
+
+    @Override
+    void gaveUp(String request) {
+      op(ScriptOutputType.INTEGER, "wcancel", "", request, 0);
+    }
+
+    @Override
+    public void cancel(String requestId) {
+      op(ScriptOutputType.INTEGER, "wcancel", "", requestId, 0);
+    }
+
+    @Override
+    public void passWakeup() {
+      op(ScriptOutputType.INTEGER, "wpass", "", "-", 0);
+    }
+
+    @Override
+    CompletableFuture<Boolean> isLockedInRedis() {
+      return RedisReadWriteLock.this.<List<Object>>op(ScriptOutputType.MULTI, "count", "", "-", 0)
+          .thenApply(r -> (Long) r.get(1) == 1L);
+    }
+
+    @Override
+    public String toString() {
+      return "write " + super.toString();
+    }
+  }
+
+  // ================================================================ read side
+
+  /** One reading thread's hold: its count (touched only by that thread) and its lease. */
+  private static final class Hold {
+    int count = 1;
+    final Lease lease;
+
+    Hold(Lease lease) {
+      this.lease = lease;
+    }
+  }
+
+  /** The read lock: shared; one hold and one lease per reading thread. */
+  final class ReadSide implements DistributedLock, Engine.Contender {
+    final String describe = "read lock of '" + name + "'";
+    private final ReentrantLock gate = new ReentrantLock(true);
+    private final ConcurrentHashMap<Thread, Hold> holds = new ConcurrentHashMap<>();
+    private final CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
+    /** Server ms when this JVM's readers began waiting, 0 if none waits; written by the gate holder. */
+    private volatile long waitingSince;
+    private volatile long releases; // happens-before edge for local release -> acquire (see RedisLock)
+
+    @Override
+    public String name() {
+      return name;
+    }
+
+    @Override
+    public void lock() {
+      try {
+        acquire(false, 0, false);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
+      }
+    }
+
+    @Override
+    public void lockInterruptibly() throws InterruptedException {
+      if (Thread.interrupted()) {
+        throw new InterruptedException();
+      }
+      acquire(false, 0, true);
+    }
+
+    @Override
+    public boolean tryLock() {
+      if (reenter()) {
+        return true;
+      }
+      if (!gate.tryLock()) {
+        return false;
+      }
+      try {
+        engine.checkConnected(describe);
+        String request = engine.newRequestId();
+        long sentAt = System.nanoTime();
+        CompletableFuture<Engine.Attempt> f = attempt(request);
+        Engine.Attempt a;
+        try {
+          a = engine.awaitQuietly(f, describe);
+        } catch (RuntimeException e) {
+          f.whenComplete((r, err) -> {
+            if (r != null && r.acquired) {
+              cancel(request);
+            }
+          });
+          throw e;
+        }
+        if (!a.acquired) {
+          op(ScriptOutputType.INTEGER, "rcancel", "", request, 0); // not waiting after all
+          return false;
+        }
+        granted(request, a.token, sentAt);
+        return true;
+      } finally {
+        gate.unlock();
+      }
+    }
+
+    @Override
+    public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
+      long deadline = System.nanoTime() + Math.max(0, Math.min(unit.toNanos(time), Long.MAX_VALUE >> 2));
+      if (Thread.interrupted()) {
+        throw new InterruptedException();
+      }
+      return acquire(true, deadline, true);
+    }
+
+    private boolean reenter() {
+      Hold h = holds.get(Thread.currentThread());
+      if (h == null) {
+        return false;
+      }
+      if (!h.lease.alive(System.nanoTime())) {
+        throw lost(h.lease);
+      }
+      if (h.count == Integer.MAX_VALUE) {
+        throw new Error("Maximum lock count exceeded");
+      }
+      h.count++;
+      return true;
+    }
+
+    private boolean acquire(boolean timed, long deadline, boolean interruptible) throws InterruptedException {
+      if (reenter()) {
+        return true;
+      }
+      if (!Waits.lock(gate, timed ? deadline - System.nanoTime() : Long.MAX_VALUE, interruptible)) {
+        return false;
+      }
+      String request = engine.newRequestId();
+      try {
+        long[] sentAt = new long[1];
+        Engine.Attempt a;
+        try {
+          a = engine.contend(this, request, timed, deadline, interruptible, sentAt);
+        } finally {
+          if (!gate.hasQueuedThreads()) {
+            waitingSince = 0; // nobody of this JVM waits to read any more
+          }
+        }
+        if (a == null) {
+          op(ScriptOutputType.INTEGER, "rcancel", "", request, 0);
+          return false;
+        }
+        granted(request, a.token, sentAt[0]);
+        return true;
+      } catch (InterruptedException | RuntimeException e) {
+        // contend() already cancels an attempt it abandoned; this drops the waiting entry
+        op(ScriptOutputType.INTEGER, "rcancel", "", request, 0);
+        throw e;
+      } finally {
+        gate.unlock();
+      }
+    }
+
+    private void granted(String request, long token, long sentAtNanos) {
+      long seen = releases; // volatile read: happens-after earlier local releases
+      Thread me = Thread.currentThread();
+      Lease l = new Lease(prefix + "rd:" + request, request, engine.leaseMillis, token, me.getName(),
+          sentAtNanos, this::leaseLost);
+      holds.put(me, new Hold(l));
+      engine.watchdog.register(l);
+    }
+
+    private void leaseLost(Lease l, String reason) {
+      engine.watchdog.unregister(l);
+      List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
+      all.addAll(listeners);
+      engine.notifyLost(new LeaseLostEvent(name, l.token, l.holder, reason, l.lostAtMillis), all);
+    }
+
+    private LockLostException lost(Lease l) {
+      return new LockLostException(name, l.token, l.lostAtMillis, l.lostReason());
+    }
+
+    @Override
+    public void unlock() {
+      Thread me = Thread.currentThread();
+      Hold h = holds.get(me);
+      if (h == null) {
+        throw new IllegalMonitorStateException("current thread does not hold the " + describe);
+      }
+      boolean alive = h.lease.alive(System.nanoTime());
+      if (--h.count > 0) {
+        if (!alive) {
+          throw lost(h.lease);
+        }
+        return;
+      }
+      holds.remove(me);
+      releases++;
+      engine.watchdog.unregister(h.lease);
+      CompletableFuture<Long> released = op(ScriptOutputType.INTEGER, "runlock", "", h.lease.requestId, 0);
+      if (!h.lease.end()) {
+        throw lost(h.lease);
+      }
+      engine.checkConnected(describe + " unlock (the read hold frees itself within the lease)");
+      long result = engine.awaitQuietly(released, describe + " unlock");
+      if (result == 0L) {
+        h.lease.lose("Redis no longer had this read hold at unlock: the lease expired");
+        throw lost(h.lease);
+      }
+    }
+
+    // ------------------------------------------------------------ Engine.Contender
+
+    @Override
+    public CompletableFuture<Engine.Attempt> attempt(String requestId) {
+      return RedisReadWriteLock.this.<List<Object>>op(ScriptOutputType.MULTI, "read",
+              engine.ownerId(Thread.currentThread()), requestId, waitingSince)
+          .thenApply(r -> {
+            if ((Long) r.get(0) == 0L && waitingSince == 0) {
+              waitingSince = (Long) r.get(2);
+            }
+            return RedisLock.parseAttempt(r);
+          });
+    }
+
+    @Override
+    public void cancel(String requestId) {
+      op(ScriptOutputType.INTEGER, "rcancel", "", requestId, 0);
+    }
+
+    @Override
+    public void passWakeup() {
+      op(ScriptOutputType.INTEGER, "rpass", "", "-", 0);
+    }
+
+    @Override
+    public String wakeKey() {
+      return prefix + "rq";
+    }
+
+    @Override
+    public String describe() {
+      return describe;
+    }
+
+    @Override
+    public long heldLocallyMillis() {
+      // another thread of this JVM holds the write lock: a read attempt would fail
+      return writeLock.isHeldByCurrentThread() ? 0 : writeLock.heldLocallyMillis();
+    }
+
+    // ------------------------------------------------------------ queries
+
+    @Override
+    public Condition newCondition() {
+      throw new UnsupportedOperationException("read locks have no conditions");
+    }
+
+    @Override
+    public int getHoldCount() {
+      Hold h = holds.get(Thread.currentThread());
+      return h != null && h.lease.alive(System.nanoTime()) ? h.count : 0;
+    }
+
+    @Override
+    public boolean isHeldByCurrentThread() {
+      return getHoldCount() > 0;
+    }
+
+    @Override
+    public boolean isLocked() {
+      for (Hold h : holds.values()) {
+        if (h.lease.alive(System.nanoTime())) {
+          return true;
+        }
+      }
+      return getReadLockCount() > 0;
+    }
+
+    @Override
+    public long fencingToken() {
+      Hold h = holds.get(Thread.currentThread());
+      if (h == null) {
+        throw new IllegalMonitorStateException("current thread does not hold the " + describe);
+      }
+      if (!h.lease.alive(System.nanoTime())) {
+        throw lost(h.lease);
+      }
+      return h.lease.token;
+    }
+
+    @Override
+    public void addLeaseLossListener(LeaseLossListener listener) {
+      listeners.add(Objects.requireNonNull(listener, "listener"));
+    }
+
+    @Override
+    public void removeLeaseLossListener(LeaseLossListener listener) {
+      listeners.remove(listener);
+    }
+
+    @Override
+    public String toString() {
+      return "read lock[" + name + ", " + holds.size() + " reading threads in this JVM]";
+    }
+  }
+}
