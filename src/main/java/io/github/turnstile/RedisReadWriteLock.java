@@ -260,10 +260,16 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (reenter()) {
         return true;
       }
+      String request = engine.newRequestId();
+      if (!gate.isLocked() && !gate.hasQueuedThreads() && tryDirectly(request)) {
+        // Readers share: while no thread of this JVM has to wait, readers acquire side by side
+        // without queueing behind one another. Only a reader that must wait takes the gate.
+        return true;
+      }
       if (!Waits.lock(gate, timed ? deadline - System.nanoTime() : Long.MAX_VALUE, interruptible)) {
+        op(ScriptOutputType.INTEGER, "rcancel", "", request, 0);
         return false;
       }
-      String request = engine.newRequestId();
       try {
         long[] sentAt = new long[1];
         Engine.Attempt a;
@@ -287,6 +293,28 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       } finally {
         gate.unlock();
       }
+    }
+
+    /** One attempt without the gate; a refusal leaves this request registered as waiting. */
+    private boolean tryDirectly(String request) {
+      engine.checkConnected(describe);
+      long sentAt = System.nanoTime();
+      CompletableFuture<Engine.Attempt> f = attempt(request);
+      Engine.Attempt a;
+      try {
+        a = engine.awaitQuietly(f, describe);
+      } catch (RuntimeException e) {
+        f.whenComplete((r, err) -> {
+          if (r != null && r.acquired) {
+            cancel(request);
+          }
+        });
+        throw e;
+      }
+      if (a.acquired) {
+        granted(request, a.token, sentAt);
+      }
+      return a.acquired;
     }
 
     private void granted(String request, long token, long sentAtNanos) {

@@ -334,6 +334,9 @@ public final class LockBenchmark {
       if (Boolean.parseBoolean(System.getProperty("bench.semaphore", "true"))) {
         SemaphoreBenchmark.run(uri, redis);
       }
+      if (Boolean.parseBoolean(System.getProperty("bench.rw", "true"))) {
+        ReadWriteBenchmark.run(uri, redis);
+      }
     } finally {
       if (auxConn != null) {
         auxConn.close();
@@ -357,6 +360,10 @@ public final class LockBenchmark {
     }
     CommandStats.class.getDeclaredMethods();
     SemaphoreBenchmark.class.getDeclaredMethods();
+    ReadWriteBenchmark.class.getDeclaredMethods();
+    for (Class<?> c : ReadWriteBenchmark.class.getDeclaredClasses()) {
+      c.getDeclaredMethods();
+    }
     for (Class<?> c : SemaphoreBenchmark.class.getDeclaredClasses()) {
       c.getDeclaredMethods();
     }

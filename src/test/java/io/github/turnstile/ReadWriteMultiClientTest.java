@@ -1,0 +1,191 @@
+package io.github.turnstile;
+
+import static io.github.turnstile.TestSupport.unique;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.turnstile.testing.JvmProcess;
+import io.github.turnstile.testing.RedisExtension;
+import io.github.turnstile.testing.TestRedis;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/** Several clients on one read/write lock: exclusion, real read concurrency, progress, crashes. */
+@ExtendWith(RedisExtension.class)
+class ReadWriteMultiClientTest {
+
+  private static void spin(long micros) {
+    long until = System.nanoTime() + micros * 1000;
+    while (System.nanoTime() - until < 0) {
+      Thread.onSpinWait();
+    }
+  }
+
+  /**
+   * 4 clients × 4 threads, 90% reads: a checker fails if a writer ever overlaps any other holder;
+   * readers really overlap (measured concurrency > 1); writers get in; write tokens increase.
+   */
+  @Test
+  void exclusionAndRealReadConcurrency(TestRedis redis) throws Exception {
+    String name = unique("rw-checker");
+    List<Turnstile> clients = new ArrayList<>();
+    for (int i = 0; i < 4; i++) {
+      clients.add(Turnstile.connect(redis.uri()));
+    }
+    AtomicInteger readersInside = new AtomicInteger();
+    AtomicInteger writersInside = new AtomicInteger();
+    AtomicInteger maxReaders = new AtomicInteger();
+    AtomicInteger violations = new AtomicInteger();
+    AtomicInteger tokenViolations = new AtomicInteger();
+    AtomicLong lastWriteToken = new AtomicLong();
+    AtomicLong reads = new AtomicLong();
+    AtomicLong writes = new AtomicLong();
+    List<Throwable> errors = new CopyOnWriteArrayList<>();
+    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(4);
+    List<Thread> threads = new ArrayList<>();
+    try {
+      for (int c = 0; c < 4; c++) {
+        DistributedReadWriteLock rw = clients.get(c).readWriteLock(name);
+        for (int t = 0; t < 4; t++) {
+          Thread th = new Thread(() -> {
+            ThreadLocalRandom rnd = ThreadLocalRandom.current();
+            while (System.nanoTime() - end < 0) {
+              if (rnd.nextInt(10) == 0) {
+                rw.writeLock().lock();
+                try {
+                  if (writersInside.incrementAndGet() != 1 || readersInside.get() != 0) {
+                    violations.incrementAndGet();
+                  }
+                  long token = rw.writeLock().fencingToken();
+                  if (token <= lastWriteToken.get()) {
+                    tokenViolations.incrementAndGet();
+                  }
+                  lastWriteToken.set(token);
+                  spin(300);
+                  writersInside.decrementAndGet();
+                  writes.incrementAndGet();
+                } finally {
+                  rw.writeLock().unlock();
+                }
+              } else {
+                rw.readLock().lock();
+                try {
+                  int n = readersInside.incrementAndGet();
+                  maxReaders.accumulateAndGet(n, Math::max);
+                  if (writersInside.get() != 0) {
+                    violations.incrementAndGet();
+                  }
+                  spin(300);
+                  readersInside.decrementAndGet();
+                  reads.incrementAndGet();
+                } finally {
+                  rw.readLock().unlock();
+                }
+              }
+            }
+          }, "c" + c + "t" + t);
+          th.setDaemon(true);
+          th.setUncaughtExceptionHandler((x, e) -> errors.add(e));
+          threads.add(th);
+          th.start();
+        }
+      }
+      for (Thread t : threads) {
+        t.join(30_000);
+        assertTrue(!t.isAlive(), t.getName() + " finished");
+      }
+      System.out.printf("rw checker: reads=%d writes=%d maxConcurrentReaders=%d%n", reads.get(), writes.get(),
+          maxReaders.get());
+      assertEquals(List.of(), errors);
+      assertEquals(0, violations.get(), "a writer overlapped another holder");
+      assertEquals(0, tokenViolations.get(), "write tokens not increasing");
+      assertTrue(maxReaders.get() > 1, "readers never overlapped: " + maxReaders.get());
+      assertTrue(writes.get() > 10, "writers made progress: " + writes.get());
+      DistributedReadWriteLock rw = clients.get(0).readWriteLock(name);
+      assertEquals(0, rw.getReadLockCount());
+      assertTrue(!rw.isWriteLocked());
+    } finally {
+      clients.forEach(Turnstile::close);
+    }
+  }
+
+  /** A steady stream of overlapping readers on two clients cannot keep a writer out. */
+  @Test
+  void writerProgressesUnderSteadyReaders(TestRedis redis) throws Exception {
+    String name = unique("rw-starve");
+    try (Turnstile a = Turnstile.connect(redis.uri()); Turnstile b = Turnstile.connect(redis.uri());
+        Turnstile w = Turnstile.connect(redis.uri())) {
+      AtomicBoolean stop = new AtomicBoolean();
+      List<Thread> readers = new ArrayList<>();
+      for (int i = 0; i < 6; i++) {
+        DistributedReadWriteLock rw = (i % 2 == 0 ? a : b).readWriteLock(name);
+        readers.add(TestSupport.start("reader" + i, () -> {
+          while (!stop.get()) {
+            rw.readLock().lock();
+            try {
+              Thread.sleep(ThreadLocalRandom.current().nextInt(5, 20));
+            } finally {
+              rw.readLock().unlock();
+            }
+          }
+        }));
+      }
+      Thread.sleep(500); // readers overlapping continuously by now
+      DistributedReadWriteLock rw = w.readWriteLock(name);
+      long start = System.nanoTime();
+      assertTrue(rw.writeLock().tryLock(5, TimeUnit.SECONDS), "writer starved by readers");
+      long ms = TestSupport.millisSince(start);
+      rw.writeLock().unlock();
+      stop.set(true);
+      for (Thread t : readers) {
+        t.join(5000);
+      }
+      System.out.println("writer got in under steady readers after " + ms + " ms");
+      assertTrue(ms < 1000, "writer waited " + ms + " ms");
+    }
+  }
+
+  /** A reader JVM and a writer JVM killed with kill -9: the lock is free within lease + 1 s. */
+  @Test
+  void crashedReaderAndWriterAreReclaimed(TestRedis redis) throws Exception {
+    long leaseMs = 2000;
+    for (String mode : new String[] {"read", "write"}) {
+      String name = unique("rw-crash-" + mode);
+      try (JvmProcess holder = JvmProcess.start(RwHolderMain.class, redis.uri(), name, mode, Long.toString(leaseMs));
+          Turnstile turnstile = Turnstile.connect(redis.uri())) {
+        long holderToken = Long.parseLong(holder.awaitLine("HELD ", Duration.ofSeconds(30)).substring(5));
+        DistributedReadWriteLock rw = turnstile.readWriteLock(name);
+        // a writer waits for a crashed reader; a reader waits for a crashed writer
+        DistributedLock waiting = "read".equals(mode) ? rw.writeLock() : rw.readLock();
+        assertTrue(!waiting.tryLock(leaseMs + 500, TimeUnit.MILLISECONDS), "a live holder keeps it");
+        AtomicLong acquiredAt = new AtomicLong();
+        AtomicLong token = new AtomicLong();
+        Thread waiter = TestSupport.start("waiter", () -> {
+          waiting.lock();
+          acquiredAt.set(System.nanoTime());
+          token.set(waiting.fencingToken());
+          waiting.unlock();
+        });
+        TestSupport.awaitWaiting(waiter);
+        Thread.sleep(200);
+        long killedAt = System.nanoTime();
+        holder.kill9();
+        waiter.join(leaseMs + 5000);
+        long recoveryMs = TimeUnit.NANOSECONDS.toMillis(acquiredAt.get() - killedAt);
+        System.out.println("rw recovery after kill -9 of a " + mode + " holder: " + recoveryMs + " ms");
+        assertTrue(acquiredAt.get() != 0, "waiter acquired after the " + mode + " holder died");
+        assertTrue(recoveryMs <= leaseMs + 1000, "recovered in " + recoveryMs + " ms");
+        assertTrue(token.get() > holderToken);
+      }
+    }
+  }
+}
