@@ -70,30 +70,28 @@ final class BlockingPool implements AutoCloseable {
       open.incrementAndGet();
       return c;
     } catch (InterruptedException e) {
-      opening.whenComplete((conn, error) -> {
-        if (conn != null) {
-          open.incrementAndGet();
-          release(conn);
-        } else {
-          permits.release();
-        }
-      });
+      keepWhenOpened(opening);
       throw e;
     } catch (java.util.concurrent.TimeoutException e) {
-      opening.whenComplete((conn, error) -> {
-        if (conn != null) {
-          open.incrementAndGet();
-          release(conn);
-        } else {
-          permits.release();
-        }
-      });
+      keepWhenOpened(opening);
       throw new TurnstileException("could not open a blocking connection within "
           + TimeUnit.NANOSECONDS.toSeconds(CONNECT_TIMEOUT_NANOS) + " s");
     } catch (java.util.concurrent.ExecutionException e) {
       permits.release();
       throw Engine.failure("cannot open a blocking connection", e.getCause());
     }
+  }
+
+  /** A connection still opening for a borrower that gave up goes to the idle list when ready. */
+  private void keepWhenOpened(CompletableFuture<Conn> opening) {
+    opening.whenComplete((conn, error) -> {
+      if (conn != null) {
+        open.incrementAndGet();
+        release(conn);
+      } else {
+        permits.release();
+      }
+    });
   }
 
   /** Returns a connection that is idle (no command in flight). */

@@ -77,24 +77,7 @@ public abstract class DistributedSemaphore extends Semaphore {
 
   /** Enters the local gate within the time, interruptibly or not (interrupt re-asserted). */
   final boolean gateEnter(long timeoutNanos, boolean interruptible) throws InterruptedException {
-    if (interruptible) {
-      return super.tryAcquire(Math.max(0, timeoutNanos), TimeUnit.NANOSECONDS);
-    }
-    boolean interrupted = false;
-    long deadline = System.nanoTime() + timeoutNanos;
-    try {
-      while (true) {
-        try {
-          return super.tryAcquire(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-        } catch (InterruptedException e) {
-          interrupted = true;
-        }
-      }
-    } finally {
-      if (interrupted) {
-        Thread.currentThread().interrupt();
-      }
-    }
+    return Waits.timed(n -> super.tryAcquire(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible);
   }
 
   /** Leaves the local gate. */

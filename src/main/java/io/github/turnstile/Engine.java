@@ -236,6 +236,33 @@ final class Engine implements AutoCloseable {
   }
 
   /**
+   * One attempt and no wait (tryLock()). If no reply comes in time, an attempt that Redis runs
+   * later and that succeeds is cancelled once it does.
+   *
+   * @param sentAtNanos receives {@code System.nanoTime()} read before the attempt was sent
+   */
+  Attempt attemptOnce(Contender c, String requestId, long[] sentAtNanos) {
+    checkConnected(c.describe());
+    sentAtNanos[0] = System.nanoTime();
+    CompletableFuture<Attempt> f = c.attempt(requestId);
+    try {
+      return awaitQuietly(f, c.describe());
+    } catch (RuntimeException e) {
+      cancelIfAcquired(f, c, requestId);
+      throw e;
+    }
+  }
+
+  /** Once the abandoned attempt completes: if it acquired, undo it. */
+  private static void cancelIfAcquired(CompletableFuture<Attempt> f, Contender c, String requestId) {
+    f.whenComplete((r, err) -> {
+      if (r != null && r.acquired) {
+        c.cancel(requestId);
+      }
+    });
+  }
+
+  /**
    * The wait loop: attempt; if held by someone else, block on the wake list for at most the
    * holder's remaining lease (and the caller's deadline); repeat. Wake tokens are hints: every
    * wake-up is followed by a fresh attempt, so a lost or stale token costs at most the holder's
@@ -269,11 +296,7 @@ final class Engine implements AutoCloseable {
         a = await(f, timed, deadline, interruptible, c.describe());
       } catch (InterruptedException | DeadlinePassed | RuntimeException e) {
         // We no longer want this attempt; if Redis runs (or ran) it successfully, undo it.
-        f.whenComplete((r, err) -> {
-          if (r != null && r.acquired) {
-            c.cancel(requestId);
-          }
-        });
+        cancelIfAcquired(f, c, requestId);
         if (e instanceof DeadlinePassed) {
           return null;
         }

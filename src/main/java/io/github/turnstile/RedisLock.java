@@ -159,26 +159,14 @@ class RedisLock implements DistributedLock, Engine.Contender {
   }
 
   private boolean tryOnce() {
-    engine.checkConnected(describe);
     String request = engine.newRequestId();
-    long sentAt = System.nanoTime();
-    CompletableFuture<Engine.Attempt> f = attempt(request);
-    Engine.Attempt a;
-    try {
-      a = engine.awaitQuietly(f, describe);
-    } catch (RuntimeException e) {
-      f.whenComplete((r, err) -> {
-        if (r != null && r.acquired) {
-          cancel(request);
-        }
-      });
-      throw e;
-    }
+    long[] sentAt = new long[1];
+    Engine.Attempt a = engine.attemptOnce(this, request, sentAt);
     if (!a.acquired) {
       gaveUp(request); // it does not wait
       return false;
     }
-    granted(request, a.token, sentAt);
+    granted(request, a.token, sentAt[0]);
     return true;
   }
 

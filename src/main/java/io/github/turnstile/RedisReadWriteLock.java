@@ -128,7 +128,15 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     void gaveUp(String request) {
-      op(ScriptOutputType.INTEGER, "wcancel", "", request, 0);
+      // Wait (briefly) for the withdrawal, so that when tryLock returns false, readers are no
+      // longer held back on this writer's account.
+      CompletableFuture<Long> cancelled = op(ScriptOutputType.INTEGER, "wcancel", "", request, 0);
+      try {
+        Waits.get(cancelled, TimeUnit.MILLISECONDS.toNanos(100), false);
+      } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException
+          | InterruptedException e) {
+        // Redis is slow or gone: the entry stops counting within one lease anyway
+      }
     }
 
     @Override
@@ -206,26 +214,14 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
         return false;
       }
       try {
-        engine.checkConnected(describe);
         String request = engine.newRequestId();
-        long sentAt = System.nanoTime();
-        CompletableFuture<Engine.Attempt> f = attempt(request);
-        Engine.Attempt a;
-        try {
-          a = engine.awaitQuietly(f, describe);
-        } catch (RuntimeException e) {
-          f.whenComplete((r, err) -> {
-            if (r != null && r.acquired) {
-              cancel(request);
-            }
-          });
-          throw e;
-        }
+        long[] sentAt = new long[1];
+        Engine.Attempt a = engine.attemptOnce(this, request, sentAt);
         if (!a.acquired) {
           op(ScriptOutputType.INTEGER, "rcancel", "", request, 0); // not waiting after all
           return false;
         }
-        granted(request, a.token, sentAt);
+        granted(request, a.token, sentAt[0]);
         return true;
       } finally {
         gate.unlock();
@@ -297,22 +293,10 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     /** One attempt without the gate; a refusal leaves this request registered as waiting. */
     private boolean tryDirectly(String request) {
-      engine.checkConnected(describe);
-      long sentAt = System.nanoTime();
-      CompletableFuture<Engine.Attempt> f = attempt(request);
-      Engine.Attempt a;
-      try {
-        a = engine.awaitQuietly(f, describe);
-      } catch (RuntimeException e) {
-        f.whenComplete((r, err) -> {
-          if (r != null && r.acquired) {
-            cancel(request);
-          }
-        });
-        throw e;
-      }
+      long[] sentAt = new long[1];
+      Engine.Attempt a = engine.attemptOnce(this, request, sentAt);
       if (a.acquired) {
-        granted(request, a.token, sentAt);
+        granted(request, a.token, sentAt[0]);
       }
       return a.acquired;
     }

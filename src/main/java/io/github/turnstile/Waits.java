@@ -41,18 +41,26 @@ final class Waits {
     }
   }
 
-  /** Acquires a permit within the time, interruptibly or not. */
-  static boolean acquire(Semaphore s, long timeoutNanos, boolean interruptible)
-      throws InterruptedException {
+  /** A timed wait that may be interrupted. */
+  @FunctionalInterface
+  interface TimedWait {
+    boolean await(long timeoutNanos) throws InterruptedException;
+  }
+
+  /**
+   * Runs a timed wait within {@code timeoutNanos}. When not interruptible, an interrupt does not
+   * end it: the wait resumes for the time left and the interrupt is re-asserted on return.
+   */
+  static boolean timed(TimedWait wait, long timeoutNanos, boolean interruptible) throws InterruptedException {
     if (interruptible) {
-      return s.tryAcquire(Math.max(0, timeoutNanos), TimeUnit.NANOSECONDS);
+      return wait.await(Math.max(0, timeoutNanos));
     }
     boolean interrupted = false;
     long deadline = System.nanoTime() + timeoutNanos;
     try {
       while (true) {
         try {
-          return s.tryAcquire(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+          return wait.await(Math.max(0, deadline - System.nanoTime()));
         } catch (InterruptedException e) {
           interrupted = true;
         }
@@ -64,26 +72,14 @@ final class Waits {
     }
   }
 
+  /** Acquires a permit within the time, interruptibly or not. */
+  static boolean acquire(Semaphore s, long timeoutNanos, boolean interruptible) throws InterruptedException {
+    return timed(n -> s.tryAcquire(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible);
+  }
+
   /** Acquires a lock within the time, interruptibly or not. */
   static boolean lock(java.util.concurrent.locks.Lock l, long timeoutNanos, boolean interruptible)
       throws InterruptedException {
-    if (interruptible) {
-      return l.tryLock(Math.max(0, timeoutNanos), TimeUnit.NANOSECONDS);
-    }
-    boolean interrupted = false;
-    long deadline = System.nanoTime() + timeoutNanos;
-    try {
-      while (true) {
-        try {
-          return l.tryLock(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-        } catch (InterruptedException e) {
-          interrupted = true;
-        }
-      }
-    } finally {
-      if (interrupted) {
-        Thread.currentThread().interrupt();
-      }
-    }
+    return timed(n -> l.tryLock(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible);
   }
 }

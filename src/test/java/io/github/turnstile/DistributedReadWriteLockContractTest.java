@@ -35,6 +35,7 @@ import java.util.concurrent.locks.Lock;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -61,6 +62,8 @@ class DistributedReadWriteLockContractTest {
   private Turnstile b;
   private Turnstile c;
   private final List<Actor> actors = new CopyOnWriteArrayList<>();
+  /** Clients blocked in Redis when the test began (left over by a failed test, say). */
+  private int blockedBefore;
 
   DistributedReadWriteLockContractTest(TestRedis redis) {
     this.redis = redis;
@@ -78,6 +81,11 @@ class DistributedReadWriteLockContractTest {
     a.close();
     b.close();
     c.close();
+  }
+
+  @BeforeEach
+  void countBlockedClients() {
+    blockedBefore = blockedClients();
   }
 
   @AfterEach
@@ -324,21 +332,32 @@ class DistributedReadWriteLockContractTest {
   void upgradeFailsFast() throws Exception {
     String name = unique("rw-upgrade");
     DistributedReadWriteLock rw = a.readWriteLock(name);
-    rw.readLock().lock();
-    rw.readLock().lock();
-    long readToken = rw.readLock().fencingToken();
     Lock w = rw.writeLock();
-    List<org.junit.jupiter.api.function.Executable> attempts = List.of(
+    // the reader is an actor, so that an upgrade that blocks (instead of failing) cannot hang the suite
+    Actor reader = actor("reader-A");
+    reader.run(() -> {
+      rw.readLock().lock();
+      rw.readLock().lock();
+    });
+    long readToken = reader.call(rw.readLock()::fencingToken);
+    List<TestSupport.ThrowingRunnable> attempts = List.of(
         w::lock, w::lockInterruptibly, w::tryLock, () -> w.tryLock(1, SECONDS));
-    for (org.junit.jupiter.api.function.Executable attempt : attempts) {
-      long start = System.nanoTime();
-      assertThrows(IllegalMonitorStateException.class, attempt);
-      long ms = millisSince(start);
+    for (TestSupport.ThrowingRunnable attempt : attempts) {
+      Future<Long> refused = reader.submit(() -> {
+        long start = System.nanoTime();
+        try {
+          attempt.run();
+        } catch (IllegalMonitorStateException e) {
+          return millisSince(start);
+        }
+        return fail("upgrade was not refused; write holds: " + rw.getWriteHoldCount());
+      });
+      long ms = get(refused);
       assertTrue(ms < 100, "upgrade refused in " + ms + " ms");
-      assertEquals(2, rw.getReadHoldCount(), "read holds unchanged");
-      assertEquals(readToken, rw.readLock().fencingToken());
-      assertEquals(0, rw.getWriteHoldCount());
-      assertFalse(rw.isWriteLockedByCurrentThread());
+      assertEquals(2, reader.call(rw::getReadHoldCount), "read holds unchanged");
+      assertEquals(readToken, reader.call(rw.readLock()::fencingToken));
+      assertEquals(0, reader.call(rw::getWriteHoldCount));
+      assertFalse(reader.<Boolean>call(rw::isWriteLockedByCurrentThread));
       assertFalse(rw.isWriteLocked());
       assertFalse(b.readWriteLock(name).isWriteLocked());
       assertEquals(1, b.readWriteLock(name).getReadLockCount());
@@ -348,12 +367,14 @@ class DistributedReadWriteLockContractTest {
     DistributedReadWriteLock rwB = b.readWriteLock(name);
     assertTrue(readerB.call(() -> rwB.readLock().tryLock()), "new readers still enter");
     readerB.run(() -> rwB.readLock().unlock());
-    rw.readLock().unlock();
-    rw.readLock().unlock();
+    reader.run(() -> {
+      rw.readLock().unlock();
+      rw.readLock().unlock();
+    });
     assertFree(name);
     // with the read lock released, the same thread may write
-    assertTrue(w.tryLock());
-    w.unlock();
+    assertTrue(reader.call(() -> w.tryLock()));
+    reader.run(w::unlock);
     assertFree(name);
   }
 
@@ -568,7 +589,6 @@ class DistributedReadWriteLockContractTest {
     holder.run(held::unlock);
     assertTrue(get(waiting), what + ": acquired");
     long ms = TimeUnit.NANOSECONDS.toMillis(acquiredAt.get() - releasedAt);
-    System.out.println("DEBUG " + what + " " + ms);
     assertTrue(ms < 1000, what + ": woken " + ms + " ms after the release");
     waiter.run(wanted::unlock);
     assertFree(name);
@@ -834,9 +854,10 @@ class DistributedReadWriteLockContractTest {
     throw new AssertionError("INFO clients has no blocked_clients");
   }
 
+  /** Waits until exactly {@code expected} clients more than at the start of the test are blocked in Redis. */
   private void awaitBlockedClients(int expected) {
-    TestSupport.await("blocked_clients:" + expected + " (now " + blockedClients() + ")", Duration.ofSeconds(5),
-        () -> blockedClients() == expected);
+    TestSupport.await(expected + " clients blocked in Redis, besides " + blockedBefore + " from before the test",
+        Duration.ofSeconds(5), () -> blockedClients() == blockedBefore + expected);
   }
 
   private Actor actor(String name) {
