@@ -204,6 +204,10 @@ if op == 'runlock' then
   if redis.call('EXISTS', rx) == 1 then
     return 2
   end
+  -- lost (expired or deleted): whatever is left of this request stops counting as a reader now
+  if redis.call('ZREM', readers, req) == 1 and reclaim_readers() == 0 then
+    push_one(wq)
+  end
   return 0
 end
 
