@@ -141,8 +141,4 @@ final class BlockingPool implements AutoCloseable {
       // closing is best effort
     }
   }
-
-  static long nanos(long millis) {
-    return TimeUnit.MILLISECONDS.toNanos(millis);
-  }
 }

@@ -68,10 +68,6 @@ final class Lease {
     return java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(confirmedUntilNanos - nowNanos);
   }
 
-  boolean isLost() {
-    return lostReason.get() != null;
-  }
-
   String lostReason() {
     return lostReason.get();
   }

@@ -10,7 +10,6 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * Keeps every lease this client holds alive with one batched {@code renew.lua} call per tick,
@@ -32,8 +31,6 @@ final class Watchdog implements AutoCloseable {
   private final long renewIntervalNanos;
   private final ScheduledFuture<?> task;
   private volatile long nextRenewalNanos;
-  final AtomicLong renewalCalls = new AtomicLong();
-  final AtomicLong renewalFailures = new AtomicLong();
 
   Watchdog(Engine engine, ScheduledExecutorService scheduler, long renewIntervalMillis) {
     this.engine = engine;
@@ -82,12 +79,10 @@ final class Watchdog implements AutoCloseable {
       args[2 * i] = l.requestId;
       args[2 * i + 1] = Long.toString(l.leaseMillis);
     }
-    renewalCalls.incrementAndGet();
     engine.<List<Object>>eval(Script.RENEW, ScriptOutputType.MULTI, keys, args)
         .whenComplete((result, error) -> {
           inFlight.set(false);
           if (error != null) {
-            renewalFailures.incrementAndGet();
             LOG.log(Level.DEBUG, "lease renewal failed, will retry next tick: {0}", error.toString());
             return;
           }
