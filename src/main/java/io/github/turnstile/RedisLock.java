@@ -110,7 +110,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
 
   @Override
   public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
-    long deadline = System.nanoTime() + Math.max(0, Math.min(unit.toNanos(time), Long.MAX_VALUE >> 2));
+    long deadline = Waits.deadline(time, unit);
     if (Thread.interrupted()) {
       throw new InterruptedException();
     }

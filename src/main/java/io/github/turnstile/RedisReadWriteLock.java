@@ -215,14 +215,11 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       }
       try {
         String request = engine.newRequestId();
-        long[] sentAt = new long[1];
-        Engine.Attempt a = engine.attemptOnce(this, request, sentAt);
-        if (!a.acquired) {
-          op(ScriptOutputType.INTEGER, "rcancel", "", request, 0); // not waiting after all
-          return false;
+        if (tryDirectly(request)) {
+          return true;
         }
-        granted(request, a.token, sentAt[0]);
-        return true;
+        op(ScriptOutputType.INTEGER, "rcancel", "", request, 0); // not waiting after all
+        return false;
       } finally {
         gate.unlock();
       }
@@ -230,7 +227,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
-      long deadline = System.nanoTime() + Math.max(0, Math.min(unit.toNanos(time), Long.MAX_VALUE >> 2));
+      long deadline = Waits.deadline(time, unit);
       if (Thread.interrupted()) {
         throw new InterruptedException();
       }

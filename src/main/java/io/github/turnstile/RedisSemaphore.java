@@ -156,7 +156,7 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   @Override
   public boolean tryAcquire(int permits, long timeout, TimeUnit unit) throws InterruptedException {
-    long deadline = System.nanoTime() + Math.max(0, Math.min(unit.toNanos(timeout), Long.MAX_VALUE >> 2));
+    long deadline = Waits.deadline(timeout, unit);
     checkPermits(permits);
     if (Thread.interrupted()) {
       throw new InterruptedException();

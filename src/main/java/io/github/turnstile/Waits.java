@@ -11,6 +11,15 @@ final class Waits {
   private Waits() {}
 
   /**
+   * The deadline ({@link System#nanoTime()} based) of a wait of {@code time} in {@code unit}:
+   * zero or negative times mean now, and huge ones are clamped so that deadline arithmetic
+   * ({@code deadline - nanoTime()}) cannot overflow.
+   */
+  static long deadline(long time, TimeUnit unit) {
+    return System.nanoTime() + Math.max(0, Math.min(unit.toNanos(time), Long.MAX_VALUE >> 2));
+  }
+
+  /**
    * Waits for a future. When not interruptible, an interrupt is remembered and re-asserted on
    * return, as {@code Lock.lock()} requires.
    *
