@@ -6,7 +6,7 @@ import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.Supplier;
+import java.util.function.Function;
 
 /**
  * A bounded pool of connections reserved for blocking commands (BLPOP, BLMOVE), which hold a
@@ -16,20 +16,28 @@ import java.util.function.Supplier;
  */
 final class BlockingPool implements AutoCloseable {
 
-  /** A pooled connection and the server-side id needed to {@code CLIENT UNBLOCK} it. */
+  /**
+   * A pooled connection, the server-side id needed to {@code CLIENT UNBLOCK} it, and the node it
+   * is connected to ({@link Topology#nodeOf}: always {@code ""} on a single server).
+   */
   static final class Conn {
     final StatefulRedisConnection<String, String> connection;
     final long clientId;
+    final String node;
 
-    Conn(StatefulRedisConnection<String, String> connection, long clientId) {
+    Conn(StatefulRedisConnection<String, String> connection, long clientId, String node) {
       this.connection = connection;
       this.clientId = clientId;
+      this.node = node;
     }
   }
 
   private final Semaphore permits;
-  private final ConcurrentLinkedDeque<Conn> idle = new ConcurrentLinkedDeque<>();
-  private final Supplier<Conn> factory;
+  /** Idle connections per node; all of them count against the bound on open connections. */
+  private final java.util.Map<String, ConcurrentLinkedDeque<Conn>> idle =
+      new java.util.concurrent.ConcurrentHashMap<>();
+  private final int size;
+  private final Function<String, Conn> factory;
   private final AtomicInteger open = new AtomicInteger();
   private static final long CONNECT_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(15);
   private final java.util.concurrent.ExecutorService connector =
@@ -40,31 +48,36 @@ final class BlockingPool implements AutoCloseable {
       });
   private volatile boolean closed;
 
-  BlockingPool(int size, Supplier<Conn> factory) {
+  BlockingPool(int size, Function<String, Conn> factory) {
+    this.size = size;
     this.permits = new Semaphore(size, true);
     this.factory = factory;
   }
 
   /**
-   * Borrows a connection, waiting up to {@code timeoutNanos} for one to be free.
+   * Borrows a connection to {@code node}, waiting up to {@code timeoutNanos} for one to be free.
    *
    * @return a connection, or {@code null} if none became free in time
    * @throws InterruptedException if interruptible and interrupted while waiting
    */
-  Conn borrow(long timeoutNanos, boolean interruptible) throws InterruptedException {
+  Conn borrow(String node, long timeoutNanos, boolean interruptible) throws InterruptedException {
     if (!Waits.acquire(permits, timeoutNanos, interruptible)) {
       return null;
     }
     Conn c;
-    while ((c = idle.pollFirst()) != null) {
+    ConcurrentLinkedDeque<Conn> mine = idle.get(node);
+    while (mine != null && (c = mine.pollFirst()) != null) {
       if (c.connection.isOpen()) {
         return c;
       }
       destroy(c);
     }
+    if (open.get() >= size) {
+      evictIdleElsewhere(node); // keep open connections within the bound across nodes
+    }
     // Open a new one on the connector thread: Lettuce's connect is interrupted by the caller's
     // interrupt, which must not break an uninterruptible lock(), nor leak a half-made connection.
-    CompletableFuture<Conn> opening = CompletableFuture.supplyAsync(factory, connector);
+    CompletableFuture<Conn> opening = CompletableFuture.supplyAsync(() -> factory.apply(node), connector);
     try {
       c = Waits.get(opening, CONNECT_TIMEOUT_NANOS, interruptible);
       open.incrementAndGet();
@@ -94,12 +107,25 @@ final class BlockingPool implements AutoCloseable {
     });
   }
 
+  /** Closes one idle connection to another node (Cluster: the waits moved to other masters). */
+  private void evictIdleElsewhere(String node) {
+    for (java.util.Map.Entry<String, ConcurrentLinkedDeque<Conn>> e : idle.entrySet()) {
+      if (!e.getKey().equals(node)) {
+        Conn c = e.getValue().pollLast();
+        if (c != null) {
+          destroy(c);
+          return;
+        }
+      }
+    }
+  }
+
   /** Returns a connection that is idle (no command in flight). */
   void release(Conn c) {
     if (closed) {
       destroy(c);
     } else {
-      idle.addFirst(c);
+      idle.computeIfAbsent(c.node, n -> new ConcurrentLinkedDeque<>()).addFirst(c);
     }
     permits.release();
   }
@@ -128,9 +154,11 @@ final class BlockingPool implements AutoCloseable {
   public void close() {
     closed = true;
     connector.shutdown();
-    Conn c;
-    while ((c = idle.pollFirst()) != null) {
-      destroy(c);
+    for (ConcurrentLinkedDeque<Conn> q : idle.values()) {
+      Conn c;
+      while ((c = q.pollFirst()) != null) {
+        destroy(c);
+      }
     }
     // wait (briefly) for the closes, so that a client shutdown right after does not close twice
     try {

@@ -1,13 +1,9 @@
 package io.github.turnstile;
 
-import io.lettuce.core.RedisClient;
-import io.lettuce.core.RedisException;
 import io.lettuce.core.RedisNoScriptException;
 import io.lettuce.core.ScriptOutputType;
-import io.lettuce.core.UnblockType;
 import io.lettuce.core.api.StatefulRedisConnection;
-import io.lettuce.core.api.async.RedisAsyncCommands;
-import io.lettuce.core.codec.StringCodec;
+import io.lettuce.core.cluster.api.async.RedisClusterAsyncCommands;
 import java.lang.System.Logger.Level;
 import java.security.SecureRandom;
 import java.util.HexFormat;
@@ -84,38 +80,28 @@ final class Engine implements AutoCloseable {
   final String clientId;
   final long leaseMillis;
   private final long commandTimeoutNanos;
-  private final RedisClient client;
-  private final boolean ownsClient;
-  private final StatefulRedisConnection<String, String> connection;
-  private final RedisAsyncCommands<String, String> async;
+  private final Topology topology;
+  private final RedisClusterAsyncCommands<String, String> async;
   final BlockingPool pool;
   final Watchdog watchdog;
   private final ScheduledExecutorService scheduler;
   private final ExecutorService events;
   private final AtomicLong requests = new AtomicLong();
 
-  Engine(RedisClient client, boolean ownsClient, TurnstileOptions options) {
+  /**
+   * @param connect opens the topology, given the client name prefix to set on its connections
+   */
+  Engine(java.util.function.Function<String, Topology> connect, TurnstileOptions options) {
     this.options = options;
-    this.client = client;
-    this.ownsClient = ownsClient;
     this.leaseMillis = options.leaseTime().toMillis();
     this.commandTimeoutNanos = options.commandTimeout().toNanos();
     byte[] id = new byte[8];
     new SecureRandom().nextBytes(id);
     this.clientId = HexFormat.of().formatHex(id);
-    try {
-      this.connection = client.connect(StringCodec.UTF8);
-    } catch (RedisException e) {
-      throw new TurnstileException("cannot connect to Redis: " + e.getMessage(), e);
-    }
-    this.async = connection.async();
-    try {
-      connection.sync().clientSetname("turnstile:" + clientId + ":main");
-    } catch (RedisException e) {
-      connection.close();
-      throw new TurnstileException("cannot talk to Redis: " + e.getMessage(), e);
-    }
-    this.pool = new BlockingPool(options.blockingPoolSize(), this::openBlockingConnection);
+    this.topology = connect.apply("turnstile:" + clientId);
+    this.async = topology.async();
+    String blockingName = "turnstile:" + clientId + ":blocking";
+    this.pool = new BlockingPool(options.blockingPoolSize(), node -> topology.openBlocking(node, blockingName));
     this.scheduler = Executors.newSingleThreadScheduledExecutor(daemon("turnstile-watchdog-" + clientId));
     this.events = Executors.newSingleThreadExecutor(daemon("turnstile-events-" + clientId));
     this.watchdog = new Watchdog(this, scheduler, options.renewInterval().toMillis());
@@ -129,22 +115,6 @@ final class Engine implements AutoCloseable {
     };
   }
 
-  private BlockingPool.Conn openBlockingConnection() {
-    StatefulRedisConnection<String, String> c;
-    try {
-      c = client.connect(StringCodec.UTF8);
-    } catch (RedisException e) {
-      throw new TurnstileException("cannot open a blocking connection to Redis: " + e.getMessage(), e);
-    }
-    try {
-      c.sync().clientSetname("turnstile:" + clientId + ":blocking");
-      return new BlockingPool.Conn(c, c.sync().clientId());
-    } catch (RedisException e) {
-      c.closeAsync();
-      throw new TurnstileException("cannot set up a blocking connection: " + e.getMessage(), e);
-    }
-  }
-
   String newRequestId() {
     return clientId + ":" + requests.incrementAndGet();
   }
@@ -153,8 +123,13 @@ final class Engine implements AutoCloseable {
     return clientId + ":" + t.getId();
   }
 
-  RedisAsyncCommands<String, String> async() {
+  RedisClusterAsyncCommands<String, String> async() {
     return async;
+  }
+
+  /** @return the renewal batch of a lease key (see {@link Topology#batchOf}) */
+  int batchOf(String key) {
+    return topology.batchOf(key);
   }
 
   /** Runs a script by EVALSHA, falling back to EVAL (which also loads it) on NOSCRIPT. */
@@ -177,7 +152,7 @@ final class Engine implements AutoCloseable {
 
   /** Fails fast with a clear message while the connection to Redis is down. */
   void checkConnected(String what) {
-    if (!connection.isOpen()) {
+    if (!topology.isOpen()) {
       throw new TurnstileException(what + ": Redis is not reachable (connection down, reconnecting)");
     }
   }
@@ -343,7 +318,7 @@ final class Engine implements AutoCloseable {
   /** Blocks on the contender's wake list for up to {@code sliceNanos} (see {@link #block}). */
   private void awaitWake(Contender c, long sliceNanos, long deadline, boolean timed, boolean interruptible)
       throws InterruptedException {
-    block(conn -> conn.async().blpop(seconds(sliceNanos), c.wakeKey()), sliceNanos, deadline, timed,
+    block(c.wakeKey(), conn -> conn.async().blpop(seconds(sliceNanos), c.wakeKey()), sliceNanos, deadline, timed,
         interruptible, (reply, known) -> {
           if (!known || reply != null) {
             c.passWakeup();
@@ -357,17 +332,17 @@ final class Engine implements AutoCloseable {
   }
 
   /**
-   * Runs one blocking command (whose server-side timeout is {@code sliceNanos}) on a pooled
-   * connection. Returns its reply, or {@code null} when it timed out, when no pooled connection
+   * Runs one blocking command on {@code key} (whose server-side timeout is {@code sliceNanos}) on a
+   * pooled connection to the node that serves the key. Returns its reply, or {@code null} when it timed out, when no pooled connection
    * freed up within the slice, or when it failed (the caller's next attempt on the main
    * connection reports an unreachable Redis). On interrupt, or when the reply is late, the command
    * is abandoned: CLIENT UNBLOCK, then {@code onAbandon} is told what it did after all.
    */
-  <T> T block(java.util.function.Function<StatefulRedisConnection<String, String>,
+  <T> T block(String key, java.util.function.Function<StatefulRedisConnection<String, String>,
           io.lettuce.core.RedisFuture<T>> command,
       long sliceNanos, long deadline, boolean timed, boolean interruptible, Abandoned<T> onAbandon)
       throws InterruptedException {
-    BlockingPool.Conn conn = pool.borrow(sliceNanos, interruptible);
+    BlockingPool.Conn conn = pool.borrow(topology.nodeOf(key), sliceNanos, interruptible);
     if (conn == null) {
       return null; // every blocking connection is busy; re-check Redis now that the slice has passed
     }
@@ -402,7 +377,7 @@ final class Engine implements AutoCloseable {
    */
   private <T> void abandon(BlockingPool.Conn conn, CompletableFuture<T> reply, Abandoned<T> onAbandon) {
     if (!reply.isDone()) {
-      async.clientUnblock(conn.clientId, UnblockType.TIMEOUT);
+      topology.unblock(conn);
     }
     try {
       T late = Waits.get(reply, UNBLOCK_GRACE_NANOS, false);
@@ -441,9 +416,6 @@ final class Engine implements AutoCloseable {
     scheduler.shutdownNow();
     events.shutdown();
     pool.close();
-    connection.close();
-    if (ownsClient) {
-      client.shutdown();
-    }
+    topology.close();
   }
 }

@@ -311,7 +311,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
     int expected = held.get() + taken;
     double seconds = Engine.seconds(slice);
-    String token = engine.block(
+    String token = engine.block(freeKey,
         conn -> conn.async().blmove(freeKey, heldKey, LMoveArgs.Builder.leftRight(), seconds),
         slice, deadline, timed, interruptible, (late, known) -> {
           if (!known) {

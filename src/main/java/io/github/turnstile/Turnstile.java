@@ -7,6 +7,11 @@ import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisException;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.TimeoutOptions;
+import io.lettuce.core.cluster.ClusterClientOptions;
+import io.lettuce.core.cluster.ClusterTopologyRefreshOptions;
+import io.lettuce.core.cluster.RedisClusterClient;
+import java.time.Duration;
+import java.util.List;
 import java.util.Objects;
 
 /**
@@ -48,12 +53,13 @@ public final class Turnstile implements AutoCloseable {
   }
 
   /**
-   * Connects with default options to the Redis at {@code uri} (a Lettuce URI such as
-   * {@code redis://host:6379}, {@code rediss://...} or {@code redis://password@host:port/db}).
-   * The returned Turnstile owns its client and shuts it down on {@link #close()}.
+   * Connects with default options to Redis at {@code uri}; see {@link #connect(String,
+   * TurnstileOptions)} for the URI forms. The returned Turnstile owns its client and shuts it down
+   * on {@link #close()}.
    *
    * @param uri the Redis URI
    * @return a connected Turnstile
+   * @throws IllegalArgumentException if the URI cannot be parsed
    * @throws TurnstileException if Redis cannot be reached
    */
   public static Turnstile connect(String uri) {
@@ -61,17 +67,44 @@ public final class Turnstile implements AutoCloseable {
   }
 
   /**
-   * Connects with the given options to the Redis at {@code uri}. The returned Turnstile owns its
-   * client and shuts it down on {@link #close()}.
+   * Connects with the given options to Redis at {@code uri}. The returned Turnstile owns its
+   * client and shuts it down on {@link #close()}. The URI forms are Lettuce's, plus one for a
+   * Cluster:
+   * <ul>
+   *   <li>one server: {@code redis://[[user:]password@]host[:port][/database]}, or
+   *       {@code rediss://...} for TLS, or {@code redis-socket:///path/to/socket};</li>
+   *   <li>Sentinel: {@code redis-sentinel://[password@]host[:port][,host2[:port2]...][/database]#masterName}
+   *       (Lettuce asks the sentinels for the current primary on every connect and reconnect);</li>
+   *   <li>Cluster: {@code redis-cluster://[[user:]password@]host[:port][,host2[:port2]...]}, or
+   *       {@code rediss-cluster://...} for TLS: the seed nodes of a Redis Cluster (Turnstile's
+   *       form; Lettuce itself takes one {@code redis://} URI per seed, see
+   *       {@link #create(RedisClusterClient, TurnstileOptions)}).</li>
+   * </ul>
    *
    * @param uri the Redis URI
    * @param options the options
    * @return a connected Turnstile
+   * @throws IllegalArgumentException if the URI cannot be parsed
    * @throws TurnstileException if Redis cannot be reached
    */
   public static Turnstile connect(String uri, TurnstileOptions options) {
     Objects.requireNonNull(uri, "uri");
     Objects.requireNonNull(options, "options");
+    String lower = uri.toLowerCase(java.util.Locale.ROOT);
+    if (lower.startsWith("redis-cluster://") || lower.startsWith("rediss-cluster://")) {
+      RedisClusterClient client = RedisClusterClient.create(clusterSeeds(uri));
+      client.setOptions(ClusterClientOptions.builder()
+          .autoReconnect(true)
+          .timeoutOptions(TimeoutOptions.builder().timeoutCommands(false).build())
+          // follow failovers and resharding promptly: refresh on MOVED/ASK and reconnect storms,
+          // and every 30 s in any case
+          .topologyRefreshOptions(ClusterTopologyRefreshOptions.builder()
+              .enableAllAdaptiveRefreshTriggers()
+              .enablePeriodicRefresh(Duration.ofSeconds(30))
+              .build())
+          .build());
+      return open(client::shutdown, name -> Topology.cluster(client, true, name), options);
+    }
     RedisURI redisUri;
     try {
       redisUri = RedisURI.create(uri);
@@ -85,19 +118,68 @@ public final class Turnstile implements AutoCloseable {
         .autoReconnect(true)
         .timeoutOptions(TimeoutOptions.builder().timeoutCommands(false).build())
         .build());
+    return open(client::shutdown, name -> Topology.standalone(client, true, name), options);
+  }
+
+  /** Parses {@code redis[s]-cluster://[userinfo@]h1[:p1],h2[:p2]...[?query]} into one URI per seed. */
+  static List<RedisURI> clusterSeeds(String uri) {
+    int schemeEnd = uri.indexOf("://");
+    String scheme = uri.substring(0, schemeEnd).toLowerCase(java.util.Locale.ROOT).replace("-cluster", "");
+    String rest = uri.substring(schemeEnd + 3);
+    String userInfo = "";
+    int at = rest.lastIndexOf('@');
+    if (at >= 0) {
+      userInfo = rest.substring(0, at + 1);
+      rest = rest.substring(at + 1);
+    }
+    String tail = "";
+    int cut = indexOfAny(rest, "/?");
+    if (cut >= 0) {
+      tail = rest.substring(cut);
+      rest = rest.substring(0, cut);
+    }
+    List<RedisURI> seeds = new java.util.ArrayList<>();
+    for (String hostPort : rest.split(",")) {
+      if (hostPort.isBlank()) {
+        continue;
+      }
+      try {
+        seeds.add(RedisURI.create(scheme + "://" + userInfo + hostPort.trim() + tail));
+      } catch (RuntimeException e) {
+        throw new IllegalArgumentException("not a Redis Cluster URI: '" + uri + "': " + e.getMessage(), e);
+      }
+    }
+    if (seeds.isEmpty()) {
+      throw new IllegalArgumentException("a Redis Cluster URI names no seed node: '" + uri + "'");
+    }
+    return seeds;
+  }
+
+  private static int indexOfAny(String s, String chars) {
+    for (int i = 0; i < s.length(); i++) {
+      if (chars.indexOf(s.charAt(i)) >= 0) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  private static Turnstile open(Runnable shutdown, java.util.function.Function<String, Topology> topology,
+      TurnstileOptions options) {
     try {
-      return new Turnstile(new Engine(client, true, options));
+      return new Turnstile(new Engine(topology, options));
     } catch (RuntimeException e) {
-      client.shutdown();
+      shutdown.run();
       throw e;
     }
   }
 
   /**
    * Creates a Turnstile on a client the application owns; {@link #close()} closes only the
-   * connections Turnstile opened. The client must have a default URI (created with one). If the
-   * client has command timeouts enabled, keep them longer than the lease time, or blocking waits
-   * are cut short (which costs round trips, not correctness).
+   * connections Turnstile opened. The client must have a default URI (created with one); a
+   * Sentinel URI works as in {@link #connect(String, TurnstileOptions)}. If the client has command
+   * timeouts enabled, keep them longer than the lease time, or blocking waits are cut short (which
+   * costs round trips, not correctness).
    *
    * @param client the client
    * @param options the options
@@ -107,8 +189,31 @@ public final class Turnstile implements AutoCloseable {
   public static Turnstile create(RedisClient client, TurnstileOptions options) {
     Objects.requireNonNull(client, "client");
     Objects.requireNonNull(options, "options");
+    return wrapped(() -> new Turnstile(new Engine(name -> Topology.standalone(client, false, name), options)));
+  }
+
+  /**
+   * Creates a Turnstile on a Redis Cluster client the application owns; {@link #close()} closes
+   * only the connections Turnstile opened. Every primitive keeps its keys in one hash slot, so
+   * each runs on one master. Enable Lettuce's adaptive topology refresh on the client
+   * ({@code ClusterTopologyRefreshOptions.enableAllAdaptiveRefreshTriggers()}), so that a failover
+   * is followed promptly; the same advice on command timeouts as for
+   * {@link #create(RedisClient, TurnstileOptions)} applies.
+   *
+   * @param client the cluster client
+   * @param options the options
+   * @return a connected Turnstile
+   * @throws TurnstileException if the cluster cannot be reached
+   */
+  public static Turnstile create(RedisClusterClient client, TurnstileOptions options) {
+    Objects.requireNonNull(client, "client");
+    Objects.requireNonNull(options, "options");
+    return wrapped(() -> new Turnstile(new Engine(name -> Topology.cluster(client, false, name), options)));
+  }
+
+  private static Turnstile wrapped(java.util.function.Supplier<Turnstile> make) {
     try {
-      return new Turnstile(new Engine(client, false, options));
+      return make.get();
     } catch (RedisException e) {
       throw new TurnstileException("cannot connect to Redis: " + e.getMessage(), e);
     }

@@ -3,6 +3,9 @@ package io.github.turnstile;
 import io.lettuce.core.ScriptOutputType;
 import java.lang.System.Logger.Level;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -12,8 +15,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * Keeps every lease this client holds alive with one batched {@code renew.lua} call per tick,
- * whatever the number of leases, and detects lost leases.
+ * Keeps every lease this client holds alive with one batched {@code renew.lua} call per tick
+ * (per hash slot on a Cluster, all sent together), whatever the number of leases, and detects lost
+ * leases.
  *
  * <p>Each tick (every {@code renewInterval}) sends one renewal for all registered leases unless
  * the previous one is still unanswered (then it waits: piling renewals onto a stalled connection
@@ -69,8 +73,25 @@ final class Watchdog implements AutoCloseable {
     }
   }
 
+  /**
+   * Sends one renewal per batch (one batch on a single server; one per hash slot on a Cluster,
+   * where a script may only touch one slot's keys). The batches go out together, so a tick costs
+   * one round trip per Redis node.
+   */
   private void renew(long sentAt) {
-    List<Lease> batch = new ArrayList<>(leases);
+    Map<Integer, List<Lease>> batches = new HashMap<>();
+    for (Lease l : leases) {
+      batches.computeIfAbsent(engine.batchOf(l.key), b -> new ArrayList<>()).add(l);
+    }
+    List<CompletableFuture<?>> replies = new ArrayList<>(batches.size());
+    for (List<Lease> batch : batches.values()) {
+      replies.add(renew(batch, sentAt));
+    }
+    CompletableFuture.allOf(replies.toArray(new CompletableFuture<?>[0]))
+        .whenComplete((v, e) -> inFlight.set(false));
+  }
+
+  private CompletableFuture<?> renew(List<Lease> batch, long sentAt) {
     String[] keys = new String[batch.size()];
     String[] args = new String[batch.size() * 2];
     for (int i = 0; i < keys.length; i++) {
@@ -79,9 +100,8 @@ final class Watchdog implements AutoCloseable {
       args[2 * i] = l.requestId;
       args[2 * i + 1] = Long.toString(l.leaseMillis);
     }
-    engine.<List<Object>>eval(Script.RENEW, ScriptOutputType.MULTI, keys, args)
+    return engine.<List<Object>>eval(Script.RENEW, ScriptOutputType.MULTI, keys, args)
         .whenComplete((result, error) -> {
-          inFlight.set(false);
           if (error != null) {
             LOG.log(Level.DEBUG, "lease renewal failed, will retry next tick: {0}", error.toString());
             return;

@@ -846,12 +846,7 @@ class DistributedReadWriteLockContractTest {
   }
 
   private int blockedClients() {
-    for (String line : redis.command("INFO", "clients").split("\r?\n")) {
-      if (line.startsWith("blocked_clients:")) {
-        return Integer.parseInt(line.substring("blocked_clients:".length()).trim());
-      }
-    }
-    throw new AssertionError("INFO clients has no blocked_clients");
+    return (int) redis.infoSum("clients", "blocked_clients");
   }
 
   /** Waits until exactly {@code expected} clients more than at the start of the test are blocked in Redis. */

@@ -76,15 +76,17 @@ final class TestSupport {
     return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNanos);
   }
 
-  /** Parses INFO commandstats into command -> calls. */
+  /** Parses INFO commandstats into command -> calls, added up over every master of a Cluster. */
   static Map<String, Long> commandStats(TestRedis redis) {
     Map<String, Long> stats = new TreeMap<>();
-    for (String line : redis.command("INFO", "commandstats").split("\r?\n")) {
-      if (line.startsWith("cmdstat_")) {
-        String cmd = line.substring(8, line.indexOf(':'));
-        int c = line.indexOf("calls=");
-        long calls = Long.parseLong(line.substring(c + 6, line.indexOf(',', c)));
-        stats.put(cmd, calls);
+    for (String info : redis.commandOnEachMaster("INFO", "commandstats")) {
+      for (String line : info.split("\r?\n")) {
+        if (line.startsWith("cmdstat_")) {
+          String cmd = line.substring(8, line.indexOf(':'));
+          int c = line.indexOf("calls=");
+          long calls = Long.parseLong(line.substring(c + 6, line.indexOf(',', c)));
+          stats.merge(cmd, calls, Long::sum);
+        }
       }
     }
     return stats;

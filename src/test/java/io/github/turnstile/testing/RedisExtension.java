@@ -1,5 +1,6 @@
 package io.github.turnstile.testing;
 
+import java.util.List;
 import org.junit.jupiter.api.extension.BeforeAllCallback;
 import org.junit.jupiter.api.extension.ExtensionContext;
 import org.junit.jupiter.api.extension.ParameterContext;
@@ -49,7 +50,40 @@ public final class RedisExtension implements ParameterResolver, BeforeAllCallbac
 
     @Override
     public Object resolveParameter(ParameterContext parameterContext, ExtensionContext extensionContext) {
-        return handle(extensionContext).redis;
+        RedisTopology topology = extensionContext.getTestClass()
+                .map(c -> c.getAnnotation(RedisTopology.class)).orElse(null);
+        if (topology == null || topology.value() == RedisTopology.Kind.SINGLE) {
+            return handle(extensionContext).redis;
+        }
+        return extensionContext.getRoot().getStore(NAMESPACE).getOrComputeIfAbsent(
+                "shared-" + topology.value(), k -> Deployment.start(topology.value()), Deployment.class).redis;
+    }
+
+    /** A cluster or sentinel setup shared by the test classes that ask for it; closed at the end of the run. */
+    private static final class Deployment implements AutoCloseable {
+        final TestRedis redis;
+        final AutoCloseable closer;
+
+        Deployment(TestRedis redis, AutoCloseable closer) {
+            this.redis = redis;
+            this.closer = closer;
+        }
+
+        static Deployment start(RedisTopology.Kind kind) {
+            if (kind == RedisTopology.Kind.CLUSTER) {
+                RedisClusterProcesses c = RedisClusterProcesses.start(3, 1);
+                System.err.println("[turnstile-testing] Redis Cluster " + c.uri());
+                return new Deployment(TestRedis.ofNodes(c.uri(), c.masters(), "redis cluster processes"), c);
+            }
+            RedisSentinelProcesses s = RedisSentinelProcesses.start();
+            System.err.println("[turnstile-testing] Redis Sentinel " + s.uri());
+            return new Deployment(TestRedis.ofNodes(s.uri(), List.of(s.primary()), "redis sentinel processes"), s);
+        }
+
+        @Override
+        public void close() throws Exception {
+            closer.close();
+        }
     }
 
     /**

@@ -49,6 +49,7 @@ public final class RedisServerProcess implements AutoCloseable {
     private static boolean hookInstalled;
 
     private final Path binary;
+    private final String configText; // null: no config file
     private final List<String> extraArgs;
     private final int port;
     private final Path dir;
@@ -57,8 +58,9 @@ public final class RedisServerProcess implements AutoCloseable {
     private volatile boolean paused;
     private volatile boolean closed;
 
-    private RedisServerProcess(Path binary, List<String> extraArgs, int port, Path dir) {
+    private RedisServerProcess(Path binary, String configText, List<String> extraArgs, int port, Path dir) {
         this.binary = binary;
+        this.configText = configText;
         this.extraArgs = extraArgs;
         this.port = port;
         this.dir = dir;
@@ -73,6 +75,19 @@ public final class RedisServerProcess implements AutoCloseable {
      * @return the running server
      */
     public static RedisServerProcess start(String... extraArgs) {
+        return startWithConfig(null, extraArgs);
+    }
+
+    /**
+     * Like {@link #start}, with a configuration file written to the server's directory and passed
+     * as the first argument (a Sentinel needs one: {@code startWithConfig("sentinel monitor ...",
+     * "--sentinel")}).
+     *
+     * @param configText the configuration file's content, or {@code null} for none
+     * @param extraArgs additional arguments, one argv element each
+     * @return the running server
+     */
+    public static RedisServerProcess startWithConfig(String configText, String... extraArgs) {
         Path bin = binary();
         List<String> args = List.of(extraArgs);
         IllegalStateException last = null;
@@ -84,7 +99,7 @@ public final class RedisServerProcess implements AutoCloseable {
             } catch (IOException e) {
                 throw new UncheckedIOException("cannot create temp dir for redis-server", e);
             }
-            RedisServerProcess server = new RedisServerProcess(bin, args, port, dir);
+            RedisServerProcess server = new RedisServerProcess(bin, configText, args, port, dir);
             installHook();
             LIVE.add(server);
             try {
@@ -406,6 +421,17 @@ public final class RedisServerProcess implements AutoCloseable {
     private void launch(Duration timeout) {
         List<String> cmd = new ArrayList<>();
         cmd.add(binary.toString());
+        if (configText != null) {
+            Path conf = dir.resolve("redis.conf");
+            try {
+                if (!Files.exists(conf)) { // a Sentinel rewrites its file: keep it across restarts
+                    Files.writeString(conf, configText);
+                }
+            } catch (IOException e) {
+                throw new UncheckedIOException("cannot write " + conf, e);
+            }
+            cmd.add(conf.toString());
+        }
         cmd.add("--port");
         cmd.add(Integer.toString(port));
         cmd.add("--bind");

@@ -26,12 +26,69 @@ public final class TestRedis {
     private final String host;
     private final int port;
     private final String source;
+    private final List<RedisServerProcess> nodes; // the masters of a deployment; empty for a single server
 
-    private TestRedis(String uri, String host, int port, String source) {
+    private TestRedis(String uri, String host, int port, String source, List<RedisServerProcess> nodes) {
         this.uri = Objects.requireNonNull(uri, "uri");
         this.host = host;
         this.port = port;
         this.source = Objects.requireNonNull(source, "source");
+        this.nodes = List.copyOf(nodes);
+    }
+
+    private TestRedis(String uri, String host, int port, String source) {
+        this(uri, host, port, source, List.of());
+    }
+
+    /**
+     * A deployment of several servers (a Cluster, or a Sentinel-managed primary): {@link #command}
+     * goes to the first master, {@link #commandOnEachMaster} to all of them.
+     *
+     * @param uri the Turnstile URI ({@code redis-cluster://...} or {@code redis-sentinel://...})
+     * @param masters the servers that take writes
+     * @param source where it came from
+     * @return the value
+     */
+    public static TestRedis ofNodes(String uri, List<RedisServerProcess> masters, String source) {
+        RedisServerProcess first = masters.get(0);
+        return new TestRedis(uri, first.host(), first.port(), source, masters);
+    }
+
+    /**
+     * Runs one command on every master (a single server: on it) and returns the replies, so that
+     * tests can add up {@code INFO} figures over a Cluster.
+     *
+     * @param args command name and arguments
+     * @return one reply per master
+     */
+    public List<String> commandOnEachMaster(String... args) {
+        if (nodes.isEmpty()) {
+            return List.of(command(args));
+        }
+        List<String> replies = new ArrayList<>();
+        for (RedisServerProcess n : nodes) {
+            replies.add(n.command(args));
+        }
+        return replies;
+    }
+
+    /**
+     * Adds up a numeric {@code INFO} field over every master.
+     *
+     * @param section the INFO section, e.g. {@code "clients"}
+     * @param field the field, e.g. {@code "blocked_clients"}
+     * @return the sum
+     */
+    public long infoSum(String section, String field) {
+        long sum = 0;
+        for (String info : commandOnEachMaster("INFO", section)) {
+            for (String line : info.split("\r?\n")) {
+                if (line.startsWith(field + ":")) {
+                    sum += Long.parseLong(line.substring(field.length() + 1).trim());
+                }
+            }
+        }
+        return sum;
     }
 
     /**

@@ -1,0 +1,248 @@
+package io.github.turnstile;
+
+import io.lettuce.core.ClientOptions;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisException;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.TimeoutOptions;
+import io.lettuce.core.UnblockType;
+import io.lettuce.core.api.StatefulConnection;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.cluster.RedisClusterClient;
+import io.lettuce.core.cluster.SlotHash;
+import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
+import io.lettuce.core.cluster.api.async.RedisClusterAsyncCommands;
+import io.lettuce.core.cluster.models.partitions.RedisClusterNode;
+import io.lettuce.core.codec.StringCodec;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * How the engine reaches Redis: one server (including a Sentinel-managed primary, which Lettuce
+ * resolves through the sentinels on every (re)connect), or a Redis Cluster.
+ *
+ * <p>Every primitive keeps all its keys in one hash slot, so on a Cluster a script or a blocking
+ * command runs on exactly one node: the master of that slot. The differences are confined here:
+ * <ul>
+ *   <li>the main connection: one multiplexed connection, or Lettuce's cluster connection, which
+ *       routes each command by the slot of its first key (and follows MOVED/ASK);</li>
+ *   <li>blocking connections: dedicated connections to one node each, opened to the master that
+ *       serves the key the command blocks on ({@link #nodeOf});</li>
+ *   <li>{@code CLIENT UNBLOCK}: sent to the node that holds the blocked connection;</li>
+ *   <li>renewal batches: a script may only touch keys of one slot on a Cluster, so the watchdog
+ *       groups its leases by {@link #batchOf} (one group on a single server, one per slot on a
+ *       Cluster; the groups are sent together, so a tick costs one round trip per node).</li>
+ * </ul>
+ */
+abstract class Topology implements AutoCloseable {
+
+  /** @return the commands of the main connection (scripts, non-blocking commands) */
+  abstract RedisClusterAsyncCommands<String, String> async();
+
+  /** @return whether the main connection is up */
+  abstract boolean isOpen();
+
+  /**
+   * @return the node a blocking command on {@code key} must run on, as a pool partition name
+   * @throws TurnstileException if no node is known to serve the key's slot
+   */
+  abstract String nodeOf(String key);
+
+  /** Opens a dedicated connection to {@code node} (a {@link #nodeOf} value), named for CLIENT LIST. */
+  abstract BlockingPool.Conn openBlocking(String node, String clientName);
+
+  /** Asks the node holding {@code conn} to unblock its blocked command (as if it timed out). */
+  abstract void unblock(BlockingPool.Conn conn);
+
+  /** @return the renewal batch a lease key belongs to: keys of one batch may share a script */
+  abstract int batchOf(String key);
+
+  /** Closes the main connection and (if owned) the client. */
+  @Override
+  public abstract void close();
+
+  static Topology standalone(RedisClient client, boolean ownsClient, String clientName) {
+    return new Standalone(client, ownsClient, clientName);
+  }
+
+  static Topology cluster(RedisClusterClient client, boolean ownsClient, String clientName) {
+    return new Cluster(client, ownsClient, clientName);
+  }
+
+  /** Opens a connection and names it; wraps failures in TurnstileException. */
+  static <C extends StatefulConnection<String, String>> C open(java.util.function.Supplier<C> connect,
+      String what) {
+    try {
+      return connect.get();
+    } catch (RedisException e) {
+      throw new TurnstileException("cannot connect to Redis (" + what + "): " + e.getMessage(), e);
+    }
+  }
+
+  static BlockingPool.Conn named(StatefulRedisConnection<String, String> c, String node, String clientName) {
+    try {
+      c.sync().clientSetname(clientName);
+      return new BlockingPool.Conn(c, c.sync().clientId(), node);
+    } catch (RedisException e) {
+      c.closeAsync();
+      throw new TurnstileException("cannot set up a blocking connection: " + e.getMessage(), e);
+    }
+  }
+
+  /** One server, or the primary a Sentinel URI resolves to. */
+  private static final class Standalone extends Topology {
+    private final RedisClient client;
+    private final boolean ownsClient;
+    private final StatefulRedisConnection<String, String> main;
+
+    Standalone(RedisClient client, boolean ownsClient, String clientName) {
+      this.client = client;
+      this.ownsClient = ownsClient;
+      this.main = open(() -> client.connect(StringCodec.UTF8), "main connection");
+      try {
+        main.sync().clientSetname(clientName + ":main");
+      } catch (RedisException e) {
+        main.close();
+        throw new TurnstileException("cannot talk to Redis: " + e.getMessage(), e);
+      }
+    }
+
+    @Override
+    RedisClusterAsyncCommands<String, String> async() {
+      return main.async();
+    }
+
+    @Override
+    boolean isOpen() {
+      return main.isOpen();
+    }
+
+    @Override
+    String nodeOf(String key) {
+      return "";
+    }
+
+    @Override
+    BlockingPool.Conn openBlocking(String node, String clientName) {
+      return named(open(() -> client.connect(StringCodec.UTF8), "blocking connection"), node, clientName);
+    }
+
+    @Override
+    void unblock(BlockingPool.Conn conn) {
+      main.async().clientUnblock(conn.clientId, UnblockType.TIMEOUT);
+    }
+
+    @Override
+    int batchOf(String key) {
+      return 0;
+    }
+
+    @Override
+    public void close() {
+      main.close();
+      if (ownsClient) {
+        client.shutdown();
+      }
+    }
+  }
+
+  /**
+   * A Redis Cluster. Blocking connections are plain connections to one master each, made by one
+   * {@link RedisClient} per node that shares the cluster client's resources (event loops); the
+   * node URIs come from Lettuce's topology view, which carries the seed URI's credentials and TLS
+   * settings.
+   */
+  private static final class Cluster extends Topology {
+    private final RedisClusterClient client;
+    private final boolean ownsClient;
+    private final StatefulRedisClusterConnection<String, String> main;
+    private final Map<String, RedisClient> nodeClients = new ConcurrentHashMap<>();
+
+    Cluster(RedisClusterClient client, boolean ownsClient, String clientName) {
+      this.client = client;
+      this.ownsClient = ownsClient;
+      this.main = open(() -> client.connect(StringCodec.UTF8), "cluster connection");
+      try {
+        main.sync().ping();
+      } catch (RedisException e) {
+        main.close();
+        throw new TurnstileException("cannot talk to the Redis Cluster: " + e.getMessage(), e);
+      }
+    }
+
+    @Override
+    RedisClusterAsyncCommands<String, String> async() {
+      return main.async();
+    }
+
+    @Override
+    boolean isOpen() {
+      return main.isOpen();
+    }
+
+    @Override
+    String nodeOf(String key) {
+      int slot = SlotHash.getSlot(key);
+      RedisClusterNode master = main.getPartitions().getMasterBySlot(slot);
+      if (master == null) {
+        client.refreshPartitionsAsync();
+        throw new TurnstileException("no Redis Cluster master is known to serve slot " + slot
+            + " (key " + key + "); the topology is being refreshed");
+      }
+      RedisURI uri = master.getUri();
+      return uri.getHost() + ":" + uri.getPort();
+    }
+
+    @Override
+    BlockingPool.Conn openBlocking(String node, String clientName) {
+      RedisURI uri = uriOf(node);
+      RedisClient nodeClient = nodeClients.computeIfAbsent(node, n -> {
+        RedisClient c = RedisClient.create(client.getResources());
+        c.setOptions(ClientOptions.builder()
+            .autoReconnect(false) // a broken blocking connection is discarded, never reused
+            .timeoutOptions(TimeoutOptions.builder().timeoutCommands(false).build())
+            .build());
+        return c;
+      });
+      return named(open(() -> nodeClient.connect(StringCodec.UTF8, uri), "blocking connection to " + node),
+          node, clientName);
+    }
+
+    private RedisURI uriOf(String node) {
+      for (RedisClusterNode n : main.getPartitions()) {
+        RedisURI uri = n.getUri();
+        if ((uri.getHost() + ":" + uri.getPort()).equals(node)) {
+          return uri;
+        }
+      }
+      throw new TurnstileException("Redis Cluster node " + node + " left the topology");
+    }
+
+    @Override
+    void unblock(BlockingPool.Conn conn) {
+      int colon = conn.node.lastIndexOf(':');
+      try {
+        main.getConnection(conn.node.substring(0, colon), Integer.parseInt(conn.node.substring(colon + 1)))
+            .async().clientUnblock(conn.clientId, UnblockType.TIMEOUT);
+      } catch (RedisException e) {
+        // the node is gone; the caller discards the connection if it does not answer
+      }
+    }
+
+    @Override
+    int batchOf(String key) {
+      return SlotHash.getSlot(key);
+    }
+
+    @Override
+    public void close() {
+      main.close();
+      for (RedisClient c : nodeClients.values()) {
+        c.shutdown(java.time.Duration.ZERO, java.time.Duration.ofSeconds(2));
+      }
+      if (ownsClient) {
+        client.shutdown();
+      }
+    }
+  }
+}

@@ -1,0 +1,111 @@
+package io.github.turnstile.testing;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.Collectors;
+
+/**
+ * A real Sentinel setup on loopback ports, made of {@link RedisServerProcess} children: one
+ * primary, one replica and three sentinels (quorum 2) monitoring the primary as
+ * {@value #MASTER_NAME}. Failure detection is fast for tests: down after 1 s.
+ */
+public final class RedisSentinelProcesses implements AutoCloseable {
+    /** The name the sentinels monitor the primary under. */
+    public static final String MASTER_NAME = "turnstile";
+
+    private final List<RedisServerProcess> data; // [0] the first primary, then replicas
+    private final List<RedisServerProcess> sentinels;
+
+    private RedisSentinelProcesses(List<RedisServerProcess> data, List<RedisServerProcess> sentinels) {
+        this.data = data;
+        this.sentinels = sentinels;
+    }
+
+    /**
+     * Starts the primary, the replica and the sentinels, and waits until the replica is in sync
+     * and every sentinel knows the other sentinels and the replica.
+     *
+     * @return the running setup
+     */
+    public static RedisSentinelProcesses start() {
+        List<RedisServerProcess> data = new ArrayList<>();
+        List<RedisServerProcess> sentinels = new ArrayList<>();
+        try {
+            RedisServerProcess primary = RedisServerProcess.start("--repl-ping-replica-period", "1");
+            data.add(primary);
+            data.add(RedisServerProcess.start("--replicaof", primary.host(), Integer.toString(primary.port()),
+                    "--repl-ping-replica-period", "1"));
+            String conf = "sentinel monitor " + MASTER_NAME + " " + primary.host() + " " + primary.port() + " 2\n"
+                    + "sentinel down-after-milliseconds " + MASTER_NAME + " 1000\n"
+                    + "sentinel failover-timeout " + MASTER_NAME + " 5000\n"
+                    + "sentinel parallel-syncs " + MASTER_NAME + " 1\n";
+            for (int i = 0; i < 3; i++) {
+                sentinels.add(RedisServerProcess.startWithConfig(conf, "--sentinel"));
+            }
+            RedisSentinelProcesses s = new RedisSentinelProcesses(data, sentinels);
+            s.awaitHealthy();
+            return s;
+        } catch (RuntimeException | Error e) {
+            data.forEach(RedisServerProcess::close);
+            sentinels.forEach(RedisServerProcess::close);
+            throw e;
+        }
+    }
+
+    /** Waits until the live replicas are in sync and every sentinel sees its peers and the replicas. */
+    public void awaitHealthy() {
+        RedisClusterProcesses.await("replicas in sync", () -> data.stream().filter(RedisServerProcess::isAlive)
+                .map(n -> n.command("INFO", "replication"))
+                .allMatch(r -> r.contains("role:master") || r.contains("master_link_status:up")));
+        long replicas = data.stream().filter(RedisServerProcess::isAlive).count() - 1;
+        RedisClusterProcesses.await("sentinels to discover each other and the replicas", () -> {
+            for (RedisServerProcess s : sentinels) {
+                String master = s.command("SENTINEL", "MASTER", MASTER_NAME);
+                if (!master.contains("num-other-sentinels\n" + (sentinels.size() - 1))
+                        || !master.contains("num-slaves\n" + replicas)) {
+                    return false;
+                }
+            }
+            return true;
+        });
+    }
+
+    /** @return {@code redis-sentinel://127.0.0.1:s1,127.0.0.1:s2,127.0.0.1:s3#turnstile} */
+    public String uri() {
+        return "redis-sentinel://" + sentinels.stream().map(n -> n.host() + ":" + n.port())
+                .collect(Collectors.joining(",")) + "#" + MASTER_NAME;
+    }
+
+    /** @return the data node the sentinels currently name as primary */
+    public RedisServerProcess primary() {
+        for (RedisServerProcess s : sentinels) {
+            if (!s.isAlive()) {
+                continue;
+            }
+            String[] addr = s.command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME).split("\n");
+            int port = Integer.parseInt(addr[1].trim());
+            for (RedisServerProcess d : data) {
+                if (d.port() == port) {
+                    return d;
+                }
+            }
+        }
+        throw new IllegalStateException("no sentinel names a primary");
+    }
+
+    /** @return the data nodes (the first primary, then the replicas) */
+    public List<RedisServerProcess> dataNodes() {
+        return List.copyOf(data);
+    }
+
+    @Override
+    public void close() {
+        sentinels.forEach(RedisServerProcess::close);
+        data.forEach(RedisServerProcess::close);
+    }
+
+    @Override
+    public String toString() {
+        return "RedisSentinelProcesses[" + uri() + "]";
+    }
+}

@@ -1,0 +1,28 @@
+package io.github.turnstile.testing;
+
+import java.lang.annotation.ElementType;
+import java.lang.annotation.Retention;
+import java.lang.annotation.RetentionPolicy;
+import java.lang.annotation.Target;
+
+/**
+ * Chooses the Redis deployment {@link RedisExtension} injects into a test class. Without it the
+ * class gets the shared single server. A subclass of a contract suite annotated
+ * {@code @RedisTopology(Kind.CLUSTER)} runs the whole suite on a Redis Cluster.
+ */
+@Retention(RetentionPolicy.RUNTIME)
+@Target(ElementType.TYPE)
+public @interface RedisTopology {
+    /** The deployments. */
+    enum Kind {
+        /** One server: REDIS_URI, Testcontainers or a redis-server process. */
+        SINGLE,
+        /** 3 masters + 3 replicas from redis-server processes, shared by every CLUSTER class in the JVM. */
+        CLUSTER,
+        /** 1 primary, 1 replica, 3 sentinels from redis-server processes, shared likewise. */
+        SENTINEL
+    }
+
+    /** @return the deployment */
+    Kind value();
+}
