@@ -62,6 +62,9 @@ final class Engine implements AutoCloseable {
     /** Hands on a wake token that was (or may have been) consumed and will not be used. */
     void passWakeup();
 
+    /** @return the key whose existence is the hold {@code requestId} took (its lease) */
+    String leaseKey(String requestId);
+
     /** @return the list that release pushes wake tokens to */
     String wakeKey();
 
@@ -127,6 +130,11 @@ final class Engine implements AutoCloseable {
     return async;
   }
 
+  /** A command failed or went unanswered: let the topology re-check itself (see {@link Topology#suspect}). */
+  void suspectTopology() {
+    topology.suspect();
+  }
+
   /** @return the renewal batch of a lease key (see {@link Topology#batchOf}) */
   int batchOf(String key) {
     return topology.batchOf(key);
@@ -139,8 +147,7 @@ final class Engine implements AutoCloseable {
           if (error == null) {
             return CompletableFuture.completedFuture(value);
           }
-          Throwable cause = error instanceof CompletionException && error.getCause() != null
-              ? error.getCause() : error;
+          Throwable cause = unwrap(error);
           if (cause instanceof RedisNoScriptException
               || (cause.getMessage() != null && cause.getMessage().startsWith("NOSCRIPT"))) {
             return async.<T>eval(s.body, type, keys, args).toCompletableFuture();
@@ -148,6 +155,75 @@ final class Engine implements AutoCloseable {
           return CompletableFuture.<T>failedFuture(cause);
         })
         .thenCompose(f -> f);
+  }
+
+  static Throwable unwrap(Throwable error) {
+    return error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+  }
+
+  /**
+   * Thrown when a hold was taken but fewer replicas than {@link TurnstileOptions#replicaAcks()}
+   * acknowledged it in time; the primitive then gives the hold back.
+   */
+  static final class NotReplicated extends TurnstileException {
+    private static final long serialVersionUID = 1L;
+
+    NotReplicated(String message) {
+      super(message);
+    }
+  }
+
+  /**
+   * With {@link TurnstileOptions#replicaAcks()} set, waits until that many replicas of the node
+   * serving {@code leaseKey} have everything this node has done up to now, including the
+   * acquisition that just wrote {@code leaseKey}; otherwise returns at once.
+   *
+   * <p>{@code WAIT} counts the writes of its own connection, and the main connection, shared by
+   * every thread, must not block. So on a pooled connection to that node it sends a write,
+   * {@code PEXPIRE leaseKey lease} (the lease is the hold's own key, just written, so this only
+   * renews it), then {@code WAIT replicas timeout}, pipelined. Replication is one ordered stream
+   * per node, so acknowledging this later write acknowledges the acquisition too.
+   *
+   * @throws NotReplicated if fewer replicas acknowledged within the timeout
+   * @throws TurnstileException if Redis failed or no pooled connection was free in time
+   */
+  void awaitReplicas(String leaseKey) {
+    int replicas = options.replicaAcks();
+    if (replicas == 0) {
+      return;
+    }
+    BlockingPool.Conn conn;
+    try {
+      conn = pool.borrow(topology.nodeOf(leaseKey), commandTimeoutNanos, false);
+    } catch (InterruptedException e) {
+      throw new AssertionError(e); // not interruptible
+    }
+    if (conn == null) {
+      throw new TurnstileException("no pooled connection free within the command timeout to await"
+          + " replica acknowledgement");
+    }
+    long timeoutMillis = options.replicaAckTimeout().toMillis();
+    RedisClusterAsyncCommands<String, String> on = conn.connection.async();
+    CompletableFuture<Boolean> renewed = on.pexpire(leaseKey, leaseMillis).toCompletableFuture();
+    CompletableFuture<Long> acked = on.waitForReplication(replicas, timeoutMillis).toCompletableFuture();
+    long acks;
+    try {
+      boolean held = awaitQuietly(renewed, "replica acknowledgement");
+      acks = awaitQuietly(acked, "replica acknowledgement");
+      pool.release(conn);
+      if (!held) {
+        throw new TurnstileException("the hold vanished before its replica acknowledgement");
+      }
+    } catch (RuntimeException e) {
+      if (!(e instanceof TurnstileException && renewed.isDone() && acked.isDone())) {
+        pool.discard(conn);
+      }
+      throw e;
+    }
+    if (acks < replicas) {
+      throw new NotReplicated("only " + acks + " of " + replicas + " replicas acknowledged within "
+          + timeoutMillis + " ms (replicaAcks)");
+    }
   }
 
   /** Fails fast with a clear message while the connection to Redis is down. */
@@ -184,12 +260,14 @@ final class Engine implements AutoCloseable {
     try {
       return Waits.get(f, budget, interruptible);
     } catch (TimeoutException e) {
+      topology.suspect();
       if (deadlineBound) {
         throw new DeadlinePassed();
       }
       throw new TurnstileException(what + ": Redis did not answer within "
           + TimeUnit.NANOSECONDS.toMillis(commandTimeoutNanos) + " ms");
     } catch (ExecutionException e) {
+      topology.suspect();
       throw failure(what, e.getCause());
     }
   }
@@ -220,11 +298,34 @@ final class Engine implements AutoCloseable {
     checkConnected(c.describe());
     sentAtNanos[0] = System.nanoTime();
     CompletableFuture<Attempt> f = c.attempt(requestId);
+    Attempt a;
     try {
-      return awaitQuietly(f, c.describe());
+      a = awaitQuietly(f, c.describe());
     } catch (RuntimeException e) {
       cancelIfAcquired(f, c, requestId);
       throw e;
+    }
+    if (a.acquired) {
+      confirmReplicated(c, requestId);
+    }
+    return a;
+  }
+
+  /**
+   * After a successful attempt, with {@link TurnstileOptions#replicaAcks()} set: waits for the
+   * replicas (see {@link #awaitReplicas}); if they do not acknowledge, gives the hold back and
+   * fails.
+   */
+  private void confirmReplicated(Contender c, String requestId) {
+    if (options.replicaAcks() == 0) {
+      return;
+    }
+    try {
+      awaitReplicas(c.leaseKey(requestId));
+    } catch (RuntimeException e) {
+      c.cancel(requestId);
+      throw new TurnstileException(c.describe() + " was acquired, but " + e.getMessage()
+          + "; it was released again", e);
     }
   }
 
@@ -281,6 +382,7 @@ final class Engine implements AutoCloseable {
         throw (RuntimeException) e;
       }
       if (a.acquired) {
+        confirmReplicated(c, requestId);
         sentAtNanos[0] = sentAt;
         return a;
       }
@@ -365,6 +467,7 @@ final class Engine implements AutoCloseable {
       // Lettuce gave up on the command (its own timeout, or the connection failed): outcome unknown
       pool.discard(conn);
       onAbandon.abandoned(null, false);
+      topology.suspect();
       LOG.log(Level.DEBUG, "blocking command failed: {0}", e.getCause());
       return null;
     }

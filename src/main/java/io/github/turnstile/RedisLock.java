@@ -257,6 +257,11 @@ class RedisLock implements DistributedLock, Engine.Contender {
   }
 
   @Override
+  public String leaseKey(String requestId) {
+    return lockKey;
+  }
+
+  @Override
   public void passWakeup() {
     engine.eval(Script.LOCK_PASS, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey},
         Long.toString(engine.leaseMillis));

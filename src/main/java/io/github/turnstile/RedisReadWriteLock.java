@@ -367,6 +367,11 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     }
 
     @Override
+    public String leaseKey(String requestId) {
+      return prefix + "rd:" + requestId;
+    }
+
+    @Override
     public void passWakeup() {
       op(ScriptOutputType.INTEGER, "rpass", "", "-", 0);
     }

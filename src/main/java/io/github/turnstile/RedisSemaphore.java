@@ -138,6 +138,12 @@ final class RedisSemaphore extends DistributedSemaphore {
       int taken = taken(r, permits);
       ensureLease(sentAt);
       if (taken == permits) {
+        try {
+          confirmReplicated(permits);
+        } catch (RuntimeException e) {
+          giveBack(permits);
+          throw e;
+        }
         held.addAndGet(permits);
         return true;
       }
@@ -214,6 +220,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     try {
       while (true) {
         if (taken == permits) {
+          confirmReplicated(permits);
           held.addAndGet(permits);
           success = true;
           return true;
@@ -280,6 +287,20 @@ final class RedisSemaphore extends DistributedSemaphore {
           // its lease ran out or Redis is gone; it frees itself within the lease
         }
       }
+    }
+  }
+
+  /**
+   * With {@code replicaAcks} set: waits until the replicas have this client's permits (the
+   * acknowledged write renews its liveness key); if they do not, the caller's finally gives the
+   * permits back.
+   */
+  private void confirmReplicated(int permits) {
+    try {
+      engine.awaitReplicas(keys[4]);
+    } catch (RuntimeException e) {
+      throw new TurnstileException(permits + " permit(s) of " + describe + " were acquired, but "
+          + e.getMessage() + "; they were given back", e);
     }
   }
 

@@ -57,6 +57,13 @@ abstract class Topology implements AutoCloseable {
   /** @return the renewal batch a lease key belongs to: keys of one batch may share a script */
   abstract int batchOf(String key);
 
+  /**
+   * Told that a command went unanswered or failed: on a Cluster the slot may have failed over, so
+   * the topology is re-read (at most every 500 ms). Lettuce's own triggers are slow to notice a
+   * dead master: commands queued to it get no MOVED, and reconnect attempts back off.
+   */
+  void suspect() {}
+
   /** Closes the main connection and (if owned) the client. */
   @Override
   public abstract void close();
@@ -157,6 +164,8 @@ abstract class Topology implements AutoCloseable {
     private final boolean ownsClient;
     private final StatefulRedisClusterConnection<String, String> main;
     private final Map<String, RedisClient> nodeClients = new ConcurrentHashMap<>();
+    private final java.util.concurrent.atomic.AtomicLong lastRefresh =
+        new java.util.concurrent.atomic.AtomicLong(System.nanoTime());
 
     Cluster(RedisClusterClient client, boolean ownsClient, String clientName) {
       this.client = client;
@@ -204,8 +213,13 @@ abstract class Topology implements AutoCloseable {
             .build());
         return c;
       });
-      return named(open(() -> nodeClient.connect(StringCodec.UTF8, uri), "blocking connection to " + node),
-          node, clientName);
+      try {
+        return named(open(() -> nodeClient.connect(StringCodec.UTF8, uri), "blocking connection to " + node),
+            node, clientName);
+      } catch (TurnstileException e) {
+        suspect(); // the node may have failed over: learn the new master
+        throw e;
+      }
     }
 
     private RedisURI uriOf(String node) {
@@ -232,6 +246,15 @@ abstract class Topology implements AutoCloseable {
     @Override
     int batchOf(String key) {
       return SlotHash.getSlot(key);
+    }
+
+    @Override
+    void suspect() {
+      long now = System.nanoTime();
+      long last = lastRefresh.get();
+      if (now - last > 500_000_000L && lastRefresh.compareAndSet(last, now)) {
+        client.refreshPartitionsAsync();
+      }
     }
 
     @Override

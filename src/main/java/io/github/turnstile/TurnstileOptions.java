@@ -20,6 +20,8 @@ import java.util.Objects;
  *       <td>most connections used for blocking waits (one per contended primitive at a time)</td></tr>
  *   <tr><td>{@link Builder#commandTimeout commandTimeout}</td><td>5 s</td>
  *       <td>longest wait for a non-blocking command's reply before {@link TurnstileException}</td></tr>
+ *   <tr><td>{@link Builder#replicaAcks replicaAcks}</td><td>0 (off)</td>
+ *       <td>replicas that must acknowledge each acquisition ({@code WAIT}), and for how long</td></tr>
  *   <tr><td>{@link Builder#leaseLossListener leaseLossListener}</td><td>none</td>
  *       <td>told of every lease lost by any primitive of this Turnstile</td></tr>
  * </table>
@@ -31,8 +33,12 @@ public final class TurnstileOptions {
   private final int blockingPoolSize;
   private final Duration commandTimeout;
   private final List<LeaseLossListener> leaseLossListeners;
+  private final int replicaAcks;
+  private final Duration replicaAckTimeout;
 
   private TurnstileOptions(Builder b) {
+    this.replicaAcks = b.replicaAcks;
+    this.replicaAckTimeout = b.replicaAckTimeout;
     this.leaseTime = b.leaseTime;
     this.renewInterval = b.renewInterval != null ? b.renewInterval : b.leaseTime.dividedBy(3);
     if (renewInterval.compareTo(leaseTime) >= 0) {
@@ -80,6 +86,16 @@ public final class TurnstileOptions {
     return commandTimeout;
   }
 
+  /** @return replicas that must acknowledge each acquisition (0: no acknowledgement awaited) */
+  public int replicaAcks() {
+    return replicaAcks;
+  }
+
+  /** @return how long an acquisition waits for {@link #replicaAcks()} acknowledgements */
+  public Duration replicaAckTimeout() {
+    return replicaAckTimeout;
+  }
+
   /** @return the listeners told of every lease loss */
   public List<LeaseLossListener> leaseLossListeners() {
     return leaseLossListeners;
@@ -89,7 +105,9 @@ public final class TurnstileOptions {
   public String toString() {
     return "TurnstileOptions{leaseTime=" + leaseTime + ", renewInterval=" + renewInterval
         + ", keyPrefix='" + keyPrefix + "', blockingPoolSize=" + blockingPoolSize
-        + ", commandTimeout=" + commandTimeout + ", listeners=" + leaseLossListeners.size() + '}';
+        + ", commandTimeout=" + commandTimeout + ", replicaAcks=" + replicaAcks
+        + (replicaAcks > 0 ? " within " + replicaAckTimeout : "")
+        + ", listeners=" + leaseLossListeners.size() + '}';
   }
 
   /** Builds {@link TurnstileOptions}. Not thread-safe. */
@@ -100,6 +118,8 @@ public final class TurnstileOptions {
     private int blockingPoolSize = 16;
     private Duration commandTimeout = Duration.ofSeconds(5);
     private final java.util.ArrayList<LeaseLossListener> listeners = new java.util.ArrayList<>();
+    private int replicaAcks;
+    private Duration replicaAckTimeout = Duration.ZERO;
 
     private Builder() {}
 
@@ -191,6 +211,33 @@ public final class TurnstileOptions {
      */
     public Builder leaseLossListener(LeaseLossListener listener) {
       listeners.add(Objects.requireNonNull(listener, "listener"));
+      return this;
+    }
+
+    /**
+     * Makes every acquisition wait until {@code replicas} replicas of the Redis primary that
+     * holds it acknowledged it ({@code WAIT}), for at most {@code timeout}. If fewer acknowledge
+     * in time, the acquisition is given back and the acquiring method throws
+     * {@link TurnstileException}; releases also wait, but a release that is not acknowledged in
+     * time still counts. This narrows the window in which a failover to a replica that had not
+     * yet received the acquisition lets a second client in; it does not close it (see
+     * docs/FAILURE-MODEL.md). Each acknowledged acquisition costs one more round trip and holds a
+     * pooled connection meanwhile. Default: 0 (no acknowledgement awaited).
+     *
+     * @param replicas replicas that must acknowledge; 0 turns acknowledgement off
+     * @param timeout how long to wait for them; positive when {@code replicas > 0}
+     * @return this builder
+     */
+    public Builder replicaAcks(int replicas, Duration timeout) {
+      Objects.requireNonNull(timeout, "timeout");
+      if (replicas < 0) {
+        throw new IllegalArgumentException("replicas must not be negative, was " + replicas);
+      }
+      if (replicas > 0 && (timeout.isNegative() || timeout.isZero())) {
+        throw new IllegalArgumentException("the replica acknowledgement timeout must be positive, was " + timeout);
+      }
+      this.replicaAcks = replicas;
+      this.replicaAckTimeout = timeout;
       return this;
     }
 

@@ -87,8 +87,18 @@ final class Watchdog implements AutoCloseable {
     for (List<Lease> batch : batches.values()) {
       replies.add(renew(batch, sentAt));
     }
+    // A renewal stuck on a dead node (a Cluster master that failed over) must not stop the next
+    // ticks: after one interval (or the command timeout, if shorter) the next tick sends again,
+    // and the topology is re-read so that it goes to the new master.
+    long patience = Math.min(engine.options.commandTimeout().toNanos(), renewIntervalNanos);
     CompletableFuture.allOf(replies.toArray(new CompletableFuture<?>[0]))
-        .whenComplete((v, e) -> inFlight.set(false));
+        .orTimeout(patience, TimeUnit.NANOSECONDS)
+        .whenComplete((v, e) -> {
+          if (e != null) {
+            engine.suspectTopology();
+          }
+          inFlight.set(false);
+        });
   }
 
   private CompletableFuture<?> renew(List<Lease> batch, long sentAt) {
