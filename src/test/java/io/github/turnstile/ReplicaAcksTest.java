@@ -1,0 +1,110 @@
+package io.github.turnstile;
+
+import static io.github.turnstile.TestSupport.unique;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.turnstile.testing.RedisServerProcess;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+
+/**
+ * {@code replicaAcks}: every primitive's acquisition returns only once a replica has it, and an
+ * acquisition the replica does not acknowledge fails cleanly and is given back. A primary with one
+ * replica, started for this class.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class ReplicaAcksTest {
+  private RedisServerProcess primary;
+  private RedisServerProcess replica;
+  private Turnstile acked;
+
+  @BeforeAll
+  void start() {
+    primary = RedisServerProcess.start();
+    replica = RedisServerProcess.start("--replicaof", primary.host(), Integer.toString(primary.port()));
+    TestSupport.await("replica in sync", Duration.ofSeconds(10),
+        () -> replica.command("INFO", "replication").contains("master_link_status:up"));
+    acked = Turnstile.connect(primary.uri(), TurnstileOptions.builder()
+        .replicaAcks(1, Duration.ofMillis(300)).build());
+  }
+
+  @AfterAll
+  void stop() {
+    acked.close();
+    replica.close();
+    primary.close();
+  }
+
+  /** When lock() returns, the replica already has the lock; likewise a permit and both rw sides. */
+  @Test
+  void acquisitionsReturnOnlyOnceTheReplicaHasThem() throws Exception {
+    String name = unique("acked");
+    DistributedLock lock = acked.lock(name);
+    lock.lock();
+    try {
+      assertEquals("1", replica.command("EXISTS", "{turnstile:" + name + "}:lock"));
+    } finally {
+      lock.unlock();
+    }
+    String semName = unique("acked-sem");
+    DistributedSemaphore s = acked.semaphore(semName, 2);
+    assertTrue(s.tryAcquire(2, 1, TimeUnit.SECONDS));
+    assertEquals("2", replica.command("LLEN", "{turnstile:" + semName + "}:s:held:" + acked.engine().clientId));
+    s.release(2);
+    String rwName = unique("acked-rw");
+    DistributedReadWriteLock rw = acked.readWriteLock(rwName);
+    rw.writeLock().lock();
+    assertEquals("1", replica.command("EXISTS", "{turnstile:" + rwName + "}:rw:w"));
+    rw.writeLock().unlock();
+    rw.readLock().lock();
+    rw.readLock().unlock();
+  }
+
+  /** With the replica cut off, every acquisition throws and leaves nothing held behind. */
+  @Test
+  void unacknowledgedAcquisitionsFailAndAreGivenBack() throws Exception {
+    String name = unique("unacked");
+    DistributedLock lock = acked.lock(name);
+    DistributedSemaphore s = acked.semaphore(unique("unacked-sem"), 3);
+    DistributedReadWriteLock rw = acked.readWriteLock(unique("unacked-rw"));
+    replica.pause();
+    try {
+      primary.command("CLIENT", "KILL", "TYPE", "slave");
+      long t0 = System.nanoTime();
+      TurnstileException e = assertThrows(TurnstileException.class, lock::lock);
+      assertTrue(TestSupport.millisSince(t0) < 2000, "fails within the ack timeout, not the lease");
+      assertTrue(e.getMessage().contains("0 of 1 replicas acknowledged"), e.getMessage());
+      assertFalse(lock.isHeldByCurrentThread());
+      assertThrows(TurnstileException.class, () -> lock.tryLock(1, TimeUnit.SECONDS));
+      assertThrows(TurnstileException.class, lock::tryLock);
+      assertThrows(TurnstileException.class, () -> s.tryAcquire(2, 1, TimeUnit.SECONDS));
+      assertThrows(TurnstileException.class, () -> s.acquire());
+      assertThrows(TurnstileException.class, () -> rw.writeLock().lock());
+      assertThrows(TurnstileException.class, () -> rw.readLock().lock());
+      assertEquals(0, s.heldPermits());
+      TestSupport.await("everything given back", Duration.ofSeconds(2),
+          () -> !lock.isLocked() && s.availablePermits() == 3 && !rw.isWriteLocked() && rw.getReadLockCount() == 0);
+    } finally {
+      replica.resume();
+    }
+    TestSupport.await("replica back in sync", Duration.ofSeconds(10),
+        () -> replica.command("INFO", "replication").contains("master_link_status:up"));
+    assertTrue(lock.tryLock(2, TimeUnit.SECONDS), "acknowledged again once the replica is back");
+    lock.unlock();
+  }
+
+  @Test
+  void badSettingsAreRefused() {
+    assertThrows(IllegalArgumentException.class, () -> TurnstileOptions.builder().replicaAcks(-1, Duration.ofSeconds(1)));
+    assertThrows(IllegalArgumentException.class, () -> TurnstileOptions.builder().replicaAcks(1, Duration.ZERO));
+    assertThrows(NullPointerException.class, () -> TurnstileOptions.builder().replicaAcks(1, null));
+    assertEquals(0, TurnstileOptions.builder().replicaAcks(0, Duration.ZERO).build().replicaAcks());
+  }
+}
