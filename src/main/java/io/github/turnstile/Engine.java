@@ -93,6 +93,8 @@ final class Engine implements AutoCloseable {
   private final ScheduledExecutorService scheduler;
   private final ExecutorService events;
   private final AtomicLong requests = new AtomicLong();
+  /** The clock of lease bookkeeping; replaced only by tests (see {@link Ticker}). */
+  volatile Ticker ticker = Ticker.SYSTEM;
 
   Engine(RedisClient client, boolean ownsClient, TurnstileOptions options) {
     this.options = options;
@@ -243,7 +245,7 @@ final class Engine implements AutoCloseable {
    */
   Attempt attemptOnce(Contender c, String requestId, long[] sentAtNanos) {
     checkConnected(c.describe());
-    sentAtNanos[0] = System.nanoTime();
+    sentAtNanos[0] = ticker.read();
     CompletableFuture<Attempt> f = c.attempt(requestId);
     try {
       return awaitQuietly(f, c.describe());
@@ -254,7 +256,7 @@ final class Engine implements AutoCloseable {
   }
 
   /** Once the abandoned attempt completes: if it acquired, undo it. */
-  private static void cancelIfAcquired(CompletableFuture<Attempt> f, Contender c, String requestId) {
+  static void cancelIfAcquired(CompletableFuture<Attempt> f, Contender c, String requestId) {
     f.whenComplete((r, err) -> {
       if (r != null && r.acquired) {
         c.cancel(requestId);
@@ -289,7 +291,7 @@ final class Engine implements AutoCloseable {
         throw new InterruptedException();
       }
       checkConnected(c.describe());
-      long sentAt = System.nanoTime();
+      long sentAt = ticker.read();
       CompletableFuture<Attempt> f = c.attempt(requestId);
       Attempt a;
       try {

@@ -1,7 +1,5 @@
 package io.github.turnstile;
 
-import com.github.benmanes.caffeine.cache.Cache;
-import com.github.benmanes.caffeine.cache.Caffeine;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisException;
@@ -36,12 +34,9 @@ import java.util.Objects;
  */
 public final class Turnstile implements AutoCloseable {
   private final Engine engine;
-  private final Cache<String, RedisLock> locks =
-      Caffeine.newBuilder().weakValues().executor(Runnable::run).build();
-  private final Cache<String, RedisReadWriteLock> readWriteLocks =
-      Caffeine.newBuilder().weakValues().executor(Runnable::run).build();
-  private final Cache<String, RedisSemaphore> semaphores =
-      Caffeine.newBuilder().weakValues().executor(Runnable::run).build();
+  private final Registry<RedisLock> locks = new Registry<>();
+  private final Registry<RedisReadWriteLock> readWriteLocks = new Registry<>();
+  private final Registry<RedisSemaphore> semaphores = new Registry<>();
 
   private Turnstile(Engine engine) {
     this.engine = engine;
@@ -182,13 +177,7 @@ public final class Turnstile implements AutoCloseable {
 
   /** @return instances in the registry after draining collected ones (Caffeine drains 1000 a pass) */
   long cachedLocks() {
-    long size;
-    long previous = Long.MAX_VALUE;
-    while ((size = locks.estimatedSize()) < previous) {
-      previous = size;
-      locks.cleanUp();
-    }
-    return size;
+    return locks.size();
   }
 
   /** Stops the watchdog and closes Turnstile's connections (and the client, if owned). */

@@ -54,7 +54,7 @@ final class Watchdog implements AutoCloseable {
 
   private void tick() {
     try {
-      long now = System.nanoTime();
+      long now = engine.ticker.read();
       for (Lease lease : leases) {
         if (!lease.alive(now)) {
           leases.remove(lease);
