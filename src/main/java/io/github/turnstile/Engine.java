@@ -90,6 +90,8 @@ final class Engine implements AutoCloseable {
   private final ScheduledExecutorService scheduler;
   private final ExecutorService events;
   private final AtomicLong requests = new AtomicLong();
+  /** The clock of lease bookkeeping; replaced only by tests (see {@link Ticker}). */
+  volatile Ticker ticker = Ticker.SYSTEM;
 
   /**
    * @param connect opens the topology, given the client name prefix to set on its connections
@@ -296,7 +298,7 @@ final class Engine implements AutoCloseable {
    */
   Attempt attemptOnce(Contender c, String requestId, long[] sentAtNanos) {
     checkConnected(c.describe());
-    sentAtNanos[0] = System.nanoTime();
+    sentAtNanos[0] = ticker.read();
     CompletableFuture<Attempt> f = c.attempt(requestId);
     Attempt a;
     try {
@@ -330,7 +332,7 @@ final class Engine implements AutoCloseable {
   }
 
   /** Once the abandoned attempt completes: if it acquired, undo it. */
-  private static void cancelIfAcquired(CompletableFuture<Attempt> f, Contender c, String requestId) {
+  static void cancelIfAcquired(CompletableFuture<Attempt> f, Contender c, String requestId) {
     f.whenComplete((r, err) -> {
       if (r != null && r.acquired) {
         c.cancel(requestId);
@@ -365,7 +367,7 @@ final class Engine implements AutoCloseable {
         throw new InterruptedException();
       }
       checkConnected(c.describe());
-      long sentAt = System.nanoTime();
+      long sentAt = ticker.read();
       CompletableFuture<Attempt> f = c.attempt(requestId);
       Attempt a;
       try {

@@ -7,7 +7,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
-import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * {@link DistributedLock} on the shared {@link Engine}. Local state: the owning thread, its hold
@@ -22,18 +21,9 @@ class RedisLock implements DistributedLock, Engine.Contender {
   final String fenceKey;
   final String wakeKey;
   private final String describe;
-  private final ReentrantLock gate = new ReentrantLock(true);
   private final CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
-
-  private volatile Thread owner;
-  private int holds; // accessed only by the owner thread
-  private volatile Lease lease;
-  /**
-   * Written by every final unlock before its release is sent, read by every grant. A grant in this
-   * JVM that follows a release in this JVM (through Redis, which the memory model does not see)
-   * thereby reads this write, which gives the happens-before edge ReentrantLock promises.
-   */
-  private volatile long releases;
+  /** Gate, owner, hold count, lease: everything local (see {@link LocalOwnership}). */
+  final LocalOwnership local;
 
   RedisLock(Engine engine, String name) {
     this(engine, name, "{" + engine.options.keyPrefix() + ":" + name + "}", "lock '" + name + "'");
@@ -56,6 +46,11 @@ class RedisLock implements DistributedLock, Engine.Contender {
     this.fenceKey = fenceKey;
     this.wakeKey = wakeKey;
     this.describe = describe;
+    this.local = new LocalOwnership(name, describe);
+  }
+
+  private long now() {
+    return engine.ticker.read();
   }
 
   /** Called before a thread that does not hold this lock starts to acquire it. */
@@ -98,13 +93,13 @@ class RedisLock implements DistributedLock, Engine.Contender {
       return true;
     }
     beforeAcquire();
-    if (!gate.tryLock()) {
+    if (!local.tryEnterGate()) {
       return false; // another thread of this JVM is already waiting for it
     }
     try {
       return tryOnce();
     } finally {
-      gate.unlock();
+      local.leaveGate();
     }
   }
 
@@ -118,18 +113,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
   }
 
   private boolean reenter() {
-    if (owner != Thread.currentThread()) {
-      return false;
-    }
-    Lease l = lease;
-    if (!l.alive(System.nanoTime())) {
-      throw lostException(l);
-    }
-    if (holds == Integer.MAX_VALUE) {
-      throw new Error("Maximum lock count exceeded");
-    }
-    holds++;
-    return true;
+    return local.reenter(Thread.currentThread(), now());
   }
 
   private boolean acquire(boolean timed, long deadline, boolean interruptible) throws InterruptedException {
@@ -137,7 +121,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
       return true;
     }
     beforeAcquire();
-    if (!Waits.lock(gate, timed ? deadline - System.nanoTime() : Long.MAX_VALUE, interruptible)) {
+    if (!local.enterGate(timed ? deadline - System.nanoTime() : Long.MAX_VALUE, interruptible)) {
       return false;
     }
     String request = engine.newRequestId();
@@ -154,7 +138,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
       gaveUp(request);
       throw e;
     } finally {
-      gate.unlock();
+      local.leaveGate();
     }
   }
 
@@ -171,13 +155,10 @@ class RedisLock implements DistributedLock, Engine.Contender {
   }
 
   private void granted(String request, long token, long sentAtNanos) {
-    long seen = releases; // volatile read: happens-after every earlier local release (see field)
     Thread me = Thread.currentThread();
     Lease l = new Lease(lockKey, request, engine.leaseMillis, token, me.getName(), sentAtNanos,
         this::leaseLost);
-    lease = l;
-    holds = 1;
-    owner = me;
+    local.grant(me, l);
     engine.watchdog.register(l);
   }
 
@@ -189,28 +170,17 @@ class RedisLock implements DistributedLock, Engine.Contender {
   }
 
   private LockLostException lostException(Lease l) {
-    return new LockLostException(name, l.token, l.lostAtMillis, l.lostReason());
+    return local.lost(l);
   }
 
   // ---------------------------------------------------------------- release
 
   @Override
   public void unlock() {
-    if (owner != Thread.currentThread()) {
-      throw new IllegalMonitorStateException(
-          "current thread does not hold " + describe + " (held by " + ownerName() + ")");
+    Lease l = local.unlock(Thread.currentThread(), now());
+    if (l == null) {
+      return; // holds remain
     }
-    Lease l = lease;
-    boolean alive = l.alive(System.nanoTime());
-    if (--holds > 0) {
-      if (!alive) {
-        throw lostException(l);
-      }
-      return;
-    }
-    lease = null;
-    owner = null;
-    releases++; // single writer at a time: only the owner thread gets here
     engine.watchdog.unregister(l);
     if (!l.end()) {
       // Lost before this release. Release anyway in case the key is still ours (never harmful:
@@ -269,11 +239,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
 
   @Override
   public long heldLocallyMillis() {
-    Lease l = lease;
-    if (owner == null || l == null) {
-      return 0;
-    }
-    return Math.max(0, l.remainingMillis(System.nanoTime()));
+    return local.heldLocallyMillis(now());
   }
 
   @Override
@@ -295,21 +261,17 @@ class RedisLock implements DistributedLock, Engine.Contender {
 
   @Override
   public int getHoldCount() {
-    return isHeldByCurrentThread() ? holds : 0;
+    return local.holdCount(Thread.currentThread(), now());
   }
 
   @Override
   public boolean isHeldByCurrentThread() {
-    if (owner != Thread.currentThread()) {
-      return false;
-    }
-    return lease.alive(System.nanoTime());
+    return local.isHeldBy(Thread.currentThread(), now());
   }
 
   @Override
   public boolean isLocked() {
-    Lease l = lease;
-    if (owner != null && l != null && l.alive(System.nanoTime())) {
+    if (local.heldLocally(now())) {
       return true;
     }
     engine.checkConnected(describe);
@@ -322,14 +284,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
 
   @Override
   public long fencingToken() {
-    if (owner != Thread.currentThread()) {
-      throw new IllegalMonitorStateException("current thread does not hold " + describe);
-    }
-    Lease l = lease;
-    if (!l.alive(System.nanoTime())) {
-      throw lostException(l);
-    }
-    return l.token;
+    return local.fencingToken(Thread.currentThread(), now());
   }
 
   @Override
@@ -342,14 +297,9 @@ class RedisLock implements DistributedLock, Engine.Contender {
     listeners.remove(listener);
   }
 
-  private String ownerName() {
-    Thread o = owner;
-    return o == null ? "nobody in this JVM" : "thread " + o.getName();
-  }
-
   @Override
   public String toString() {
-    Thread o = owner;
+    Thread o = local.owner();
     return "DistributedLock[" + name + (o == null ? ", not held in this JVM]" : ", held by thread " + o.getName() + "]");
   }
 }

@@ -239,7 +239,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (h == null) {
         return false;
       }
-      if (!h.lease.alive(System.nanoTime())) {
+      if (!h.lease.alive(engine.ticker.read())) {
         throw lost(h.lease);
       }
       if (h.count == Integer.MAX_VALUE) {
@@ -325,7 +325,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (h == null) {
         throw new IllegalMonitorStateException("current thread does not hold the " + describe);
       }
-      boolean alive = h.lease.alive(System.nanoTime());
+      boolean alive = h.lease.alive(engine.ticker.read());
       if (--h.count > 0) {
         if (!alive) {
           throw lost(h.lease);
@@ -402,7 +402,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     @Override
     public int getHoldCount() {
       Hold h = holds.get(Thread.currentThread());
-      return h != null && h.lease.alive(System.nanoTime()) ? h.count : 0;
+      return h != null && h.lease.alive(engine.ticker.read()) ? h.count : 0;
     }
 
     @Override
@@ -413,7 +413,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     @Override
     public boolean isLocked() {
       for (Hold h : holds.values()) {
-        if (h.lease.alive(System.nanoTime())) {
+        if (h.lease.alive(engine.ticker.read())) {
           return true;
         }
       }
@@ -426,7 +426,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (h == null) {
         throw new IllegalMonitorStateException("current thread does not hold the " + describe);
       }
-      if (!h.lease.alive(System.nanoTime())) {
+      if (!h.lease.alive(engine.ticker.read())) {
         throw lost(h.lease);
       }
       return h.lease.token;

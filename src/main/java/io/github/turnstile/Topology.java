@@ -68,12 +68,17 @@ abstract class Topology implements AutoCloseable {
   @Override
   public abstract void close();
 
-  static Topology standalone(RedisClient client, boolean ownsClient, String clientName) {
-    return new Standalone(client, ownsClient, clientName);
+  /**
+   * @param shutdown what shuts down the client (and its resources) when Turnstile owns them;
+   *     {@code null} when the application owns the client
+   */
+  static Topology standalone(RedisClient client, Runnable shutdown, String clientName) {
+    return new Standalone(client, shutdown, clientName);
   }
 
-  static Topology cluster(RedisClusterClient client, boolean ownsClient, String clientName) {
-    return new Cluster(client, ownsClient, clientName);
+  /** @param shutdown as for {@link #standalone} */
+  static Topology cluster(RedisClusterClient client, Runnable shutdown, String clientName) {
+    return new Cluster(client, shutdown, clientName);
   }
 
   /** Opens a connection and names it; wraps failures in TurnstileException. */
@@ -99,12 +104,12 @@ abstract class Topology implements AutoCloseable {
   /** One server, or the primary a Sentinel URI resolves to. */
   private static final class Standalone extends Topology {
     private final RedisClient client;
-    private final boolean ownsClient;
+    private final Runnable shutdown;
     private final StatefulRedisConnection<String, String> main;
 
-    Standalone(RedisClient client, boolean ownsClient, String clientName) {
+    Standalone(RedisClient client, Runnable shutdown, String clientName) {
       this.client = client;
-      this.ownsClient = ownsClient;
+      this.shutdown = shutdown;
       this.main = open(() -> client.connect(StringCodec.UTF8), "main connection");
       try {
         main.sync().clientSetname(clientName + ":main");
@@ -147,8 +152,8 @@ abstract class Topology implements AutoCloseable {
     @Override
     public void close() {
       main.close();
-      if (ownsClient) {
-        client.shutdown();
+      if (shutdown != null) {
+        shutdown.run();
       }
     }
   }
@@ -161,15 +166,15 @@ abstract class Topology implements AutoCloseable {
    */
   private static final class Cluster extends Topology {
     private final RedisClusterClient client;
-    private final boolean ownsClient;
+    private final Runnable shutdown;
     private final StatefulRedisClusterConnection<String, String> main;
     private final Map<String, RedisClient> nodeClients = new ConcurrentHashMap<>();
     private final java.util.concurrent.atomic.AtomicLong lastRefresh =
         new java.util.concurrent.atomic.AtomicLong(System.nanoTime());
 
-    Cluster(RedisClusterClient client, boolean ownsClient, String clientName) {
+    Cluster(RedisClusterClient client, Runnable shutdown, String clientName) {
       this.client = client;
-      this.ownsClient = ownsClient;
+      this.shutdown = shutdown;
       this.main = open(() -> client.connect(StringCodec.UTF8), "cluster connection");
       try {
         main.sync().ping();
@@ -263,8 +268,8 @@ abstract class Topology implements AutoCloseable {
       for (RedisClient c : nodeClients.values()) {
         c.shutdown(java.time.Duration.ZERO, java.time.Duration.ofSeconds(2));
       }
-      if (ownsClient) {
-        client.shutdown();
+      if (shutdown != null) {
+        shutdown.run();
       }
     }
   }

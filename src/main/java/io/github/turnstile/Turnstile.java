@@ -1,12 +1,12 @@
 package io.github.turnstile;
 
-import com.github.benmanes.caffeine.cache.Cache;
-import com.github.benmanes.caffeine.cache.Caffeine;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisException;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.TimeoutOptions;
+import io.lettuce.core.resource.ClientResources;
+import io.lettuce.core.resource.Delay;
 import io.lettuce.core.cluster.ClusterClientOptions;
 import io.lettuce.core.cluster.ClusterTopologyRefreshOptions;
 import io.lettuce.core.cluster.RedisClusterClient;
@@ -41,12 +41,9 @@ import java.util.Objects;
  */
 public final class Turnstile implements AutoCloseable {
   private final Engine engine;
-  private final Cache<String, RedisLock> locks =
-      Caffeine.newBuilder().weakValues().executor(Runnable::run).build();
-  private final Cache<String, RedisReadWriteLock> readWriteLocks =
-      Caffeine.newBuilder().weakValues().executor(Runnable::run).build();
-  private final Cache<String, RedisSemaphore> semaphores =
-      Caffeine.newBuilder().weakValues().executor(Runnable::run).build();
+  private final Registry<RedisLock> locks = new Registry<>();
+  private final Registry<RedisReadWriteLock> readWriteLocks = new Registry<>();
+  private final Registry<RedisSemaphore> semaphores = new Registry<>();
 
   private Turnstile(Engine engine) {
     this.engine = engine;
@@ -92,7 +89,9 @@ public final class Turnstile implements AutoCloseable {
     Objects.requireNonNull(options, "options");
     String lower = uri.toLowerCase(java.util.Locale.ROOT);
     if (lower.startsWith("redis-cluster://") || lower.startsWith("rediss-cluster://")) {
-      RedisClusterClient client = RedisClusterClient.create(clusterSeeds(uri));
+      ClientResources resources = ownedResources();
+      RedisClusterClient client = RedisClusterClient.create(resources, clusterSeeds(uri));
+      Runnable shutdown = () -> shutdown(client, resources);
       client.setOptions(ClusterClientOptions.builder()
           .autoReconnect(true)
           .timeoutOptions(TimeoutOptions.builder().timeoutCommands(false).build())
@@ -103,7 +102,7 @@ public final class Turnstile implements AutoCloseable {
               .enablePeriodicRefresh(Duration.ofSeconds(30))
               .build())
           .build());
-      return open(client::shutdown, name -> Topology.cluster(client, true, name), options);
+      return open(shutdown, name -> Topology.cluster(client, shutdown, name), options);
     }
     RedisURI redisUri;
     try {
@@ -111,14 +110,33 @@ public final class Turnstile implements AutoCloseable {
     } catch (RuntimeException e) {
       throw new IllegalArgumentException("not a Redis URI: '" + uri + "': " + e.getMessage(), e);
     }
-    RedisClient client = RedisClient.create(redisUri);
+    ClientResources resources = ownedResources();
+    RedisClient client = RedisClient.create(resources, redisUri);
+    Runnable shutdown = () -> shutdown(client, resources);
     // Turnstile bounds every wait itself (command timeout, caller deadlines), so Lettuce's own
     // command timeout must not cut blocking waits short.
     client.setOptions(ClientOptions.builder()
         .autoReconnect(true)
         .timeoutOptions(TimeoutOptions.builder().timeoutCommands(false).build())
         .build());
-    return open(client::shutdown, name -> Topology.standalone(client, true, name), options);
+    return open(shutdown, name -> Topology.standalone(client, shutdown, name), options);
+  }
+
+  /**
+   * Client resources for a client Turnstile owns. Reconnect attempts back off to at most 500 ms
+   * (Lettuce's default grows to 30 s): after a failover the main connection must reach the new
+   * primary well within a lease, or its holders lose their leases.
+   */
+  private static ClientResources ownedResources() {
+    return ClientResources.builder()
+        .reconnectDelay(() -> Delay.exponential(Duration.ofMillis(1), Duration.ofMillis(500), 2,
+            java.util.concurrent.TimeUnit.MILLISECONDS))
+        .build();
+  }
+
+  private static void shutdown(io.lettuce.core.AbstractRedisClient client, ClientResources resources) {
+    client.shutdown();
+    resources.shutdown(0, 2, java.util.concurrent.TimeUnit.SECONDS).awaitUninterruptibly(3000);
   }
 
   /** Parses {@code redis[s]-cluster://[userinfo@]h1[:p1],h2[:p2]...[?query]} into one URI per seed. */
@@ -189,7 +207,7 @@ public final class Turnstile implements AutoCloseable {
   public static Turnstile create(RedisClient client, TurnstileOptions options) {
     Objects.requireNonNull(client, "client");
     Objects.requireNonNull(options, "options");
-    return wrapped(() -> new Turnstile(new Engine(name -> Topology.standalone(client, false, name), options)));
+    return wrapped(() -> new Turnstile(new Engine(name -> Topology.standalone(client, null, name), options)));
   }
 
   /**
@@ -208,7 +226,7 @@ public final class Turnstile implements AutoCloseable {
   public static Turnstile create(RedisClusterClient client, TurnstileOptions options) {
     Objects.requireNonNull(client, "client");
     Objects.requireNonNull(options, "options");
-    return wrapped(() -> new Turnstile(new Engine(name -> Topology.cluster(client, false, name), options)));
+    return wrapped(() -> new Turnstile(new Engine(name -> Topology.cluster(client, null, name), options)));
   }
 
   private static Turnstile wrapped(java.util.function.Supplier<Turnstile> make) {
@@ -287,13 +305,7 @@ public final class Turnstile implements AutoCloseable {
 
   /** @return instances in the registry after draining collected ones (Caffeine drains 1000 a pass) */
   long cachedLocks() {
-    long size;
-    long previous = Long.MAX_VALUE;
-    while ((size = locks.estimatedSize()) < previous) {
-      previous = size;
-      locks.cleanUp();
-    }
-    return size;
+    return locks.size();
   }
 
   /** Stops the watchdog and closes Turnstile's connections (and the client, if owned). */

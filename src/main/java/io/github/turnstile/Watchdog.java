@@ -58,7 +58,7 @@ final class Watchdog implements AutoCloseable {
 
   private void tick() {
     try {
-      long now = System.nanoTime();
+      long now = engine.ticker.read();
       for (Lease lease : leases) {
         if (!lease.alive(now)) {
           leases.remove(lease);

@@ -1,8 +1,10 @@
 package io.github.turnstile;
 
 import static io.github.turnstile.TestSupport.unique;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.turnstile.fault.History;
 import io.github.turnstile.testing.JvmProcess;
 import io.github.turnstile.testing.RedisExtension;
 import io.github.turnstile.testing.TestRedis;
@@ -23,16 +25,22 @@ class CrashRecoveryTest {
     try (JvmProcess holder = JvmProcess.start(HolderMain.class, redis.uri(), name, Long.toString(LEASE_MS));
         Turnstile turnstile = Turnstile.connect(redis.uri())) {
       long holderToken = Long.parseLong(holder.awaitLine("LOCKED ", Duration.ofSeconds(30)).substring(7));
+      long holderStart = System.nanoTime();
       DistributedLock lock = turnstile.lock(name);
       // The holder's watchdog keeps it alive well past its lease while it runs.
       assertTrue(!lock.tryLock(LEASE_MS + 500, TimeUnit.MILLISECONDS), "holder alive keeps the lock");
 
       AtomicLong acquiredAt = new AtomicLong();
       AtomicLong token = new AtomicLong();
+      AtomicLong validUntil = new AtomicLong();
       Thread waiter = TestSupport.start("waiter", () -> {
         lock.lock(); // waits inside Redis for the dead holder's lease to run out
         acquiredAt.set(System.nanoTime());
         token.set(lock.fencingToken());
+        long t = System.nanoTime();
+        if (lock.isHeldByCurrentThread()) {
+          validUntil.set(t);
+        }
         lock.unlock();
       });
       TestSupport.awaitWaiting(waiter);
@@ -43,6 +51,13 @@ class CrashRecoveryTest {
       long recoveryMs = TimeUnit.NANOSECONDS.toMillis(acquiredAt.get() - killedAt);
       System.out.println("recovery after kill -9: " + recoveryMs + " ms (lease " + LEASE_MS + " ms)");
       assertTrue(acquiredAt.get() != 0, "waiter acquired");
+      History history = new History();
+      history.add("killed-jvm", holderToken, 1, holderStart, killedAt); // it can do nothing after its death
+      history.add("waiter", token.get(), 1, acquiredAt.get(), validUntil.get());
+      history.recovery(recoveryMs);
+      History.Report report = history.checkAndPrint("holder-jvm-kill9", "lock", 1);
+      assertEquals(0, report.overlaps(), report.summaryLine());
+      assertEquals(0, report.tokenViolations(), report.summaryLine());
       assertTrue(recoveryMs <= LEASE_MS + 1000, "recovered in " + recoveryMs + " ms");
       assertTrue(token.get() > holderToken, "new token " + token + " > crashed holder's " + holderToken);
     }

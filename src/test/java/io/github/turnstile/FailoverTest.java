@@ -29,8 +29,8 @@ import org.junit.jupiter.api.Test;
  * the primary and resuming the replica, which the cluster promotes.
  */
 class FailoverTest {
-  /** Long enough to ride out a failover (a few seconds here) with renewals every second. */
-  private static final Duration LEASE = Duration.ofSeconds(6);
+  /** Long enough to ride out a failover (2-3 s here, more on a loaded machine) with renewals every second. */
+  private static final Duration LEASE = Duration.ofSeconds(10);
 
   /** A store that accepts a write only with a token above every token it accepted before. */
   static final class FencedStore {

@@ -105,4 +105,38 @@ class LeaseLossTest {
       assertEquals("0", redis.command("HEXISTS", lock.lockKey, "o"));
     }
   }
+
+  /**
+   * The client's clock (its {@link Ticker}) jumps ahead past the lease while Redis still has the
+   * lock: the holder presumes the lease lost at once (it errs towards losing, never towards keeping),
+   * tells the listeners, and its unlock throws while still releasing the key in Redis.
+   */
+  @Test
+  void clientClockJumpPastLease(TestRedis redis) throws Exception {
+    List<LeaseLostEvent> events = new CopyOnWriteArrayList<>();
+    TurnstileOptions options = TurnstileOptions.builder()
+        .leaseTime(Duration.ofSeconds(30))
+        .leaseLossListener(events::add)
+        .build();
+    try (Turnstile turnstile = Turnstile.connect(redis.uri(), options)) {
+      RedisLock lock = (RedisLock) turnstile.lock(unique("ticker"));
+      lock.lock();
+      assertTrue(lock.isHeldByCurrentThread());
+      long jump = TimeUnit.SECONDS.toNanos(31);
+      turnstile.engine().ticker = () -> System.nanoTime() + jump;
+      assertFalse(lock.isHeldByCurrentThread(), "past the lease by the client's clock");
+      assertEquals(0, lock.getHoldCount());
+      TestSupport.await("listener told", Duration.ofSeconds(2), () -> events.size() == 1);
+      assertEquals("1", redis.command("HEXISTS", lock.lockKey, "o"), "Redis's clock did not jump");
+      assertThrows(LockLostException.class, lock::unlock);
+      TestSupport.await("the unlock still released the key", Duration.ofSeconds(2),
+          () -> "0".equals(redis.command("HEXISTS", lock.lockKey, "o")));
+      // on the moved clock, a new hold is measured consistently: alive, renewed, released
+      assertTrue(lock.tryLock());
+      Thread.sleep(300);
+      assertTrue(lock.isHeldByCurrentThread());
+      lock.unlock();
+      assertEquals(1, events.size());
+    }
+  }
 }

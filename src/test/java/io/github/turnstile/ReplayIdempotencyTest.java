@@ -2,6 +2,7 @@ package io.github.turnstile;
 
 import static io.github.turnstile.TestSupport.unique;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -122,6 +123,112 @@ class ReplayIdempotencyTest {
       assertTrue(theirs.isHeldByCurrentThread());
       assertEquals("1", redis.command("HEXISTS", lock.lockKey, "o"), "other client's lock untouched");
       theirs.unlock();
+    }
+  }
+
+  /**
+   * Semaphore: an acquire whose reply is lost reaches Redis; the connection is cut and Lettuce
+   * re-sends it. The client must end up holding exactly the permit it was told of (no second
+   * permit taken in Redis), and after its release every permit is free.
+   */
+  @org.junit.jupiter.api.Disabled("KNOWN BUG found by this test: semaphore.lua acquire/release carry no request id, so"
+      + " a command Lettuce re-sends after a reconnect runs twice (see docs/RELIABILITY.md). Enable when fixed.")
+  @Test
+  void resentSemaphoreAcquireAfterReconnect(TestRedis redis) throws Exception {
+    String name = unique("replay-sem-acquire");
+    try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
+        Turnstile viaProxy = Turnstile.connect(proxy.uri());
+        Turnstile direct = Turnstile.connect(redis.uri())) {
+      DistributedSemaphore sem = viaProxy.semaphore(name, 3);
+      DistributedSemaphore observer = direct.semaphore(name, 3);
+      AtomicBoolean acquired = new AtomicBoolean();
+      proxy.setDropReplies(true);
+      Thread t = TestSupport.start("acquirer", () -> acquired.set(sem.tryAcquire(10, TimeUnit.SECONDS)));
+      TestSupport.await("acquire reached Redis", java.time.Duration.ofSeconds(5),
+          () -> observer.availablePermits() == 2);
+      proxy.setDropReplies(false);
+      proxy.cutAll();
+      t.join(10_000);
+      assertTrue(acquired.get());
+      assertEquals(1, sem.heldPermits());
+      assertEquals(2, observer.availablePermits(), "the re-sent acquire took no second permit");
+      sem.release();
+      assertEquals(3, observer.availablePermits(), "every permit free after the release");
+    }
+  }
+
+  /**
+   * Semaphore: a release whose reply is lost is re-sent after a reconnect. It must give back one
+   * permit, not two: the client still holds its other permit in Redis, so capacity is never
+   * exceeded.
+   */
+  @org.junit.jupiter.api.Disabled("KNOWN BUG found by this test: semaphore.lua acquire/release carry no request id, so"
+      + " a command Lettuce re-sends after a reconnect runs twice (see docs/RELIABILITY.md). Enable when fixed.")
+  @Test
+  void resentSemaphoreReleaseAfterReconnect(TestRedis redis) throws Exception {
+    String name = unique("replay-sem-release");
+    try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
+        Turnstile viaProxy = Turnstile.connect(proxy.uri());
+        Turnstile direct = Turnstile.connect(redis.uri())) {
+      DistributedSemaphore sem = viaProxy.semaphore(name, 3);
+      DistributedSemaphore observer = direct.semaphore(name, 3);
+      assertTrue(sem.tryAcquire(2));
+      AtomicReference<Throwable> error = new AtomicReference<>();
+      proxy.setDropReplies(true);
+      Thread t = TestSupport.start("releaser", () -> {
+        try {
+          sem.release();
+        } catch (Throwable e) {
+          error.set(e);
+        }
+      });
+      TestSupport.await("release reached Redis", java.time.Duration.ofSeconds(5),
+          () -> observer.availablePermits() == 2);
+      proxy.setDropReplies(false);
+      proxy.cutAll();
+      t.join(10_000);
+      assertNull(error.get(), "release succeeded");
+      assertEquals(1, sem.heldPermits());
+      Thread.sleep(200);
+      assertEquals(2, observer.availablePermits(), "the re-sent release gave back no second permit");
+      sem.release();
+      assertEquals(3, observer.availablePermits());
+    }
+  }
+
+  /** Read/write lock: a write acquire re-sent after a lost reply gets the same single hold. */
+  @Test
+  void resentWriteLockAcquireAfterReconnect(TestRedis redis) throws Exception {
+    String name = unique("replay-rw");
+    try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
+        Turnstile viaProxy = Turnstile.connect(proxy.uri());
+        Turnstile direct = Turnstile.connect(redis.uri())) {
+      DistributedReadWriteLock rw = viaProxy.readWriteLock(name);
+      DistributedReadWriteLock other = direct.readWriteLock(name);
+      AtomicBoolean acquired = new AtomicBoolean();
+      AtomicReference<Throwable> error = new AtomicReference<>();
+      java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+      proxy.setDropReplies(true);
+      Thread t = TestSupport.start("writer", () -> {
+        try {
+          acquired.set(rw.writeLock().tryLock(10, TimeUnit.SECONDS));
+          assertEquals(1, rw.writeLock().getHoldCount());
+          go.await();
+          rw.writeLock().unlock();
+        } catch (Throwable e) {
+          error.set(e);
+        }
+      });
+      TestSupport.await("acquire reached Redis", java.time.Duration.ofSeconds(5), () -> other.writeLock().isLocked());
+      proxy.setDropReplies(false);
+      proxy.cutAll();
+      TestSupport.await("acquired", java.time.Duration.ofSeconds(10), acquired::get);
+      assertFalse(other.readLock().tryLock(), "written: no reader gets in");
+      go.countDown();
+      t.join(10_000);
+      assertNull(error.get());
+      assertTrue(other.writeLock().tryLock(2, TimeUnit.SECONDS), "free after the single release");
+      other.writeLock().unlock();
     }
   }
 }
