@@ -68,10 +68,11 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
   }
 
+  /** Runs an op of semaphore.lua, with a fresh request id that makes a re-sent copy harmless. */
   private CompletableFuture<List<Object>> op(String op, int n, String mode) {
     return engine.eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, op, engine.clientId,
         Long.toString(engine.leaseMillis), prefix, Integer.toString(initialPermits),
-        Integer.toString(n), mode);
+        Integer.toString(n), mode, engine.newRequestId());
   }
 
   @Override

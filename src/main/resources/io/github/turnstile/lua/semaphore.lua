@@ -15,6 +15,10 @@
 -- ARGV[5]  capacity this client was created with (used only when no meta exists)
 -- ARGV[6]  op argument (permits)
 -- ARGV[7]  acquire only: "all" (all or nothing) or "some" (take what is free, up to ARGV[6])
+-- ARGV[8]  request id, unique per call (acquire, release, drain, add, reduce): a call that changed
+--          something stores its reply under {p:name}:s:rq:<request> for one lease, and a re-sent
+--          copy of the call (Lettuce re-sends unanswered commands after a reconnect) gets that
+--          reply back instead of running twice
 --
 -- Invariant after every call: LLEN(free) + sum over clients LLEN(held:c) == cap + debt, and
 -- debt > 0 implies free is empty (so BLMOVE never takes an owed permit).
@@ -97,6 +101,27 @@ else
   cap = tonumber(cap)
 end
 
+-- A re-sent call whose first run changed something: answer as the first run did.
+local memo = ARGV[8] and ARGV[8] ~= '' and (prefix .. 'rq:' .. ARGV[8]) or nil
+if memo then
+  local done = redis.call('GET', memo)
+  if done then
+    local reply = {}
+    for v in string.gmatch(done, '[^,]+') do
+      reply[#reply + 1] = tonumber(v)
+    end
+    return reply
+  end
+end
+
+-- Records the reply of a call that changed something (see ARGV[8]) and returns it.
+local function remember(reply)
+  if memo then
+    redis.call('SET', memo, table.concat(reply, ','), 'PX', lease)
+  end
+  return reply
+end
+
 if op == 'init' then
   return {cap, redis.call('LLEN', free) - tonumber(redis.call('HGET', meta, 'debt') or '0')}
 end
@@ -127,6 +152,9 @@ if op == 'acquire' then
   for _ = 1, take do
     redis.call('LMOVE', free, held, 'LEFT', 'RIGHT')
   end
+  if take > 0 then
+    return remember({take, hint(), cap})
+  end
   return {take, hint(), cap}
 end
 
@@ -139,7 +167,7 @@ if op == 'release' then
   for _ = 1, n do
     give_back(held)
   end
-  return {1, h - n, hint()}
+  return remember({1, h - n, hint()})
 end
 
 if op == 'trim' then
@@ -160,7 +188,7 @@ if op == 'drain' then
   while redis.call('LMOVE', free, held, 'LEFT', 'RIGHT') do
     moved = moved + 1
   end
-  return {moved}
+  return remember({moved})
 end
 
 if op == 'add' then
@@ -170,7 +198,7 @@ if op == 'add' then
   for _ = 1, n - pay do
     redis.call('RPUSH', free, '1')
   end
-  return {cap + n}
+  return remember({cap + n})
 end
 
 if op == 'reduce' then
@@ -180,7 +208,7 @@ if op == 'reduce' then
   end
   redis.call('HINCRBY', meta, 'debt', n - removed)
   redis.call('HSET', meta, 'cap', cap - n)
-  return {cap - n}
+  return remember({cap - n})
 end
 
 if op == 'state' then
