@@ -28,6 +28,7 @@ final class BlockingPool implements AutoCloseable {
   }
 
   private final Semaphore permits;
+  private final int size;
   private final ConcurrentLinkedDeque<Conn> idle = new ConcurrentLinkedDeque<>();
   private final Supplier<Conn> factory;
   private final AtomicInteger open = new AtomicInteger();
@@ -42,6 +43,7 @@ final class BlockingPool implements AutoCloseable {
 
   BlockingPool(int size, Supplier<Conn> factory) {
     this.permits = new Semaphore(size, true);
+    this.size = size;
     this.factory = factory;
   }
 
@@ -117,6 +119,21 @@ final class BlockingPool implements AutoCloseable {
     CompletableFuture<Void> f = c.connection.closeAsync();
     closing.add(f);
     f.whenComplete((v, e) -> closing.remove(f));
+  }
+
+  /** @return connections lent out now (or being opened for a borrower); for the metrics gauge */
+  int inUse() {
+    return size - permits.availablePermits();
+  }
+
+  /** @return borrowers waiting for a connection; for the metrics gauge */
+  int waiting() {
+    return permits.getQueueLength();
+  }
+
+  /** @return the bound on connections */
+  int size() {
+    return size;
   }
 
   /** @return connections currently open (idle or borrowed) */

@@ -90,6 +90,7 @@ final class Engine implements AutoCloseable {
   private final RedisAsyncCommands<String, String> async;
   final BlockingPool pool;
   final Watchdog watchdog;
+  final Metrics metrics;
   private final ScheduledExecutorService scheduler;
   private final ExecutorService events;
   private final AtomicLong requests = new AtomicLong();
@@ -119,6 +120,7 @@ final class Engine implements AutoCloseable {
     this.scheduler = Executors.newSingleThreadScheduledExecutor(daemon("turnstile-watchdog-" + clientId));
     this.events = Executors.newSingleThreadExecutor(daemon("turnstile-events-" + clientId));
     this.watchdog = new Watchdog(this, scheduler, options.renewInterval().toMillis());
+    this.metrics = Metrics.create(options, clientId, pool, watchdog);
   }
 
   private static java.util.concurrent.ThreadFactory daemon(String name) {
@@ -437,6 +439,7 @@ final class Engine implements AutoCloseable {
 
   @Override
   public void close() {
+    metrics.close();
     watchdog.close();
     scheduler.shutdownNow();
     events.shutdown();

@@ -22,6 +22,12 @@ import java.util.Objects;
  *       <td>longest wait for a non-blocking command's reply before {@link TurnstileException}</td></tr>
  *   <tr><td>{@link Builder#leaseLossListener leaseLossListener}</td><td>none</td>
  *       <td>told of every lease lost by any primitive of this Turnstile</td></tr>
+ *   <tr><td>{@link Builder#meterRegistry meterRegistry}</td><td>none</td>
+ *       <td>a Micrometer {@code MeterRegistry} to record metrics in; none: nothing is recorded,
+ *       and Micrometer need not be on the classpath</td></tr>
+ *   <tr><td>{@link Builder#metricsNameLimit metricsNameLimit}</td><td>100</td>
+ *       <td>distinct primitive names that get a {@code name} tag of their own; later names are
+ *       recorded as {@code name=other}</td></tr>
  * </table>
  */
 public final class TurnstileOptions {
@@ -31,6 +37,9 @@ public final class TurnstileOptions {
   private final int blockingPoolSize;
   private final Duration commandTimeout;
   private final List<LeaseLossListener> leaseLossListeners;
+  /** A Micrometer MeterRegistry, or null; typed Object so that Micrometer stays optional. */
+  private final Object meterRegistry;
+  private final int metricsNameLimit;
 
   private TurnstileOptions(Builder b) {
     this.leaseTime = b.leaseTime;
@@ -43,6 +52,8 @@ public final class TurnstileOptions {
     this.blockingPoolSize = b.blockingPoolSize;
     this.commandTimeout = b.commandTimeout;
     this.leaseLossListeners = List.copyOf(b.listeners);
+    this.meterRegistry = b.meterRegistry;
+    this.metricsNameLimit = b.metricsNameLimit;
   }
 
   /** @return the defaults */
@@ -85,11 +96,22 @@ public final class TurnstileOptions {
     return leaseLossListeners;
   }
 
+  /** @return the Micrometer registry, or null (package-private: Object, so no Micrometer type is named) */
+  Object meterRegistry() {
+    return meterRegistry;
+  }
+
+  /** @return how many distinct names get a metrics tag of their own */
+  public int metricsNameLimit() {
+    return metricsNameLimit;
+  }
+
   @Override
   public String toString() {
     return "TurnstileOptions{leaseTime=" + leaseTime + ", renewInterval=" + renewInterval
         + ", keyPrefix='" + keyPrefix + "', blockingPoolSize=" + blockingPoolSize
-        + ", commandTimeout=" + commandTimeout + ", listeners=" + leaseLossListeners.size() + '}';
+        + ", commandTimeout=" + commandTimeout + ", listeners=" + leaseLossListeners.size()
+        + ", metrics=" + (meterRegistry == null ? "off" : "on, nameLimit=" + metricsNameLimit) + '}';
   }
 
   /** Builds {@link TurnstileOptions}. Not thread-safe. */
@@ -100,6 +122,8 @@ public final class TurnstileOptions {
     private int blockingPoolSize = 16;
     private Duration commandTimeout = Duration.ofSeconds(5);
     private final java.util.ArrayList<LeaseLossListener> listeners = new java.util.ArrayList<>();
+    private Object meterRegistry;
+    private int metricsNameLimit = 100;
 
     private Builder() {}
 
@@ -191,6 +215,38 @@ public final class TurnstileOptions {
      */
     public Builder leaseLossListener(LeaseLossListener listener) {
       listeners.add(Objects.requireNonNull(listener, "listener"));
+      return this;
+    }
+
+    /**
+     * Records metrics in this Micrometer registry: per primitive (tags {@code primitive} and
+     * {@code name}), acquisitions, wait and hold times (timers with percentiles), timeouts,
+     * interrupts, lease renewals and renewal failures, lease losses and reclaimed crashed holders;
+     * per client (tag {@code client}), gauges of the blocking-connection pool and of the leases
+     * renewed. Default: none, and then no Micrometer class is ever loaded, so Micrometer (an
+     * optional dependency) may be absent from the classpath.
+     *
+     * @param registry the registry, or {@code null} for none
+     * @return this builder
+     */
+    public Builder meterRegistry(io.micrometer.core.instrument.MeterRegistry registry) {
+      this.meterRegistry = registry;
+      return this;
+    }
+
+    /**
+     * Sets how many distinct primitive names get a {@code name} tag of their own: the first
+     * {@code limit} names this client uses. Later names are recorded under {@code name=other},
+     * which bounds the number of time series however many names the application uses. Default 100.
+     *
+     * @param limit at least 0 (0: every name is recorded as {@code other})
+     * @return this builder
+     */
+    public Builder metricsNameLimit(int limit) {
+      if (limit < 0) {
+        throw new IllegalArgumentException("metricsNameLimit must not be negative, was " + limit);
+      }
+      this.metricsNameLimit = limit;
       return this;
     }
 

@@ -16,6 +16,9 @@
 -- ARGV[6]  op argument (permits)
 -- ARGV[7]  acquire only: "all" (all or nothing) or "some" (take what is free, up to ARGV[6])
 --
+-- Every reply is an array whose last element is added by reply(): the number of crashed clients
+-- whose permits this call reclaimed (the client reports them in its metrics and log).
+--
 -- Invariant after every call: LLEN(free) + sum over clients LLEN(held:c) == cap + debt, and
 -- debt > 0 implies free is empty (so BLMOVE never takes an owed permit).
 
@@ -39,6 +42,12 @@ local function give_back(list)
   end
 end
 
+local reclaimed = 0
+local function reply(t)
+  t[#t + 1] = reclaimed
+  return t
+end
+
 local t_now = nil
 local function now()
   t_now = t_now or now_ms()
@@ -58,7 +67,11 @@ local function reclaim()
       redis.call('ZADD', clients, now() + pttl, c)
     else
       local list = prefix .. 'held:' .. c
-      for _ = 1, redis.call('LLEN', list) do
+      local tokens = redis.call('LLEN', list)
+      if tokens > 0 then
+        reclaimed = reclaimed + 1
+      end
+      for _ = 1, tokens do
         give_back(list)
       end
       if now() - until_ms > lease then
@@ -98,7 +111,7 @@ else
 end
 
 if op == 'init' then
-  return {cap, redis.call('LLEN', free) - tonumber(redis.call('HGET', meta, 'debt') or '0')}
+  return reply({cap, redis.call('LLEN', free) - tonumber(redis.call('HGET', meta, 'debt') or '0')})
 end
 
 reclaim()
@@ -114,7 +127,7 @@ local n = tonumber(ARGV[6] or '0')
 if op == 'acquire' then
   -- returns {taken, hintMs, cap}
   if n > cap then
-    return {-1, 0, cap}
+    return reply({-1, 0, cap})
   end
   register()
   local avail = redis.call('LLEN', free)
@@ -127,19 +140,19 @@ if op == 'acquire' then
   for _ = 1, take do
     redis.call('LMOVE', free, held, 'LEFT', 'RIGHT')
   end
-  return {take, hint(), cap}
+  return reply({take, hint(), cap})
 end
 
 if op == 'release' then
   -- returns {1, heldAfter, hintMs} or {0, held, hintMs} when this client holds fewer than n
   local h = redis.call('LLEN', held)
   if h < n then
-    return {0, h, hint()}
+    return reply({0, h, hint()})
   end
   for _ = 1, n do
     give_back(held)
   end
-  return {1, h - n, hint()}
+  return reply({1, h - n, hint()})
 end
 
 if op == 'trim' then
@@ -150,7 +163,7 @@ if op == 'trim' then
     give_back(held)
     returned = returned + 1
   end
-  return {returned}
+  return reply({returned})
 end
 
 if op == 'drain' then
@@ -160,7 +173,7 @@ if op == 'drain' then
   while redis.call('LMOVE', free, held, 'LEFT', 'RIGHT') do
     moved = moved + 1
   end
-  return {moved}
+  return reply({moved})
 end
 
 if op == 'add' then
@@ -170,7 +183,7 @@ if op == 'add' then
   for _ = 1, n - pay do
     redis.call('RPUSH', free, '1')
   end
-  return {cap + n}
+  return reply({cap + n})
 end
 
 if op == 'reduce' then
@@ -180,7 +193,7 @@ if op == 'reduce' then
   end
   redis.call('HINCRBY', meta, 'debt', n - removed)
   redis.call('HSET', meta, 'cap', cap - n)
-  return {cap - n}
+  return reply({cap - n})
 end
 
 if op == 'state' then
@@ -191,7 +204,7 @@ if op == 'state' then
     total = total + redis.call('LLEN', prefix .. 'held:' .. c)
   end
   local f = redis.call('LLEN', free)
-  return {cap, debt, f, total, f - debt}
+  return reply({cap, debt, f, total, f - debt})
 end
 
 return redis.error_reply('semaphore.lua: unknown op ' .. tostring(op))
