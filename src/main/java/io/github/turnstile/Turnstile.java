@@ -33,6 +33,19 @@ import java.util.Objects;
  *
  * <p>Closing a Turnstile stops its watchdog, so leases still held run out in Redis within the lease
  * time; close it only after releasing.
+ *
+ * <p><b>Threads.</b> Locks are owned by threads (platform or virtual), semaphore permits by the
+ * Turnstile. Turnstile runs two daemon threads of its own, the watchdog and the event thread on
+ * which {@link LeaseLossListener}s are called, besides Lettuce's I/O threads.
+ *
+ * <p><b>Failure model.</b> Methods that talk to Redis throw {@link TurnstileException} when it
+ * cannot be reached, leaving nothing held. A lease lost while held is reported by
+ * {@link LockLostException}, {@link LeaseLossListener}s and one WARNING log line.
+ *
+ * <p><b>Metrics and logging.</b> Metrics are recorded in a Micrometer registry if one is set with
+ * {@link TurnstileOptions.Builder#meterRegistry}; Micrometer is otherwise never loaded. Logs go to
+ * {@link System.Logger} {@code io.github.turnstile}: one WARNING per lost lease, one INFO per
+ * reclaimed crashed holder, nothing else at INFO or above in normal operation.
  */
 public final class Turnstile implements AutoCloseable {
   private final Engine engine;
