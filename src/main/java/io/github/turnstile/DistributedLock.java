@@ -14,8 +14,10 @@ import java.util.concurrent.locks.Lock;
  * acquire it again; each acquisition increments a hold count kept in this JVM, costs no Redis round
  * trip, and must be matched by one {@link #unlock()}. Only the owning thread may unlock; any other
  * thread gets an {@link IllegalMonitorStateException}. Code that hops threads (reactive pipelines,
- * {@code CompletableFuture} stages) must acquire and release on the same thread; virtual threads
- * are threads like any other.
+ * {@code CompletableFuture} stages) must acquire and release on the same thread; where the release
+ * has to happen elsewhere, a {@link DistributedSemaphore} with one permit (owned by the client, not
+ * a thread) is the tool. Virtual threads are threads like any other: waiting parks them, and no
+ * Turnstile code holds a monitor, so a waiting virtual thread does not pin its carrier.
  *
  * <p><b>Leases and the watchdog.</b> In Redis the lock is a key with an expiry (the lease, 30 s by
  * default, measured by the Redis server's clock). While a thread holds it, the client's watchdog
@@ -50,6 +52,10 @@ import java.util.concurrent.locks.Lock;
  * {@link TurnstileException} (within the caller's timeout, or the configured command timeout) and
  * leave nothing held; the call may be retried. The guarantees assume one Redis server, or a
  * primary whose writes are not lost on failover; see the project's failure-model documentation.
+ *
+ * <p><b>Observability.</b> With a registry configured
+ * ({@link TurnstileOptions.Builder#meterRegistry}), acquisitions, wait and hold times, timeouts,
+ * interrupts, renewals, lease losses and reclaimed crashed holders are recorded per lock name.
  *
  * <p>{@link #newCondition()} is not supported.
  */

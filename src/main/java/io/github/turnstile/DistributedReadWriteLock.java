@@ -37,6 +37,17 @@ import java.util.concurrent.locks.ReadWriteLock;
  *
  * <p><b>Fencing.</b> Every acquisition, read or write, gets a fencing token from one counter per
  * name, strictly increasing.
+ *
+ * <p><b>Memory consistency effects.</b> Within one JVM, actions in a thread prior to releasing
+ * either lock <i>happen-before</i> actions subsequent to a successful acquisition of either lock by
+ * another thread of the same JVM that the release let in, as for
+ * {@code ReentrantReadWriteLock}. Across JVMs there is no shared memory: the data the lock guards
+ * must live in a store that every party reads and writes.
+ *
+ * <p><b>Failure model.</b> If Redis cannot be reached, acquisitions throw
+ * {@link TurnstileException} (within the caller's timeout, or the command timeout) and hold
+ * nothing; a retry works once Redis is back. Interrupts and timeouts while waiting withdraw the
+ * waiter, so a writer that gives up stops holding readers back at once.
  */
 public interface DistributedReadWriteLock extends ReadWriteLock {
 
@@ -53,16 +64,24 @@ public interface DistributedReadWriteLock extends ReadWriteLock {
 
   /**
    * Queries the number of threads, in all JVMs, that hold the read lock (one round trip). Unlike
-   * {@code ReentrantReadWriteLock}, a thread's reentrant holds count once.
+   * {@code ReentrantReadWriteLock}, a thread's reentrant holds count once. The answer may be stale
+   * by the time it returns; use it for monitoring.
    *
    * @return the number of reading threads
+   * @throws TurnstileException if Redis cannot be reached
    */
   int getReadLockCount();
 
   /** @return the current thread's read holds (no round trip) */
   int getReadHoldCount();
 
-  /** @return whether any thread in any JVM holds the write lock (local if held here, else one round trip) */
+  /**
+   * Queries whether any thread in any JVM holds the write lock: locally if a thread of this JVM
+   * holds it, else with one round trip.
+   *
+   * @return whether the write lock is held
+   * @throws TurnstileException if Redis cannot be reached
+   */
   boolean isWriteLocked();
 
   /** @return whether the current thread holds the write lock with a live lease */

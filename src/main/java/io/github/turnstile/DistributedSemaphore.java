@@ -112,8 +112,9 @@ public abstract class DistributedSemaphore extends Semaphore {
   public abstract void acquire(int permits) throws InterruptedException;
 
   /**
-   * Acquires a permit, waiting until one is available. Interrupts do not stop the wait; the
-   * interrupt status is set on return if one arrived.
+   * Acquires a permit, waiting until one is available. One of two things happens: a permit is
+   * acquired, or Redis cannot be reached and {@link TurnstileException} is thrown with no permit
+   * taken. Interrupts do not stop the wait; the interrupt status is set on return if one arrived.
    */
   @Override
   public abstract void acquireUninterruptibly();
@@ -130,15 +131,20 @@ public abstract class DistributedSemaphore extends Semaphore {
   /**
    * Acquires a permit only if one is free at the time of the call (one round trip), or returns
    * false at once; false without a round trip if another thread of this JVM is already waiting.
+   *
+   * @return {@code true} if a permit was acquired
+   * @throws TurnstileException if Redis cannot be reached
    */
   @Override
   public abstract boolean tryAcquire();
 
   /**
-   * Acquires {@code permits} permits only if all are free at the time of the call.
+   * Acquires {@code permits} permits only if all are free at the time of the call (all or none).
    *
    * @param permits how many
+   * @return {@code true} if they were acquired
    * @throws IllegalArgumentException if permits is negative or exceeds the capacity
+   * @throws TurnstileException if Redis cannot be reached
    */
   @Override
   public abstract boolean tryAcquire(int permits);
@@ -146,16 +152,30 @@ public abstract class DistributedSemaphore extends Semaphore {
   /**
    * Acquires a permit if one becomes available within the waiting time. One of these happens: it
    * is acquired ({@code true}); the time elapses ({@code false}); the thread is interrupted
-   * ({@link InterruptedException}); or Redis cannot be reached ({@link TurnstileException}). The
-   * time covers the local and the remote wait together.
+   * ({@link InterruptedException}, promptly even while blocked in Redis, with no permit taken);
+   * or Redis cannot be reached ({@link TurnstileException}). The time covers the local and the
+   * remote wait together.
+   *
+   * @param timeout the maximum time to wait
+   * @param unit the unit of {@code timeout}
+   * @return {@code true} if a permit was acquired, {@code false} if the time elapsed
+   * @throws InterruptedException if the current thread is interrupted
    */
   @Override
   public abstract boolean tryAcquire(long timeout, TimeUnit unit) throws InterruptedException;
 
   /**
-   * Acquires {@code permits} permits if all become available within the waiting time; permits
-   * collected along the way are returned on timeout or interrupt.
+   * Acquires {@code permits} permits if all become available within the waiting time. One of
+   * these happens: all are acquired ({@code true}); the time elapses ({@code false}); the thread
+   * is interrupted ({@link InterruptedException}); or Redis cannot be reached
+   * ({@link TurnstileException}). In every case but the first, permits collected along the way
+   * are returned.
    *
+   * @param permits how many; at most the capacity
+   * @param timeout the maximum time to wait
+   * @param unit the unit of {@code timeout}
+   * @return {@code true} if the permits were acquired, {@code false} if the time elapsed
+   * @throws InterruptedException if the current thread is interrupted
    * @throws IllegalArgumentException if permits is negative or exceeds the capacity
    */
   @Override

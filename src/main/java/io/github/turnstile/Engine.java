@@ -87,6 +87,7 @@ final class Engine implements AutoCloseable {
   private final RedisClusterAsyncCommands<String, String> async;
   final BlockingPool pool;
   final Watchdog watchdog;
+  final Metrics metrics;
   private final ScheduledExecutorService scheduler;
   private final ExecutorService events;
   private final AtomicLong requests = new AtomicLong();
@@ -110,6 +111,7 @@ final class Engine implements AutoCloseable {
     this.scheduler = Executors.newSingleThreadScheduledExecutor(daemon("turnstile-watchdog-" + clientId));
     this.events = Executors.newSingleThreadExecutor(daemon("turnstile-events-" + clientId));
     this.watchdog = new Watchdog(this, scheduler, options.renewInterval().toMillis());
+    this.metrics = Metrics.create(options, clientId, pool, watchdog);
   }
 
   private static java.util.concurrent.ThreadFactory daemon(String name) {
@@ -517,6 +519,7 @@ final class Engine implements AutoCloseable {
 
   @Override
   public void close() {
+    metrics.close();
     watchdog.close();
     scheduler.shutdownNow();
     events.shutdown();

@@ -21,6 +21,7 @@ final class Lease {
   final long token;
   final String holder;
   private final LossHandler handler;
+  private final Metrics.Primitive metrics;
   private volatile long confirmedUntilNanos;
   private final AtomicReference<String> lostReason = new AtomicReference<>();
   volatile long lostAtMillis;
@@ -31,6 +32,13 @@ final class Lease {
    */
   Lease(String key, String requestId, long leaseMillis, long token, String holder, long sentAtNanos,
       LossHandler handler) {
+    this(key, requestId, leaseMillis, token, holder, sentAtNanos, handler, Metrics.Primitive.NOOP);
+  }
+
+  /** @param metrics told of this lease's renewals and renewal failures */
+  Lease(String key, String requestId, long leaseMillis, long token, String holder, long sentAtNanos,
+      LossHandler handler, Metrics.Primitive metrics) {
+    this.metrics = metrics;
     this.key = key;
     this.requestId = requestId;
     this.leaseMillis = leaseMillis;
@@ -46,6 +54,17 @@ final class Lease {
     if (until - confirmedUntilNanos > 0) {
       confirmedUntilNanos = until;
     }
+  }
+
+  /** Records a watchdog renewal sent at {@code sentAtNanos} and confirmed by Redis. */
+  void renewed(long sentAtNanos) {
+    metrics.renewed();
+    confirmed(sentAtNanos);
+  }
+
+  /** Records a watchdog renewal of this lease that was refused or got no answer. */
+  void renewalFailed() {
+    metrics.renewalFailed();
   }
 
   /** @return true if not lost and not past the confirmed instant (marking it lost if it is) */

@@ -15,8 +15,11 @@ package io.github.turnstile;
 public class LockLostException extends IllegalMonitorStateException {
   private static final long serialVersionUID = 1L;
 
+  /** The name of the primitive whose lease was lost. */
   private final String name;
+  /** The fencing token of the lost acquisition (0 for a semaphore's permits). */
   private final long fencingToken;
+  /** When the loss was detected, as {@link System#currentTimeMillis()}. */
   private final long lostAt;
 
   /**

@@ -24,14 +24,22 @@ class RedisLock implements DistributedLock, Engine.Contender {
   private final CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
   /** Gate, owner, hold count, lease: everything local (see {@link LocalOwnership}). */
   final LocalOwnership local;
+  final Metrics.Primitive metrics;
+  private long heldSinceNanos; // accessed only by the owner thread
+  /**
+   * The request whose last attempt found another holder, or null: its next attempt asks
+   * lock_acquire.lua to report whether that holder's lease ran out (a crashed holder reclaimed).
+   */
+  private volatile String refusedRequest;
 
   RedisLock(Engine engine, String name) {
-    this(engine, name, "{" + engine.options.keyPrefix() + ":" + name + "}", "lock '" + name + "'");
+    this(engine, name, "{" + engine.options.keyPrefix() + ":" + name + "}", "lock '" + name + "'",
+        engine.metrics.primitive("lock", name));
   }
 
   /** A lock whose keys start with {@code keyBase} (which carries the hash tag). */
-  RedisLock(Engine engine, String name, String keyBase, String describe) {
-    this(engine, name, keyBase + ":lock", keyBase + ":fence", keyBase + ":wake", describe);
+  RedisLock(Engine engine, String name, String keyBase, String describe, Metrics.Primitive metrics) {
+    this(engine, name, keyBase + ":lock", keyBase + ":fence", keyBase + ":wake", describe, metrics);
   }
 
   /**
@@ -39,8 +47,10 @@ class RedisLock implements DistributedLock, Engine.Contender {
    * done in Redis: {@link #attempt}, {@link #release}, {@link #cancel}, {@link #passWakeup},
    * {@link #isLockedInRedis}; {@code lockKey} is the key that holds the lease.
    */
-  RedisLock(Engine engine, String name, String lockKey, String fenceKey, String wakeKey, String describe) {
+  RedisLock(Engine engine, String name, String lockKey, String fenceKey, String wakeKey, String describe,
+      Metrics.Primitive metrics) {
     this.engine = engine;
+    this.metrics = metrics;
     this.name = name;
     this.lockKey = lockKey;
     this.fenceKey = fenceKey;
@@ -82,7 +92,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
   @Override
   public void lockInterruptibly() throws InterruptedException {
     if (Thread.interrupted()) {
-      throw new InterruptedException();
+      throw interrupted();
     }
     acquire(false, 0, true);
   }
@@ -93,11 +103,13 @@ class RedisLock implements DistributedLock, Engine.Contender {
       return true;
     }
     beforeAcquire();
+    long start = System.nanoTime();
     if (!local.tryEnterGate()) {
+      metrics.timedOut();
       return false; // another thread of this JVM is already waiting for it
     }
     try {
-      return tryOnce();
+      return counted(tryOnce(), start);
     } finally {
       local.leaveGate();
     }
@@ -107,9 +119,25 @@ class RedisLock implements DistributedLock, Engine.Contender {
   public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
     long deadline = Waits.deadline(time, unit);
     if (Thread.interrupted()) {
-      throw new InterruptedException();
+      throw interrupted();
     }
     return acquire(true, deadline, true);
+  }
+
+  /** Counts an interrupted acquisition; returns the exception to throw. */
+  private InterruptedException interrupted() {
+    metrics.interrupted();
+    return new InterruptedException();
+  }
+
+  /** Records the outcome of a new acquisition that started at {@code startNanos}. */
+  private boolean counted(boolean acquired, long startNanos) {
+    if (acquired) {
+      metrics.acquired(System.nanoTime() - startNanos);
+    } else {
+      metrics.timedOut();
+    }
+    return acquired;
   }
 
   private boolean reenter() {
@@ -121,6 +149,16 @@ class RedisLock implements DistributedLock, Engine.Contender {
       return true;
     }
     beforeAcquire();
+    long start = System.nanoTime();
+    try {
+      return counted(acquireNew(timed, deadline, interruptible), start);
+    } catch (InterruptedException e) {
+      metrics.interrupted();
+      throw e;
+    }
+  }
+
+  private boolean acquireNew(boolean timed, long deadline, boolean interruptible) throws InterruptedException {
     if (!local.enterGate(timed ? deadline - System.nanoTime() : Long.MAX_VALUE, interruptible)) {
       return false;
     }
@@ -157,13 +195,15 @@ class RedisLock implements DistributedLock, Engine.Contender {
   private void granted(String request, long token, long sentAtNanos) {
     Thread me = Thread.currentThread();
     Lease l = new Lease(lockKey, request, engine.leaseMillis, token, me.getName(), sentAtNanos,
-        this::leaseLost);
+        this::leaseLost, metrics);
+    heldSinceNanos = System.nanoTime();
     local.grant(me, l);
     engine.watchdog.register(l);
   }
 
   private void leaseLost(Lease l, String reason) {
     engine.watchdog.unregister(l);
+    metrics.leaseLost();
     List<LeaseLossListener> all = new java.util.ArrayList<>(engine.options.leaseLossListeners());
     all.addAll(listeners);
     engine.notifyLost(new LeaseLostEvent(name, l.token, l.holder, reason, l.lostAtMillis), all);
@@ -181,6 +221,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
     if (l == null) {
       return; // holds remain
     }
+    metrics.released(System.nanoTime() - heldSinceNanos);
     engine.watchdog.unregister(l);
     if (!l.end()) {
       // Lost before this release. Release anyway in case the key is still ours (never harmful:
@@ -208,10 +249,19 @@ class RedisLock implements DistributedLock, Engine.Contender {
 
   @Override
   public CompletableFuture<Engine.Attempt> attempt(String requestId) {
+    boolean sawHolder = requestId.equals(refusedRequest);
     return engine.<List<Object>>eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
             new String[] {lockKey, fenceKey},
-            engine.ownerId(Thread.currentThread()), requestId, Long.toString(engine.leaseMillis))
-        .thenApply(RedisLock::parseAttempt);
+            engine.ownerId(Thread.currentThread()), requestId, Long.toString(engine.leaseMillis),
+            sawHolder ? "1" : "0")
+        .thenApply(reply -> {
+          Engine.Attempt a = parseAttempt(reply);
+          refusedRequest = a.acquired ? null : requestId;
+          if (a.acquired && reply.size() > 2 && (Long) reply.get(2) == 1L) {
+            Metrics.reclaimed(metrics, describe, 1); // the holder it waited for never released
+          }
+          return a;
+        });
   }
 
   static Engine.Attempt parseAttempt(List<Object> reply) {

@@ -65,9 +65,20 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
   @Override
   public int getReadLockCount() {
     engine.checkConnected(readLock.describe);
-    List<Object> r = engine.awaitQuietly(this.<List<Object>>op(ScriptOutputType.MULTI, "count", "", "-", 0),
-        readLock.describe);
+    List<Object> r = engine.awaitQuietly(count(), readLock.describe);
     return (int) (long) (Long) r.get(0);
+  }
+
+  /** The count op: {readers, writer held 0/1}; reports the dead readers it dropped. */
+  private CompletableFuture<List<Object>> count() {
+    return this.<List<Object>>op(ScriptOutputType.MULTI, "count", "", "-", 0).thenApply(this::reclaims);
+  }
+
+  /** Reports the dead readers an op dropped: the last element of a read, write or count reply. */
+  private List<Object> reclaims(List<Object> reply) {
+    int at = reply.size() - 1;
+    Metrics.reclaimed(readLock.metrics, readLock.describe, (Long) reply.get(at));
+    return reply;
   }
 
   @Override
@@ -102,7 +113,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     WriteSide() {
       super(RedisReadWriteLock.this.engine, RedisReadWriteLock.this.name, RedisReadWriteLock.this.writeKey,
           RedisReadWriteLock.this.fenceKey, RedisReadWriteLock.this.prefix + "wq",
-          "write lock of '" + RedisReadWriteLock.this.name + "'");
+          "write lock of '" + RedisReadWriteLock.this.name + "'",
+          RedisReadWriteLock.this.engine.metrics.primitive("write", RedisReadWriteLock.this.name));
     }
 
     @Override
@@ -118,6 +130,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     public CompletableFuture<Engine.Attempt> attempt(String requestId) {
         return RedisReadWriteLock.this.<List<Object>>op(ScriptOutputType.MULTI, "write",
               engine.ownerId(Thread.currentThread()), requestId, 0)
+          .thenApply(RedisReadWriteLock.this::reclaims)
           .thenApply(RedisLock::parseAttempt);
     }
 
@@ -151,8 +164,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     CompletableFuture<Boolean> isLockedInRedis() {
-      return RedisReadWriteLock.this.<List<Object>>op(ScriptOutputType.MULTI, "count", "", "-", 0)
-          .thenApply(r -> (Long) r.get(1) == 1L);
+      return count().thenApply(r -> (Long) r.get(1) == 1L);
     }
 
     @Override
@@ -167,6 +179,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
   private static final class Hold {
     int count = 1;
     final Lease lease;
+    final long sinceNanos = System.nanoTime();
 
     Hold(Lease lease) {
       this.lease = lease;
@@ -176,6 +189,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
   /** The read lock: shared; one hold and one lease per reading thread. */
   final class ReadSide implements DistributedLock, Engine.Contender {
     final String describe = "read lock of '" + name + "'";
+    final Metrics.Primitive metrics = engine.metrics.primitive("read", name);
     private final ReentrantLock gate = new ReentrantLock(true);
     private final ConcurrentHashMap<Thread, Hold> holds = new ConcurrentHashMap<>();
     private final CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
@@ -200,7 +214,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     @Override
     public void lockInterruptibly() throws InterruptedException {
       if (Thread.interrupted()) {
-        throw new InterruptedException();
+        throw interrupted();
       }
       acquire(false, 0, true);
     }
@@ -210,16 +224,18 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (reenter()) {
         return true;
       }
+      long start = System.nanoTime();
       if (!gate.tryLock()) {
+        metrics.timedOut();
         return false;
       }
       try {
         String request = engine.newRequestId();
         if (tryDirectly(request)) {
-          return true;
+          return counted(true, start);
         }
         op(ScriptOutputType.INTEGER, "rcancel", "", request, 0); // not waiting after all
-        return false;
+        return counted(false, start);
       } finally {
         gate.unlock();
       }
@@ -229,9 +245,25 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
       long deadline = Waits.deadline(time, unit);
       if (Thread.interrupted()) {
-        throw new InterruptedException();
+        throw interrupted();
       }
       return acquire(true, deadline, true);
+    }
+
+    /** Counts an interrupted acquisition; returns the exception to throw. */
+    private InterruptedException interrupted() {
+      metrics.interrupted();
+      return new InterruptedException();
+    }
+
+    /** Records the outcome of a new acquisition that started at {@code startNanos}. */
+    private boolean counted(boolean acquired, long startNanos) {
+      if (acquired) {
+        metrics.acquired(System.nanoTime() - startNanos);
+      } else {
+        metrics.timedOut();
+      }
+      return acquired;
     }
 
     private boolean reenter() {
@@ -253,6 +285,16 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (reenter()) {
         return true;
       }
+      long start = System.nanoTime();
+      try {
+        return counted(acquireNew(timed, deadline, interruptible), start);
+      } catch (InterruptedException e) {
+        metrics.interrupted();
+        throw e;
+      }
+    }
+
+    private boolean acquireNew(boolean timed, long deadline, boolean interruptible) throws InterruptedException {
       String request = engine.newRequestId();
       if (!gate.isLocked() && !gate.hasQueuedThreads() && tryDirectly(request)) {
         // Readers share: while no thread of this JVM has to wait, readers acquire side by side
@@ -302,13 +344,14 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       long seen = releases; // volatile read: happens-after earlier local releases
       Thread me = Thread.currentThread();
       Lease l = new Lease(prefix + "rd:" + request, request, engine.leaseMillis, token, me.getName(),
-          sentAtNanos, this::leaseLost);
+          sentAtNanos, this::leaseLost, metrics);
       holds.put(me, new Hold(l));
       engine.watchdog.register(l);
     }
 
     private void leaseLost(Lease l, String reason) {
       engine.watchdog.unregister(l);
+      metrics.leaseLost();
       List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
       all.addAll(listeners);
       engine.notifyLost(new LeaseLostEvent(name, l.token, l.holder, reason, l.lostAtMillis), all);
@@ -333,6 +376,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
         return;
       }
       holds.remove(me);
+      metrics.released(System.nanoTime() - h.sinceNanos);
       releases++;
       engine.watchdog.unregister(h.lease);
       CompletableFuture<Long> released = op(ScriptOutputType.INTEGER, "runlock", "", h.lease.requestId, 0);
@@ -353,6 +397,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     public CompletableFuture<Engine.Attempt> attempt(String requestId) {
       return RedisReadWriteLock.this.<List<Object>>op(ScriptOutputType.MULTI, "read",
               engine.ownerId(Thread.currentThread()), requestId, waitingSince)
+          .thenApply(RedisReadWriteLock.this::reclaims)
           .thenApply(r -> {
             if ((Long) r.get(0) == 0L && waitingSince == 0) {
               waitingSince = (Long) r.get(2);

@@ -30,6 +30,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   private final String freeKey;
   /** Serializes the one client at a time that may collect permits one by one. */
   private final transient RedisLock collector;
+  private final transient Metrics.Primitive metrics;
   private final transient ReentrantLock leaseLock = new ReentrantLock();
   private final AtomicInteger held = new AtomicInteger();
   private final AtomicInteger lostPermits = new AtomicInteger();
@@ -53,7 +54,9 @@ final class RedisSemaphore extends DistributedSemaphore {
     this.heldKey = prefix + "held:" + engine.clientId;
     this.keys = new String[] {prefix + "meta", freeKey, prefix + "clients", heldKey,
         prefix + "alive:" + engine.clientId};
-    this.collector = new RedisLock(engine, name, prefix + "collector", describe + " collector");
+    this.collector = new RedisLock(engine, name, prefix + "collector", describe + " collector",
+        Metrics.Primitive.NOOP);
+    this.metrics = engine.metrics.primitive("semaphore", name);
   }
 
   /** Creates the semaphore in Redis on first use, or checks the stored capacity against {@code requested}. */
@@ -68,11 +71,19 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
   }
 
-  /** Runs an op of semaphore.lua, with a fresh request id that makes a re-sent copy harmless. */
+  /**
+   * Runs an op of semaphore.lua, with a fresh request id that makes a re-sent copy harmless; the
+   * reply's last element (crashed clients reclaimed) is taken off.
+   */
   private CompletableFuture<List<Object>> op(String op, int n, String mode) {
-    return engine.eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, op, engine.clientId,
+    return engine.<List<Object>>eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, op, engine.clientId,
         Long.toString(engine.leaseMillis), prefix, Integer.toString(initialPermits),
-        Integer.toString(n), mode, engine.newRequestId());
+        Integer.toString(n), mode, engine.newRequestId()).thenApply(this::reclaims);
+  }
+
+  private List<Object> reclaims(List<Object> reply) {
+    Metrics.reclaimed(metrics, describe, (Long) reply.get(reply.size() - 1));
+    return reply.subList(0, reply.size() - 1);
   }
 
   @Override
@@ -91,7 +102,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   public void acquire(int permits) throws InterruptedException {
     checkPermits(permits);
     if (Thread.interrupted()) {
-      throw new InterruptedException();
+      throw interrupted();
     }
     acquire(permits, false, 0, true);
   }
@@ -122,7 +133,9 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (permits == 0) {
       return true;
     }
+    long start = System.nanoTime();
     if (!gateTryEnter()) {
+      metrics.timedOut();
       return false;
     }
     waiting.incrementAndGet();
@@ -146,9 +159,8 @@ final class RedisSemaphore extends DistributedSemaphore {
           throw e;
         }
         held.addAndGet(permits);
-        return true;
       }
-      return false;
+      return counted(taken == permits, start);
     } finally {
       waiting.decrementAndGet();
       gateExit();
@@ -166,9 +178,25 @@ final class RedisSemaphore extends DistributedSemaphore {
     long deadline = Waits.deadline(timeout, unit);
     checkPermits(permits);
     if (Thread.interrupted()) {
-      throw new InterruptedException();
+      throw interrupted();
     }
     return acquire(permits, true, deadline, true);
+  }
+
+  /** Counts an interrupted acquisition; returns the exception to throw. */
+  private InterruptedException interrupted() {
+    metrics.interrupted();
+    return new InterruptedException();
+  }
+
+  /** Records the outcome of an acquisition that started at {@code startNanos}. */
+  private boolean counted(boolean acquired, long startNanos) {
+    if (acquired) {
+      metrics.acquired(System.nanoTime() - startNanos);
+    } else {
+      metrics.timedOut();
+    }
+    return acquired;
   }
 
   private static void checkPermits(int permits) {
@@ -197,16 +225,20 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (permits == 0) {
       return true;
     }
+    long start = System.nanoTime();
     waiting.incrementAndGet();
     try {
       if (!gateEnter(timed ? deadline - System.nanoTime() : Long.MAX_VALUE, interruptible)) {
-        return false;
+        return counted(false, start);
       }
       try {
-        return collect(permits, timed, deadline, interruptible);
+        return counted(collect(permits, timed, deadline, interruptible), start);
       } finally {
         gateExit();
       }
+    } catch (InterruptedException e) {
+      metrics.interrupted();
+      throw e;
     } finally {
       waiting.decrementAndGet();
       maybeStopLease();
@@ -498,7 +530,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     try {
       if (lease == null || !lease.alive(System.nanoTime())) {
         lease = new Lease(keys[4], engine.clientId, engine.leaseMillis, 0, "client " + engine.clientId,
-            sentAtNanos, this::leaseLost);
+            sentAtNanos, this::leaseLost, metrics);
         engine.watchdog.register(lease);
       } else {
         lease.confirmed(sentAtNanos);
@@ -536,6 +568,7 @@ final class RedisSemaphore extends DistributedSemaphore {
       leaseLock.unlock();
     }
     if (lost > 0) {
+      metrics.leaseLost();
       List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
       all.addAll(listeners);
       engine.notifyLost(new LeaseLostEvent(name, 0, l.holder, reason + " (" + lost + " permits)",

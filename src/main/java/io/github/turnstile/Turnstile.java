@@ -38,6 +38,19 @@ import java.util.Objects;
  *
  * <p>Closing a Turnstile stops its watchdog, so leases still held run out in Redis within the lease
  * time; close it only after releasing.
+ *
+ * <p><b>Threads.</b> Locks are owned by threads (platform or virtual), semaphore permits by the
+ * Turnstile. Turnstile runs two daemon threads of its own, the watchdog and the event thread on
+ * which {@link LeaseLossListener}s are called, besides Lettuce's I/O threads.
+ *
+ * <p><b>Failure model.</b> Methods that talk to Redis throw {@link TurnstileException} when it
+ * cannot be reached, leaving nothing held. A lease lost while held is reported by
+ * {@link LockLostException}, {@link LeaseLossListener}s and one WARNING log line.
+ *
+ * <p><b>Metrics and logging.</b> Metrics are recorded in a Micrometer registry if one is set with
+ * {@link TurnstileOptions.Builder#meterRegistry}; Micrometer is otherwise never loaded. Logs go to
+ * {@link System.Logger} {@code io.github.turnstile}: one WARNING per lost lease, one INFO per
+ * reclaimed crashed holder, nothing else at INFO or above in normal operation.
  */
 public final class Turnstile implements AutoCloseable {
   private final Engine engine;
@@ -95,10 +108,10 @@ public final class Turnstile implements AutoCloseable {
       client.setOptions(ClusterClientOptions.builder()
           .autoReconnect(true)
           .timeoutOptions(TimeoutOptions.builder().timeoutCommands(false).build())
-          // follow failovers and resharding promptly: refresh on MOVED/ASK and reconnect storms,
-          // and every 30 s in any case
+          // follow resharding and failovers: Lettuce's adaptive triggers (on by default in Lettuce
+          // 7: MOVED/ASK, reconnect storms, unknown nodes), every 30 s in any case, and Turnstile's
+          // own refresh when a command goes unanswered (Topology.suspect)
           .topologyRefreshOptions(ClusterTopologyRefreshOptions.builder()
-              .enableAllAdaptiveRefreshTriggers()
               .enablePeriodicRefresh(Duration.ofSeconds(30))
               .build())
           .build());
@@ -213,9 +226,9 @@ public final class Turnstile implements AutoCloseable {
   /**
    * Creates a Turnstile on a Redis Cluster client the application owns; {@link #close()} closes
    * only the connections Turnstile opened. Every primitive keeps its keys in one hash slot, so
-   * each runs on one master. Enable Lettuce's adaptive topology refresh on the client
-   * ({@code ClusterTopologyRefreshOptions.enableAllAdaptiveRefreshTriggers()}), so that a failover
-   * is followed promptly; the same advice on command timeouts as for
+   * each runs on one master. Keep Lettuce's adaptive topology refresh on (the default in
+   * Lettuce 7), so that resharding is followed promptly (Turnstile itself re-reads the topology
+   * when a command to a failed master goes unanswered); the same advice on command timeouts as for
    * {@link #create(RedisClient, TurnstileOptions)} applies.
    *
    * @param client the cluster client

@@ -24,6 +24,12 @@ import java.util.Objects;
  *       <td>replicas that must acknowledge each acquisition ({@code WAIT}), and for how long</td></tr>
  *   <tr><td>{@link Builder#leaseLossListener leaseLossListener}</td><td>none</td>
  *       <td>told of every lease lost by any primitive of this Turnstile</td></tr>
+ *   <tr><td>{@link Builder#meterRegistry meterRegistry}</td><td>none</td>
+ *       <td>a Micrometer {@code MeterRegistry} to record metrics in; none: nothing is recorded,
+ *       and Micrometer need not be on the classpath</td></tr>
+ *   <tr><td>{@link Builder#metricsNameLimit metricsNameLimit}</td><td>100</td>
+ *       <td>distinct primitive names that get a {@code name} tag of their own; later names are
+ *       recorded as {@code name=other}</td></tr>
  * </table>
  */
 public final class TurnstileOptions {
@@ -35,6 +41,9 @@ public final class TurnstileOptions {
   private final List<LeaseLossListener> leaseLossListeners;
   private final int replicaAcks;
   private final Duration replicaAckTimeout;
+  /** A Micrometer MeterRegistry, or null; typed Object so that Micrometer stays optional. */
+  private final Object meterRegistry;
+  private final int metricsNameLimit;
 
   private TurnstileOptions(Builder b) {
     this.replicaAcks = b.replicaAcks;
@@ -49,6 +58,8 @@ public final class TurnstileOptions {
     this.blockingPoolSize = b.blockingPoolSize;
     this.commandTimeout = b.commandTimeout;
     this.leaseLossListeners = List.copyOf(b.listeners);
+    this.meterRegistry = b.meterRegistry;
+    this.metricsNameLimit = b.metricsNameLimit;
   }
 
   /** @return the defaults */
@@ -101,13 +112,24 @@ public final class TurnstileOptions {
     return leaseLossListeners;
   }
 
+  /** @return the Micrometer registry, or null (package-private: Object, so no Micrometer type is named) */
+  Object meterRegistry() {
+    return meterRegistry;
+  }
+
+  /** @return how many distinct names get a metrics tag of their own */
+  public int metricsNameLimit() {
+    return metricsNameLimit;
+  }
+
   @Override
   public String toString() {
     return "TurnstileOptions{leaseTime=" + leaseTime + ", renewInterval=" + renewInterval
         + ", keyPrefix='" + keyPrefix + "', blockingPoolSize=" + blockingPoolSize
         + ", commandTimeout=" + commandTimeout + ", replicaAcks=" + replicaAcks
         + (replicaAcks > 0 ? " within " + replicaAckTimeout : "")
-        + ", listeners=" + leaseLossListeners.size() + '}';
+        + ", listeners=" + leaseLossListeners.size()
+        + ", metrics=" + (meterRegistry == null ? "off" : "on, nameLimit=" + metricsNameLimit) + '}';
   }
 
   /** Builds {@link TurnstileOptions}. Not thread-safe. */
@@ -120,6 +142,8 @@ public final class TurnstileOptions {
     private final java.util.ArrayList<LeaseLossListener> listeners = new java.util.ArrayList<>();
     private int replicaAcks;
     private Duration replicaAckTimeout = Duration.ZERO;
+    private Object meterRegistry;
+    private int metricsNameLimit = 100;
 
     private Builder() {}
 
@@ -218,11 +242,12 @@ public final class TurnstileOptions {
      * Makes every acquisition wait until {@code replicas} replicas of the Redis primary that
      * holds it acknowledged it ({@code WAIT}), for at most {@code timeout}. If fewer acknowledge
      * in time, the acquisition is given back and the acquiring method throws
-     * {@link TurnstileException}; releases also wait, but a release that is not acknowledged in
-     * time still counts. This narrows the window in which a failover to a replica that had not
-     * yet received the acquisition lets a second client in; it does not close it (see
-     * docs/FAILURE-MODEL.md). Each acknowledged acquisition costs one more round trip and holds a
-     * pooled connection meanwhile. Default: 0 (no acknowledgement awaited).
+     * {@link TurnstileException}. Releases and renewals do not wait: losing one in a failover
+     * costs at most a lease of delay, never an overlap. This narrows the window in which a
+     * failover to a replica that had not yet received the acquisition lets a second client in;
+     * it does not close it (see docs/FAILURE-MODEL.md). Each acknowledged acquisition costs one
+     * more round trip and holds a pooled connection meanwhile. With fewer than {@code replicas}
+     * live replicas, every acquisition fails. Default: 0 (no acknowledgement awaited).
      *
      * @param replicas replicas that must acknowledge; 0 turns acknowledgement off
      * @param timeout how long to wait for them; positive when {@code replicas > 0}
@@ -238,6 +263,38 @@ public final class TurnstileOptions {
       }
       this.replicaAcks = replicas;
       this.replicaAckTimeout = timeout;
+      return this;
+    }
+
+    /**
+     * Records metrics in this Micrometer registry: per primitive (tags {@code primitive} and
+     * {@code name}), acquisitions, wait and hold times (timers with percentiles), timeouts,
+     * interrupts, lease renewals and renewal failures, lease losses and reclaimed crashed holders;
+     * per client (tag {@code client}), gauges of the blocking-connection pool and of the leases
+     * renewed. Default: none, and then no Micrometer class is ever loaded, so Micrometer (an
+     * optional dependency) may be absent from the classpath.
+     *
+     * @param registry the registry, or {@code null} for none
+     * @return this builder
+     */
+    public Builder meterRegistry(io.micrometer.core.instrument.MeterRegistry registry) {
+      this.meterRegistry = registry;
+      return this;
+    }
+
+    /**
+     * Sets how many distinct primitive names get a {@code name} tag of their own: the first
+     * {@code limit} names this client uses. Later names are recorded under {@code name=other},
+     * which bounds the number of time series however many names the application uses. Default 100.
+     *
+     * @param limit at least 0 (0: every name is recorded as {@code other})
+     * @return this builder
+     */
+    public Builder metricsNameLimit(int limit) {
+      if (limit < 0) {
+        throw new IllegalArgumentException("metricsNameLimit must not be negative, was " + limit);
+      }
+      this.metricsNameLimit = limit;
       return this;
     }
 

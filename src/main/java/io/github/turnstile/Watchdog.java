@@ -114,13 +114,15 @@ final class Watchdog implements AutoCloseable {
         .whenComplete((result, error) -> {
           if (error != null) {
             LOG.log(Level.DEBUG, "lease renewal failed, will retry next tick: {0}", error.toString());
+            batch.forEach(Lease::renewalFailed);
             return;
           }
           for (int i = 0; i < batch.size(); i++) {
             Lease l = batch.get(i);
             if (((Long) result.get(i)) == 1L) {
-              l.confirmed(sentAt);
+              l.renewed(sentAt);
             } else if (leases.remove(l)) {
+              l.renewalFailed();
               l.lose("Redis refused the renewal: the lease key expired, was deleted or was taken over");
             }
           }

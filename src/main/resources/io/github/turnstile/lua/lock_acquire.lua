@@ -5,10 +5,14 @@
 -- ARGV[1]  owner id    "<clientId>:<threadId>"
 -- ARGV[2]  request id  "<clientId>:<seq>", unique per acquisition attempt
 -- ARGV[3]  lease, milliseconds
+-- ARGV[4]  "1" if this request's previous attempt found another holder (optional)
 --
--- Returns {1, token}  the lock is held by this request: fresh grant, or a replay of the same
---                     request (same token, lease refreshed), or a takeover of an older grant of
---                     the same owner that the client never learned of (new token).
+-- Returns {1, token, reclaimed}  the lock is held by this request: fresh grant, or a replay of
+--                     the same request (same token, lease refreshed), or a takeover of an older
+--                     grant of the same owner that the client never learned of (new token).
+--                     reclaimed = 1 when ARGV[4] is "1" and the lock key is gone altogether: the
+--                     holder seen before never released (a release leaves field x for a lease),
+--                     its lease ran out, so it crashed or was cut off. Otherwise 0.
 --         {0, pttl}   the lock is held by another owner; pttl = its remaining lease in ms.
 --
 -- Idempotent: re-sending the same (owner, request) never yields a second token.
@@ -19,8 +23,12 @@ if owner then
   end
   if redis.call('HGET', KEYS[1], 'r') == ARGV[2] then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
-    return {1, redis.call('HGET', KEYS[1], 't')}
+    return {1, redis.call('HGET', KEYS[1], 't'), 0}
   end
+end
+local reclaimed = 0
+if ARGV[4] == '1' and not owner and redis.call('EXISTS', KEYS[1]) == 0 then
+  reclaimed = 1
 end
 
 -- Fencing token: max(previous + 1, server time in microseconds), kept as a decimal string so no
@@ -41,4 +49,4 @@ end
 
 redis.call('HSET', KEYS[1], 'o', ARGV[1], 'r', ARGV[2], 't', token)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {1, token}
+return {1, token, reclaimed}

@@ -29,6 +29,11 @@ local w, fence, readers, wwait, rwait, wq, rq, state, rd, rx =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local op, owner, req, lease, prefix = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 
+-- Dead readers dropped by this call (reclaim_readers). The read and write ops report it as the
+-- 4th element of their reply, and count as the 3rd, for the client's metrics and log; the other
+-- ops reclaim silently.
+local reclaimed = 0
+
 local t_now = nil
 local function now()
   if not t_now then
@@ -60,6 +65,7 @@ local function reclaim_readers()
       redis.call('ZADD', readers, now() + pttl, r)
     else
       redis.call('ZREM', readers, r)
+      reclaimed = reclaimed + 1
     end
   end
   return redis.call('ZCARD', readers)
@@ -134,22 +140,22 @@ local function release_read()
 end
 
 if op == 'read' then
-  -- {1, token} granted; {0, hintMs, nowMs} must wait
+  -- {1, token, 0, reclaimed} granted; {0, hintMs, nowMs, reclaimed} must wait
   if redis.call('HGET', rd, 'r') == req then
     redis.call('PEXPIRE', rd, lease)
-    return {1, redis.call('HGET', rd, 't'), 0}
+    return {1, redis.call('HGET', rd, 't'), 0, 0}
   end
   local o = redis.call('HGET', w, 'o')
   if o and o ~= owner then
     redis.call('ZADD', rwait, now(), req)
-    return {0, cap(redis.call('PTTL', w)), now()}
+    return {0, cap(redis.call('PTTL', w)), now(), 0}
   end
   if (not o) and live(wwait) > 0 then
     local since = tonumber(ARGV[6] or '0')
     local admit = tonumber(redis.call('HGET', state, 'admit') or '0')
     if since == 0 or since > admit then
       redis.call('ZADD', rwait, now(), req)
-      return {0, cap(earliest_waiting_writer_expiry_ms()), now()}
+      return {0, cap(earliest_waiting_writer_expiry_ms()), now(), 0}
     end
   end
   reclaim_readers()
@@ -158,30 +164,31 @@ if op == 'read' then
   redis.call('PEXPIRE', rd, lease)
   redis.call('ZADD', readers, now() + lease, req)
   redis.call('ZREM', rwait, req)
-  return {1, token, 0}
+  return {1, token, 0, reclaimed}
 end
 
 if op == 'write' then
+  -- {1, token, 0, reclaimed} granted; {0, hintMs, nowMs, reclaimed} must wait
   local o = redis.call('HGET', w, 'o')
   if o then
     if o ~= owner then
       redis.call('ZADD', wwait, now(), req)
-      return {0, cap(redis.call('PTTL', w)), now()}
+      return {0, cap(redis.call('PTTL', w)), now(), 0}
     end
     if redis.call('HGET', w, 'r') == req then
       redis.call('PEXPIRE', w, lease)
-      return {1, redis.call('HGET', w, 't'), 0}
+      return {1, redis.call('HGET', w, 't'), 0, 0}
     end
   end
   if reclaim_readers() > 0 then
     redis.call('ZADD', wwait, now(), req)
-    return {0, cap(earliest_reader_ms()), now()}
+    return {0, cap(earliest_reader_ms()), now(), reclaimed}
   end
   local token = next_token()
   redis.call('HSET', w, 'o', owner, 'r', req, 't', token)
   redis.call('PEXPIRE', w, lease)
   redis.call('ZREM', wwait, req)
-  return {1, token, 0}
+  return {1, token, 0, reclaimed}
 end
 
 if op == 'wunlock' then
@@ -247,9 +254,10 @@ if op == 'rpass' then
 end
 
 if op == 'count' then
-  -- {readers, write held 0/1}
+  -- {readers, write held 0/1, reclaimed}
   local o = redis.call('HGET', w, 'o')
-  return {reclaim_readers(), o and 1 or 0}
+  local n = reclaim_readers()
+  return {n, o and 1 or 0, reclaimed}
 end
 
 return redis.error_reply('rwlock.lua: unknown op ' .. tostring(op))

@@ -20,6 +20,9 @@
 --          copy of the call (Lettuce re-sends unanswered commands after a reconnect) gets that
 --          reply back instead of running twice
 --
+-- Every reply is an array whose last element is added by reply(): the number of crashed clients
+-- whose permits this call reclaimed (the client reports them in its metrics and log).
+--
 -- Invariant after every call: LLEN(free) + sum over clients LLEN(held:c) == cap + debt, and
 -- debt > 0 implies free is empty (so BLMOVE never takes an owed permit).
 
@@ -43,6 +46,12 @@ local function give_back(list)
   end
 end
 
+local reclaimed = 0
+local function reply(t)
+  t[#t + 1] = reclaimed
+  return t
+end
+
 local t_now = nil
 local function now()
   t_now = t_now or now_ms()
@@ -62,7 +71,11 @@ local function reclaim()
       redis.call('ZADD', clients, now() + pttl, c)
     else
       local list = prefix .. 'held:' .. c
-      for _ = 1, redis.call('LLEN', list) do
+      local tokens = redis.call('LLEN', list)
+      if tokens > 0 then
+        reclaimed = reclaimed + 1
+      end
+      for _ = 1, tokens do
         give_back(list)
       end
       if now() - until_ms > lease then
@@ -106,24 +119,24 @@ local memo = ARGV[8] and ARGV[8] ~= '' and (prefix .. 'rq:' .. ARGV[8]) or nil
 if memo then
   local done = redis.call('GET', memo)
   if done then
-    local reply = {}
+    local first = {}
     for v in string.gmatch(done, '[^,]+') do
-      reply[#reply + 1] = tonumber(v)
+      first[#first + 1] = tonumber(v)
     end
-    return reply
+    return reply(first) -- nothing reclaimed by this copy
   end
 end
 
 -- Records the reply of a call that changed something (see ARGV[8]) and returns it.
-local function remember(reply)
+local function remember(t)
   if memo then
-    redis.call('SET', memo, table.concat(reply, ','), 'PX', lease)
+    redis.call('SET', memo, table.concat(t, ','), 'PX', lease)
   end
-  return reply
+  return reply(t)
 end
 
 if op == 'init' then
-  return {cap, redis.call('LLEN', free) - tonumber(redis.call('HGET', meta, 'debt') or '0')}
+  return reply({cap, redis.call('LLEN', free) - tonumber(redis.call('HGET', meta, 'debt') or '0')})
 end
 
 reclaim()
@@ -139,7 +152,7 @@ local n = tonumber(ARGV[6] or '0')
 if op == 'acquire' then
   -- returns {taken, hintMs, cap}
   if n > cap then
-    return {-1, 0, cap}
+    return reply({-1, 0, cap})
   end
   register()
   local avail = redis.call('LLEN', free)
@@ -155,14 +168,14 @@ if op == 'acquire' then
   if take > 0 then
     return remember({take, hint(), cap})
   end
-  return {take, hint(), cap}
+  return reply({take, hint(), cap})
 end
 
 if op == 'release' then
   -- returns {1, heldAfter, hintMs} or {0, held, hintMs} when this client holds fewer than n
   local h = redis.call('LLEN', held)
   if h < n then
-    return {0, h, hint()}
+    return reply({0, h, hint()})
   end
   for _ = 1, n do
     give_back(held)
@@ -178,7 +191,7 @@ if op == 'trim' then
     give_back(held)
     returned = returned + 1
   end
-  return {returned}
+  return reply({returned})
 end
 
 if op == 'drain' then
@@ -219,7 +232,7 @@ if op == 'state' then
     total = total + redis.call('LLEN', prefix .. 'held:' .. c)
   end
   local f = redis.call('LLEN', free)
-  return {cap, debt, f, total, f - debt}
+  return reply({cap, debt, f, total, f - debt})
 end
 
 return redis.error_reply('semaphore.lua: unknown op ' .. tostring(op))

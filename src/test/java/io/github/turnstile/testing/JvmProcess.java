@@ -62,9 +62,24 @@ public final class JvmProcess implements AutoCloseable {
      * @return the running child
      */
     public static JvmProcess start(List<String> jvmArgs, Class<?> mainClass, String... args) {
-        String classpath = testClasspath();
+        return start(javaExecutable(), testClasspath(), jvmArgs, mainClass, args);
+    }
+
+    /**
+     * Like {@link #start(List, Class, String...)} with a chosen {@code java} binary (e.g. a newer
+     * JDK's) and classpath (e.g. the test classpath without an optional dependency).
+     *
+     * @param java      the {@code java} executable
+     * @param classpath the classpath, entries separated by {@link java.io.File#pathSeparator}
+     * @param jvmArgs   extra JVM options, placed before the main class
+     * @param mainClass class with a {@code public static void main(String[])}
+     * @param args      program arguments
+     * @return the running child
+     */
+    public static JvmProcess start(String java, String classpath, List<String> jvmArgs, Class<?> mainClass,
+            String... args) {
         List<String> cmd = new ArrayList<>();
-        cmd.add(javaExecutable());
+        cmd.add(java);
         cmd.add("-Xmx256m");
         boolean viaEnv = classpath.length() > 100_000; // beyond Linux's per-argument limit
         if (!viaEnv) {
@@ -254,7 +269,8 @@ public final class JvmProcess implements AutoCloseable {
         return ProcessHandle.current().info().command().orElse("java");
     }
 
-    private static String testClasspath() {
+    /** @return the classpath of the running tests (what children get by default) */
+    public static String testClasspath() {
         // surefire may run from a manifest-only jar; it exposes the real classpath here
         String cp = System.getProperty("surefire.test.class.path");
         if (cp == null || cp.isBlank()) {
