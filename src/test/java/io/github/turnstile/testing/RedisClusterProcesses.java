@@ -10,7 +10,8 @@ import java.util.stream.Collectors;
  * 3 masters with one replica each, the 16384 slots split evenly. Built with plain cluster commands
  * ({@code CLUSTER ADDSLOTS}, {@code MEET}, {@code REPLICATE}), so no {@code redis-cli} is needed.
  *
- * <p>The node timeout is short (1 s) so that a killed master fails over within a few seconds.
+ * <p>The node timeout is short by default (1 s) so that a killed master fails over within a few
+ * seconds.
  */
 public final class RedisClusterProcesses implements AutoCloseable {
     private static final int SLOTS = 16384;
@@ -31,11 +32,25 @@ public final class RedisClusterProcesses implements AutoCloseable {
      * @return the running cluster
      */
     public static RedisClusterProcesses start(int masters, int replicasPerMaster) {
+        return start(masters, replicasPerMaster, 1000);
+    }
+
+    /**
+     * As {@link #start(int, int)}, with the given {@code cluster-node-timeout}: how long a master
+     * may be unreachable before its replica takes over. Clusters shared by many tests use a long
+     * one, so that a loaded machine does not trigger failovers nobody asked for.
+     *
+     * @param masters number of masters (at least 1)
+     * @param replicasPerMaster replicas per master
+     * @param nodeTimeoutMillis the node timeout
+     * @return the running cluster
+     */
+    public static RedisClusterProcesses start(int masters, int replicasPerMaster, int nodeTimeoutMillis) {
         List<RedisServerProcess> nodes = new ArrayList<>();
         try {
             for (int i = 0; i < masters * (1 + replicasPerMaster); i++) {
                 nodes.add(RedisServerProcess.start("--cluster-enabled", "yes",
-                        "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+                        "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", Integer.toString(nodeTimeoutMillis),
                         "--cluster-require-full-coverage", "no", "--repl-ping-replica-period", "1"));
             }
             RedisClusterProcesses cluster = new RedisClusterProcesses(nodes);
@@ -175,6 +190,19 @@ public final class RedisClusterProcesses implements AutoCloseable {
             }
             RedisServerProcess.sleep(50);
         }
+    }
+
+    /** @return the highest {@code cluster_current_epoch} among live nodes: it grows with every failover */
+    public long epoch() {
+        long max = 0;
+        for (RedisServerProcess n : live()) {
+            for (String line : info(n).split("\r?\n")) {
+                if (line.startsWith("cluster_current_epoch:")) {
+                    max = Math.max(max, Long.parseLong(line.substring("cluster_current_epoch:".length()).trim()));
+                }
+            }
+        }
+        return max;
     }
 
     @Override

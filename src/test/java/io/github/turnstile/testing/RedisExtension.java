@@ -71,9 +71,16 @@ public final class RedisExtension implements ParameterResolver, BeforeAllCallbac
 
         static Deployment start(RedisTopology.Kind kind) {
             if (kind == RedisTopology.Kind.CLUSTER) {
-                RedisClusterProcesses c = RedisClusterProcesses.start(3, 1);
+                RedisClusterProcesses c = RedisClusterProcesses.start(3, 1, 15_000);
+                long epoch = c.epoch();
                 System.err.println("[turnstile-testing] Redis Cluster " + c.uri());
-                return new Deployment(TestRedis.ofNodes(c.uri(), c.masters(), "redis cluster processes"), c);
+                return new Deployment(TestRedis.ofNodes(c.uri(), c.masters(), "redis cluster processes"), () -> {
+                    if (c.epoch() != epoch) {
+                        System.err.println("[turnstile-testing] the shared Redis Cluster failed over during the run (epoch "
+                                + epoch + " -> " + c.epoch() + ")");
+                    }
+                    c.close();
+                });
             }
             RedisSentinelProcesses s = RedisSentinelProcesses.start();
             System.err.println("[turnstile-testing] Redis Sentinel " + s.uri());
