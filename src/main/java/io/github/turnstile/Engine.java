@@ -353,7 +353,16 @@ final class Engine implements AutoCloseable {
    */
   Attempt contend(Contender c, String requestId, boolean timed, long deadline, boolean interruptible,
       long[] sentAtNanos) throws InterruptedException {
-    long local = c.heldLocallyMillis();
+    return contend(c, requestId, timed, deadline, interruptible, sentAtNanos, false);
+  }
+
+  /**
+   * @param queueFirst block on the wake list before the first attempt: this JVM just released the
+   *     primitive to let other JVMs' waiters in, and this waiter must queue behind them
+   */
+  Attempt contend(Contender c, String requestId, boolean timed, long deadline, boolean interruptible,
+      long[] sentAtNanos, boolean queueFirst) throws InterruptedException {
+    long local = queueFirst ? leaseMillis : c.heldLocallyMillis();
     if (local > 0) {
       long slice = TimeUnit.MILLISECONDS.toNanos(local + 1);
       if (timed) {

@@ -1,5 +1,8 @@
 package io.github.turnstile;
 
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -25,6 +28,59 @@ final class LocalOwnership {
    * thereby reads this write, which gives the happens-before edge ReentrantLock promises.
    */
   private volatile long releases;
+  /** Consecutive grants by local hand-off that led to the current hold (owner thread only). */
+  private int streak;
+  /** The gate holder, while it waits for the current owner to hand the lock over (see {@link Successor}). */
+  private final AtomicReference<Successor> successor = new AtomicReference<>();
+
+  /**
+   * The thread at the head of this JVM's queue (the gate holder), waiting for the current owner
+   * to hand the lock over directly: one script in Redis moves the hold from the owner's request to
+   * this one, with a new fencing token, and no wake-up has to travel through Redis.
+   *
+   * <p>The owner takes the successor at its final unlock ({@link #takeSuccessor}) and must then
+   * complete it exactly once. The successor withdraws by compare-and-set; if that fails, the owner
+   * has taken it and the successor waits for the outcome.
+   */
+  static final class Successor {
+    /** Outcomes. */
+    static final int PENDING = 0;
+    /** Handed over: {@link #token}, {@link #sentAtNanos} and {@link #streak} are set. */
+    static final int HANDED = 1;
+    /** Released in Redis to give other JVMs their turn: queue on the wake list, behind them. */
+    static final int QUEUE = 2;
+    /** Not handed over (the owner's lease was lost, or Redis failed): attempt in Redis. */
+    static final int ATTEMPT = 3;
+
+    final Thread thread;
+    final String request;
+    long token;
+    long sentAtNanos;
+    int streak;
+    private volatile int outcome;
+
+    Successor(Thread thread, String request) {
+      this.thread = thread;
+      this.request = request;
+    }
+
+    /** Completes a successor taken by the owner; the fields written before are visible after. */
+    void complete(int outcome) {
+      this.outcome = outcome;
+      LockSupport.unpark(thread);
+    }
+
+    void handed(long token, long sentAtNanos, int streak) {
+      this.token = token;
+      this.sentAtNanos = sentAtNanos;
+      this.streak = streak;
+      complete(HANDED);
+    }
+
+    int outcome() {
+      return outcome;
+    }
+  }
 
   LocalOwnership(String name, String describe) {
     this.name = name;
@@ -72,10 +128,96 @@ final class LocalOwnership {
 
   /** Makes {@code me} the owner with one hold on lease {@code l} (after Redis granted it). */
   void grant(Thread me, Lease l) {
+    grant(me, l, 0);
+  }
+
+  /**
+   * Makes {@code me} the owner with one hold on lease {@code l}; {@code streak} counts the local
+   * hand-offs in a row that led to it (0 for a grant by an attempt in Redis).
+   */
+  void grant(Thread me, Lease l, int streak) {
     long seen = releases; // volatile read: happens-after every earlier local release (see field)
     lease = l;
     holds = 1;
+    this.streak = streak;
     owner = me;
+  }
+
+  /** @return local hand-offs in a row that led to the current hold (owner thread only) */
+  int streak() {
+    return streak;
+  }
+
+  // ---------------------------------------------------------------- local hand-off
+
+  /**
+   * Waits, as the gate holder, for the current owner of this JVM to hand the lock over. Returns
+   * the completed successor ({@link Successor#outcome()} HANDED, QUEUE or ATTEMPT), or null if
+   * nobody in this JVM holds the lock any more without having taken this successor (then the
+   * caller contends in Redis) or if the deadline passed first (check the time).
+   *
+   * <p>On interrupt (when interruptible) it withdraws; if the owner has already taken this
+   * successor, it waits for the outcome and returns it with the interrupt status set, so that
+   * the caller can give a hand-over back before throwing.
+   */
+  Successor awaitHandoff(String request, boolean timed, long deadline, boolean interruptible,
+      Ticker ticker) {
+    Successor me = new Successor(Thread.currentThread(), request);
+    successor.set(me);
+    while (true) {
+      if (me.outcome() != Successor.PENDING) {
+        return me;
+      }
+      long now = ticker.read();
+      boolean stop = !heldLocally(now) || (timed && deadline - now <= 0)
+          || (interruptible && Thread.currentThread().isInterrupted());
+      if (stop) {
+        if (successor.compareAndSet(me, null)) {
+          return null; // withdrawn: no owner will complete it
+        }
+        // The owner took it at its unlock and completes it within one round trip: wait for that.
+        while (me.outcome() == Successor.PENDING) {
+          LockSupport.parkNanos(me, TimeUnit.MILLISECONDS.toNanos(1));
+        }
+        return me;
+      }
+      long park = Math.max(1, heldLocallyMillis(now) + 1);
+      long nanos = TimeUnit.MILLISECONDS.toNanos(park);
+      if (timed) {
+        nanos = Math.min(nanos, deadline - now);
+      }
+      LockSupport.parkNanos(me, nanos);
+    }
+  }
+
+  /**
+   * Called by the owner at its final unlock, after {@link #unlock} cleared the ownership: takes
+   * the waiting successor, if any, which the caller must then complete.
+   */
+  Successor takeSuccessor() {
+    return successor.getAndSet(null);
+  }
+
+  /**
+   * Like {@link #takeSuccessor}, but when no successor is registered yet while another thread of
+   * this JVM is queued at, or has just entered, the gate, gives it up to {@code maxNanos} to
+   * register (yielding the CPU to it meanwhile): a thread woken from the gate queue needs a few
+   * tens of microseconds to get there, which is much less than the round trip a hand-off saves.
+   */
+  Successor awaitSuccessor(long maxNanos) {
+    Successor s = successor.getAndSet(null);
+    if (s != null || !(gate.isLocked() || gate.hasQueuedThreads())) {
+      return s;
+    }
+    long start = System.nanoTime();
+    while (System.nanoTime() - start < maxNanos) {
+      Thread.yield();
+      s = successor.getAndSet(null);
+      if (s != null) {
+        return s;
+      }
+    }
+    return null;
   }
 
   /**

@@ -15,6 +15,9 @@ import java.util.concurrent.locks.Condition;
  * so at most one thread per lock and JVM waits remotely.
  */
 class RedisLock implements DistributedLock, Engine.Contender {
+  /** How long an unlock waits for a thread queued at the gate to register for a local hand-off. */
+  private static final long SUCCESSOR_WAIT_NANOS = TimeUnit.MICROSECONDS.toNanos(200);
+
   final Engine engine;
   private final String name;
   final String lockKey;
@@ -164,8 +167,28 @@ class RedisLock implements DistributedLock, Engine.Contender {
     }
     String request = engine.newRequestId();
     try {
+      boolean queueFirst = false;
+      if (handoffLimit() > 0 && local.heldLocally(now())) {
+        // Another thread of this JVM holds the lock: it hands the lock over at its unlock.
+        LocalOwnership.Successor s = local.awaitHandoff(request, timed, deadline, interruptible, engine.ticker);
+        if (s != null && s.outcome() == LocalOwnership.Successor.HANDED) {
+          if (interruptible && Thread.interrupted()) {
+            cancel(request); // handed over just as we were interrupted: give it back
+            throw new InterruptedException();
+          }
+          granted(request, s.token, s.sentAtNanos, s.streak);
+          return true;
+        }
+        if (interruptible && Thread.interrupted()) {
+          throw new InterruptedException();
+        }
+        if (timed && deadline - now() <= 0) {
+          return false;
+        }
+        queueFirst = s != null && s.outcome() == LocalOwnership.Successor.QUEUE;
+      }
       long[] sentAt = new long[1];
-      Engine.Attempt a = engine.contend(this, request, timed, deadline, interruptible, sentAt);
+      Engine.Attempt a = engine.contend(this, request, timed, deadline, interruptible, sentAt, queueFirst);
       if (a == null) {
         gaveUp(request);
         return false;
@@ -193,12 +216,24 @@ class RedisLock implements DistributedLock, Engine.Contender {
   }
 
   private void granted(String request, long token, long sentAtNanos) {
+    granted(request, token, sentAtNanos, 0);
+  }
+
+  private void granted(String request, long token, long sentAtNanos, int streak) {
     Thread me = Thread.currentThread();
     Lease l = new Lease(lockKey, request, engine.leaseMillis, token, me.getName(), sentAtNanos,
         this::leaseLost, metrics);
     heldSinceNanos = System.nanoTime();
-    local.grant(me, l);
+    local.grant(me, l, streak);
     engine.watchdog.register(l);
+  }
+
+  /**
+   * How many grants in a row may go to threads of this JVM by local hand-off before a release in
+   * Redis gives other JVMs their turn (0: no local hand-off).
+   */
+  int handoffLimit() {
+    return engine.options.localHandoffLimit();
   }
 
   private void leaseLost(Lease l, String reason) {
@@ -222,14 +257,28 @@ class RedisLock implements DistributedLock, Engine.Contender {
       return; // holds remain
     }
     metrics.released(System.nanoTime() - heldSinceNanos);
+    int streak = local.streak();
+    LocalOwnership.Successor next = streak < handoffLimit()
+        ? local.awaitSuccessor(SUCCESSOR_WAIT_NANOS) : local.takeSuccessor();
     engine.watchdog.unregister(l);
     if (!l.end()) {
       // Lost before this release. Release anyway in case the key is still ours (never harmful:
       // the script checks the request id), and tell the caller.
       release(l.requestId);
+      if (next != null) {
+        next.complete(LocalOwnership.Successor.ATTEMPT);
+      }
       throw lostException(l);
     }
+    if (next != null && streak < handoffLimit()) {
+      handOff(l, next, streak);
+      return;
+    }
     CompletableFuture<Long> released = release(l.requestId);
+    if (next != null) {
+      // released in Redis so that other JVMs get their turn: the local successor queues behind them
+      next.complete(LocalOwnership.Successor.QUEUE);
+    }
     // Redis down: Lettuce keeps the release queued and sends it on reconnect; if that never
     // happens the lease runs out. Either way the caller hears now, not after the command timeout.
     engine.checkConnected(describe + " unlock (the lock frees itself within the lease)");
@@ -238,6 +287,32 @@ class RedisLock implements DistributedLock, Engine.Contender {
       l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
       throw lostException(l);
     }
+  }
+
+  /**
+   * Hands the lock from the ending hold {@code l} straight to {@code next}, the waiting gate holder
+   * of this JVM: one script moves the hold in Redis to its request, with a new fencing token. The
+   * successor is completed whatever happens.
+   */
+  private void handOff(Lease l, LocalOwnership.Successor next, int streak) {
+    long sentAt = now();
+    Engine.Attempt a;
+    try {
+      engine.checkConnected(describe + " unlock (the lock frees itself within the lease)");
+      a = engine.awaitQuietly(engine.<List<Object>>eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
+              new String[] {lockKey, fenceKey}, engine.ownerId(next.thread), next.request,
+              Long.toString(engine.leaseMillis), "0", l.requestId)
+          .thenApply(RedisLock::parseAttempt), describe + " unlock");
+    } catch (RuntimeException e) {
+      next.complete(LocalOwnership.Successor.ATTEMPT);
+      throw e;
+    }
+    if (!a.acquired) {
+      next.complete(LocalOwnership.Successor.ATTEMPT);
+      l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
+      throw lostException(l);
+    }
+    next.handed(a.token, sentAt, streak + 1);
   }
 
   CompletableFuture<Long> release(String request) {

@@ -117,6 +117,12 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
           RedisReadWriteLock.this.engine.metrics.primitive("write", RedisReadWriteLock.this.name));
     }
 
+    /** No local hand-off: rwlock.lua has no hand-over op, and readers must get their turn. */
+    @Override
+    int handoffLimit() {
+      return 0;
+    }
+
     @Override
     void beforeAcquire() {
       if (readLock.getHoldCount() > 0) {

@@ -20,6 +20,8 @@ import java.util.Objects;
  *       <td>most connections used for blocking waits (one per contended primitive at a time)</td></tr>
  *   <tr><td>{@link Builder#commandTimeout commandTimeout}</td><td>5 s</td>
  *       <td>longest wait for a non-blocking command's reply before {@link TurnstileException}</td></tr>
+ *   <tr><td>{@link Builder#localHandoffLimit localHandoffLimit}</td><td>8</td>
+ *       <td>grants in a row a lock may pass straight between threads of this JVM</td></tr>
  *   <tr><td>{@link Builder#replicaAcks replicaAcks}</td><td>0 (off)</td>
  *       <td>replicas that must acknowledge each acquisition ({@code WAIT}), and for how long</td></tr>
  *   <tr><td>{@link Builder#leaseLossListener leaseLossListener}</td><td>none</td>
@@ -41,12 +43,14 @@ public final class TurnstileOptions {
   private final List<LeaseLossListener> leaseLossListeners;
   private final int replicaAcks;
   private final Duration replicaAckTimeout;
+  private final int localHandoffLimit;
   /** A Micrometer MeterRegistry, or null; typed Object so that Micrometer stays optional. */
   private final Object meterRegistry;
   private final int metricsNameLimit;
 
   private TurnstileOptions(Builder b) {
     this.replicaAcks = b.replicaAcks;
+    this.localHandoffLimit = b.localHandoffLimit;
     this.replicaAckTimeout = b.replicaAckTimeout;
     this.leaseTime = b.leaseTime;
     this.renewInterval = b.renewInterval != null ? b.renewInterval : b.leaseTime.dividedBy(3);
@@ -97,6 +101,11 @@ public final class TurnstileOptions {
     return commandTimeout;
   }
 
+  /** @return how many grants in a row a lock may pass between threads of this JVM (0: never) */
+  public int localHandoffLimit() {
+    return localHandoffLimit;
+  }
+
   /** @return replicas that must acknowledge each acquisition (0: no acknowledgement awaited) */
   public int replicaAcks() {
     return replicaAcks;
@@ -126,7 +135,8 @@ public final class TurnstileOptions {
   public String toString() {
     return "TurnstileOptions{leaseTime=" + leaseTime + ", renewInterval=" + renewInterval
         + ", keyPrefix='" + keyPrefix + "', blockingPoolSize=" + blockingPoolSize
-        + ", commandTimeout=" + commandTimeout + ", replicaAcks=" + replicaAcks
+        + ", commandTimeout=" + commandTimeout + ", localHandoffLimit=" + localHandoffLimit
+        + ", replicaAcks=" + replicaAcks
         + (replicaAcks > 0 ? " within " + replicaAckTimeout : "")
         + ", listeners=" + leaseLossListeners.size()
         + ", metrics=" + (meterRegistry == null ? "off" : "on, nameLimit=" + metricsNameLimit) + '}';
@@ -142,6 +152,7 @@ public final class TurnstileOptions {
     private final java.util.ArrayList<LeaseLossListener> listeners = new java.util.ArrayList<>();
     private int replicaAcks;
     private Duration replicaAckTimeout = Duration.ZERO;
+    private int localHandoffLimit = 8;
     private Object meterRegistry;
     private int metricsNameLimit = 100;
 
@@ -235,6 +246,26 @@ public final class TurnstileOptions {
      */
     public Builder leaseLossListener(LeaseLossListener listener) {
       listeners.add(Objects.requireNonNull(listener, "listener"));
+      return this;
+    }
+
+    /**
+     * Sets how many grants in a row a {@link DistributedLock} may pass straight from one thread of
+     * this Turnstile to the next one waiting for it: the unlocking thread moves the hold in Redis
+     * to the waiter with one script (a new fencing token included), which saves the round trips of
+     * a release, a wake-up and an attempt. After that many, the lock is released in Redis, and
+     * this JVM's next waiter queues behind those of other JVMs. This bounds how long other JVMs
+     * can be passed over; 0 turns local hand-off off (every release goes through Redis). The
+     * write lock of a read/write lock never hands off locally. Default 8.
+     *
+     * @param limit at least 0
+     * @return this builder
+     */
+    public Builder localHandoffLimit(int limit) {
+      if (limit < 0) {
+        throw new IllegalArgumentException("localHandoffLimit must not be negative, was " + limit);
+      }
+      this.localHandoffLimit = limit;
       return this;
     }
 

@@ -6,6 +6,8 @@
 -- ARGV[2]  request id  "<clientId>:<seq>", unique per acquisition attempt
 -- ARGV[3]  lease, milliseconds
 -- ARGV[4]  "1" if this request's previous attempt found another holder (optional)
+-- ARGV[5]  local hand-off (optional): the request id of the current holder, a thread of the same
+--          client that hands the lock straight to ARGV[1]/ARGV[2] at its unlock
 --
 -- Returns {1, token, reclaimed}  the lock is held by this request: fresh grant, or a replay of
 --                     the same request (same token, lease refreshed), or a takeover of an older
@@ -14,10 +16,21 @@
 --                     holder seen before never released (a release leaves field x for a lease),
 --                     its lease ran out, so it crashed or was cut off. Otherwise 0.
 --         {0, pttl}   the lock is held by another owner; pttl = its remaining lease in ms.
+--         {0, -3}     hand-off only: ARGV[5] no longer holds the lock (its lease ran out).
 --
 -- Idempotent: re-sending the same (owner, request) never yields a second token.
 local owner = redis.call('HGET', KEYS[1], 'o')
-if owner then
+if ARGV[5] and ARGV[5] ~= '' then
+  local holder = redis.call('HGET', KEYS[1], 'r')
+  if holder == ARGV[2] then -- a re-sent hand-off
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+    return {1, redis.call('HGET', KEYS[1], 't'), 0}
+  end
+  if holder ~= ARGV[5] then
+    return {0, -3}
+  end
+  redis.call('HSET', KEYS[1], 'x', ARGV[5]) -- the handing request counts as released
+elseif owner then
   if owner ~= ARGV[1] then
     return {0, redis.call('PTTL', KEYS[1])}
   end

@@ -1,0 +1,172 @@
+package io.github.turnstile;
+
+import static io.github.turnstile.TestSupport.awaitWaiting;
+import static io.github.turnstile.TestSupport.start;
+import static io.github.turnstile.TestSupport.unique;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.turnstile.testing.RedisExtension;
+import io.github.turnstile.testing.TestRedis;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * Local hand-off: an unlock hands the lock straight to the next waiting thread of the same JVM
+ * (one script, a new fencing token, no wake-up through Redis), at most {@code localHandoffLimit}
+ * times in a row, after which other JVMs get their turn.
+ */
+@ExtendWith(RedisExtension.class)
+class LocalHandoffTest {
+  private final TestRedis redis;
+
+  LocalHandoffTest(TestRedis redis) {
+    this.redis = redis;
+  }
+
+  /** The waiter gets the lock from the unlocking thread with one script and no BLPOP wake-up. */
+  @Test
+  void unlockHandsTheLockToTheLocalWaiter() throws Exception {
+    try (Turnstile t = Turnstile.connect(redis.uri())) {
+      DistributedLock lock = t.lock(unique("handoff"));
+      lock.lock(); // load the scripts, so that the counts below are not NOSCRIPT retries
+      lock.unlock();
+      lock.lock();
+      long first = lock.fencingToken();
+      AtomicLong second = new AtomicLong();
+      Thread waiter = start("waiter", () -> {
+        lock.lock();
+        try {
+          second.set(lock.fencingToken());
+        } finally {
+          lock.unlock();
+        }
+      });
+      awaitWaiting(waiter);
+      Map<String, Long> before = TestSupport.commandStats(redis);
+      lock.unlock();
+      waiter.join(5000);
+      Map<String, Long> after = TestSupport.commandStats(redis);
+      assertTrue(second.get() > first, "a new, larger fencing token: " + first + " then " + second.get());
+      assertEquals(TestSupport.totalCalls(before, "blpop"), TestSupport.totalCalls(after, "blpop"),
+          "the waiter was not woken through Redis");
+      // the hand-off script, then the waiter's own release
+      assertEquals(2, TestSupport.totalCalls(after, "evalsha", "eval") - TestSupport.totalCalls(before, "evalsha", "eval"));
+      assertFalse(lock.isLocked());
+    }
+  }
+
+  /**
+   * With localHandoffLimit 2, a waiter of another JVM gets the lock after at most 3 holds in a row
+   * by this JVM's threads, although they always have someone waiting.
+   */
+  @Test
+  void otherClientsGetTheirTurnAfterTheLimit() throws Exception {
+    String name = unique("handoff-limit");
+    TurnstileOptions options = TurnstileOptions.builder().localHandoffLimit(2).build();
+    try (Turnstile local = Turnstile.connect(redis.uri(), options);
+        Turnstile remote = Turnstile.connect(redis.uri(), options)) {
+      DistributedLock a = local.lock(name);
+      List<String> order = new CopyOnWriteArrayList<>();
+      a.lock();
+      order.add("local");
+      java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+      List<Thread> locals = new java.util.ArrayList<>();
+      for (int i = 0; i < 3; i++) {
+        locals.add(start("local-" + i, () -> {
+          while (!stop.get()) {
+            a.lock();
+            try {
+              order.add("local");
+              Thread.sleep(2);
+            } finally {
+              a.unlock();
+            }
+          }
+        }));
+      }
+      for (Thread th : locals) {
+        awaitWaiting(th);
+      }
+      DistributedLock b = remote.lock(name);
+      Thread remoteWaiter = start("remote", () -> {
+        b.lock();
+        order.add("remote");
+        b.unlock();
+      });
+      awaitWaiting(remoteWaiter);
+      Thread.sleep(50); // the remote waiter is blocked in Redis
+      int queuedAt = order.size();
+      a.unlock();
+      remoteWaiter.join(10_000);
+      stop.set(true);
+      for (Thread th : locals) {
+        th.join(10_000);
+      }
+      int remoteAt = order.indexOf("remote");
+      assertTrue(remoteAt > 0, "the remote waiter got the lock: " + order);
+      assertTrue(remoteAt - queuedAt <= 3, "at most 1 + limit local holds before the remote waiter: " + order);
+    }
+  }
+
+  /** A local waiter that times out or is interrupted leaves nothing behind; the lock stays usable. */
+  @Test
+  void localWaitersThatGiveUpLeaveNothingBehind() throws Exception {
+    try (Turnstile t = Turnstile.connect(redis.uri())) {
+      DistributedLock lock = t.lock(unique("handoff-giveup"));
+      lock.lock();
+      AtomicReference<Boolean> timed = new AtomicReference<>();
+      Thread timer = start("timer", () -> timed.set(lock.tryLock(200, TimeUnit.MILLISECONDS)));
+      timer.join(5000);
+      assertEquals(Boolean.FALSE, timed.get());
+      AtomicReference<Throwable> thrown = new AtomicReference<>();
+      Thread interrupted = start("interrupted", () -> {
+        try {
+          lock.lockInterruptibly();
+        } catch (InterruptedException e) {
+          thrown.set(e);
+        }
+      });
+      awaitWaiting(interrupted);
+      interrupted.interrupt();
+      interrupted.join(5000);
+      assertTrue(thrown.get() instanceof InterruptedException);
+      lock.unlock();
+      assertFalse(lock.isLocked(), "released in Redis: nobody was waiting any more");
+      try (Turnstile other = Turnstile.connect(redis.uri())) {
+        assertTrue(other.lock(lock.name()).tryLock(1, TimeUnit.SECONDS));
+        other.lock(lock.name()).unlock();
+      }
+    }
+  }
+
+  /** localHandoffLimit(0) sends every release through Redis; a negative limit is refused. */
+  @Test
+  void handoffCanBeTurnedOff() throws Exception {
+    assertThrows(IllegalArgumentException.class, () -> TurnstileOptions.builder().localHandoffLimit(-1));
+    try (Turnstile t = Turnstile.connect(redis.uri(), TurnstileOptions.builder().localHandoffLimit(0).build())) {
+      DistributedLock lock = t.lock(unique("handoff-off"));
+      lock.lock();
+      Thread waiter = start("waiter", () -> {
+        lock.lock();
+        lock.unlock();
+      });
+      awaitWaiting(waiter);
+      Map<String, Long> before = TestSupport.commandStats(redis);
+      lock.unlock();
+      waiter.join(5000);
+      Map<String, Long> after = TestSupport.commandStats(redis);
+      assertTrue(TestSupport.totalCalls(after, "blpop") > TestSupport.totalCalls(before, "blpop"),
+          "the waiter was woken through Redis");
+      assertFalse(lock.isLocked());
+    }
+  }
+}
