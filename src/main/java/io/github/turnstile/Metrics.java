@@ -55,6 +55,22 @@ interface Metrics extends AutoCloseable {
 
     /** A script reclaimed what {@code holders} crashed holders of this primitive held. */
     default void reclaimed(long holders) {}
+
+    /** Counts an interrupted acquisition; returns the exception for the caller to throw. */
+    default InterruptedException interruption() {
+      interrupted();
+      return new InterruptedException();
+    }
+
+    /** Records the outcome of a new acquisition that started at {@code startNanos}; returns it. */
+    default boolean outcome(boolean acquired, long startNanos) {
+      if (acquired) {
+        acquired(System.nanoTime() - startNanos);
+      } else {
+        timedOut();
+      }
+      return acquired;
+    }
   }
 
   /**

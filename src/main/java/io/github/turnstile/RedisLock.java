@@ -95,7 +95,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
   @Override
   public void lockInterruptibly() throws InterruptedException {
     if (Thread.interrupted()) {
-      throw interrupted();
+      throw metrics.interruption();
     }
     acquire(false, 0, true);
   }
@@ -112,7 +112,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
       return false; // another thread of this JVM is already waiting for it
     }
     try {
-      return counted(tryOnce(), start);
+      return metrics.outcome(tryOnce(), start);
     } finally {
       local.leaveGate();
     }
@@ -122,26 +122,12 @@ class RedisLock implements DistributedLock, Engine.Contender {
   public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
     long deadline = Waits.deadline(time, unit);
     if (Thread.interrupted()) {
-      throw interrupted();
+      throw metrics.interruption();
     }
     return acquire(true, deadline, true);
   }
 
-  /** Counts an interrupted acquisition; returns the exception to throw. */
-  private InterruptedException interrupted() {
-    metrics.interrupted();
-    return new InterruptedException();
-  }
 
-  /** Records the outcome of a new acquisition that started at {@code startNanos}. */
-  private boolean counted(boolean acquired, long startNanos) {
-    if (acquired) {
-      metrics.acquired(System.nanoTime() - startNanos);
-    } else {
-      metrics.timedOut();
-    }
-    return acquired;
-  }
 
   private boolean reenter() {
     return local.reenter(Thread.currentThread(), now());
@@ -154,7 +140,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
     beforeAcquire();
     long start = System.nanoTime();
     try {
-      return counted(acquireNew(timed, deadline, interruptible), start);
+      return metrics.outcome(acquireNew(timed, deadline, interruptible), start);
     } catch (InterruptedException e) {
       metrics.interrupted();
       throw e;

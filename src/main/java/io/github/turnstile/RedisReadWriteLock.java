@@ -220,7 +220,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     @Override
     public void lockInterruptibly() throws InterruptedException {
       if (Thread.interrupted()) {
-        throw interrupted();
+        throw metrics.interruption();
       }
       acquire(false, 0, true);
     }
@@ -238,10 +238,10 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       try {
         String request = engine.newRequestId();
         if (tryDirectly(request)) {
-          return counted(true, start);
+          return metrics.outcome(true, start);
         }
         op(ScriptOutputType.INTEGER, "rcancel", "", request, 0); // not waiting after all
-        return counted(false, start);
+        return metrics.outcome(false, start);
       } finally {
         gate.unlock();
       }
@@ -251,26 +251,12 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
       long deadline = Waits.deadline(time, unit);
       if (Thread.interrupted()) {
-        throw interrupted();
+        throw metrics.interruption();
       }
       return acquire(true, deadline, true);
     }
 
-    /** Counts an interrupted acquisition; returns the exception to throw. */
-    private InterruptedException interrupted() {
-      metrics.interrupted();
-      return new InterruptedException();
-    }
 
-    /** Records the outcome of a new acquisition that started at {@code startNanos}. */
-    private boolean counted(boolean acquired, long startNanos) {
-      if (acquired) {
-        metrics.acquired(System.nanoTime() - startNanos);
-      } else {
-        metrics.timedOut();
-      }
-      return acquired;
-    }
 
     private boolean reenter() {
       Hold h = holds.get(Thread.currentThread());
@@ -293,7 +279,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       }
       long start = System.nanoTime();
       try {
-        return counted(acquireNew(timed, deadline, interruptible), start);
+        return metrics.outcome(acquireNew(timed, deadline, interruptible), start);
       } catch (InterruptedException e) {
         metrics.interrupted();
         throw e;

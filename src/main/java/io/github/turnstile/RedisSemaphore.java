@@ -102,7 +102,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   public void acquire(int permits) throws InterruptedException {
     checkPermits(permits);
     if (Thread.interrupted()) {
-      throw interrupted();
+      throw metrics.interruption();
     }
     acquire(permits, false, 0, true);
   }
@@ -160,7 +160,7 @@ final class RedisSemaphore extends DistributedSemaphore {
         }
         held.addAndGet(permits);
       }
-      return counted(taken == permits, start);
+      return metrics.outcome(taken == permits, start);
     } finally {
       waiting.decrementAndGet();
       gateExit();
@@ -178,26 +178,12 @@ final class RedisSemaphore extends DistributedSemaphore {
     long deadline = Waits.deadline(timeout, unit);
     checkPermits(permits);
     if (Thread.interrupted()) {
-      throw interrupted();
+      throw metrics.interruption();
     }
     return acquire(permits, true, deadline, true);
   }
 
-  /** Counts an interrupted acquisition; returns the exception to throw. */
-  private InterruptedException interrupted() {
-    metrics.interrupted();
-    return new InterruptedException();
-  }
 
-  /** Records the outcome of an acquisition that started at {@code startNanos}. */
-  private boolean counted(boolean acquired, long startNanos) {
-    if (acquired) {
-      metrics.acquired(System.nanoTime() - startNanos);
-    } else {
-      metrics.timedOut();
-    }
-    return acquired;
-  }
 
   private static void checkPermits(int permits) {
     if (permits < 0) {
@@ -229,10 +215,10 @@ final class RedisSemaphore extends DistributedSemaphore {
     waiting.incrementAndGet();
     try {
       if (!gateEnter(timed ? deadline - System.nanoTime() : Long.MAX_VALUE, interruptible)) {
-        return counted(false, start);
+        return metrics.outcome(false, start);
       }
       try {
-        return counted(collect(permits, timed, deadline, interruptible), start);
+        return metrics.outcome(collect(permits, timed, deadline, interruptible), start);
       } finally {
         gateExit();
       }
