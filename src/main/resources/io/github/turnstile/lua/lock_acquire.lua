@@ -19,9 +19,10 @@
 --         {0, -3}     hand-off only: ARGV[5] no longer holds the lock (its lease ran out).
 --
 -- Idempotent: re-sending the same (owner, request) never yields a second token.
-local owner = redis.call('HGET', KEYS[1], 'o')
-if ARGV[5] and ARGV[5] ~= '' then
-  local holder = redis.call('HGET', KEYS[1], 'r')
+local fields = redis.call('HMGET', KEYS[1], 'o', 'r')
+local owner, holder = fields[1], fields[2]
+local handing = ARGV[5] and ARGV[5] ~= ''
+if handing then
   if holder == ARGV[2] then -- a re-sent hand-off
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
     return {1, redis.call('HGET', KEYS[1], 't'), 0}
@@ -29,12 +30,11 @@ if ARGV[5] and ARGV[5] ~= '' then
   if holder ~= ARGV[5] then
     return {0, -3}
   end
-  redis.call('HSET', KEYS[1], 'x', ARGV[5]) -- the handing request counts as released
 elseif owner then
   if owner ~= ARGV[1] then
     return {0, redis.call('PTTL', KEYS[1])}
   end
-  if redis.call('HGET', KEYS[1], 'r') == ARGV[2] then
+  if holder == ARGV[2] then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
     return {1, redis.call('HGET', KEYS[1], 't'), 0}
   end
@@ -47,19 +47,23 @@ end
 -- Fencing token: max(previous + 1, server time in microseconds), kept as a decimal string so no
 -- Lua double ever formats it. Strictly increasing on one server; after a restart that lost the
 -- counter (or a failover to a lagging replica) it continues from the server clock, which is ahead
--- of every token issued before, unless that server's clock is behind.
+-- of every token issued before, unless that server's clock is behind. The usual case (the clock
+-- is ahead of the counter) costs one SET ... GET.
 local t = redis.call('TIME')
 local now = t[1] .. string.format('%06d', tonumber(t[2]))
-local cur = redis.call('GET', KEYS[2])
-local token
-if (not cur) or tonumber(cur) < tonumber(now) then
-  redis.call('SET', KEYS[2], now)
-  token = now
-else
+local prev = redis.call('SET', KEYS[2], now, 'GET')
+local token = now
+if prev and tonumber(prev) >= tonumber(now) then
+  redis.call('SET', KEYS[2], prev)
   redis.call('INCR', KEYS[2])
   token = redis.call('GET', KEYS[2])
 end
 
-redis.call('HSET', KEYS[1], 'o', ARGV[1], 'r', ARGV[2], 't', token)
+if handing then
+  -- the handing request counts as released (a re-sent release of it answers "already released")
+  redis.call('HSET', KEYS[1], 'o', ARGV[1], 'r', ARGV[2], 't', token, 'x', ARGV[5])
+else
+  redis.call('HSET', KEYS[1], 'o', ARGV[1], 'r', ARGV[2], 't', token)
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, token, reclaimed}
