@@ -48,6 +48,33 @@ final class CommandStats {
     return d;
   }
 
+  /** @return {@code connected_clients} from {@code INFO clients} (this caller's connection included) */
+  static long connectedClients(RedisCommands<String, String> redis) {
+    for (String line : redis.info("clients").split("\r?\n")) {
+      if (line.startsWith("connected_clients:")) {
+        return Long.parseLong(line.substring("connected_clients:".length()).trim());
+      }
+    }
+    throw new IllegalStateException("no connected_clients in INFO clients");
+  }
+
+  /**
+   * @return {@code connected_clients} once it has stopped changing for 100 ms (at most 3 s), so
+   *     that connections of clients closed just before are no longer counted in a baseline
+   */
+  static long settledConnectedClients(RedisCommands<String, String> redis) throws InterruptedException {
+    long last = connectedClients(redis);
+    for (int i = 0; i < 30; i++) {
+      Thread.sleep(100);
+      long now = connectedClients(redis);
+      if (now == last) {
+        return now;
+      }
+      last = now;
+    }
+    return last;
+  }
+
   static long total(Map<String, Long> delta) {
     return delta.values().stream().mapToLong(Long::longValue).sum();
   }

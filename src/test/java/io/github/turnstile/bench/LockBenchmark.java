@@ -239,6 +239,7 @@ public final class LockBenchmark {
     double hotDrainSeconds = Double.NaN;
     double hotStuckThreads = Double.NaN;
     double handoffP50OverPing = Double.NaN;
+    double hotConnections = Double.NaN;
     Map<String, Long> hotCommands = Map.of();
     long hotAcquisitions;
     Map<String, Long> uncCommands = Map.of();
@@ -337,6 +338,9 @@ public final class LockBenchmark {
       if (Boolean.parseBoolean(System.getProperty("bench.rw", "true"))) {
         ReadWriteBenchmark.run(uri, redis);
       }
+      if (Boolean.parseBoolean(System.getProperty("bench.scaling", "true"))) {
+        ScalingBenchmark.run(uri, redis);
+      }
     } finally {
       if (auxConn != null) {
         auxConn.close();
@@ -369,6 +373,10 @@ public final class LockBenchmark {
     }
     LongSamples.class.getDeclaredMethods();
     SetNxPollLock.class.getDeclaredMethods();
+    ScalingBenchmark.class.getDeclaredMethods();
+    for (Class<?> c : ScalingBenchmark.class.getDeclaredClasses()) {
+      c.getDeclaredMethods();
+    }
   }
 
   private static List<Impl> selectedImpls() {
@@ -498,37 +506,56 @@ public final class LockBenchmark {
 
   private static void hot(Impl impl, String uri, RedisCommands<String, String> redis, String runId, Result r)
       throws InterruptedException {
-    String name = "bench:" + runId + ":hot:" + impl.label();
+    hot(impl, uri, redis, "bench:" + runId + ":hot:" + impl.label(), CLIENTS, THREADS,
+        TimeUnit.SECONDS.toMillis(WARMUP_SECONDS), TimeUnit.SECONDS.toMillis(HOT_SECONDS), r, true);
+  }
+
+  /**
+   * One hot-lock run: {@code clientCount} clients × {@code threadsPerClient} threads loop on
+   * lock/unlock of one lock. Also records the peak number of Redis connections above the
+   * baseline taken before the clients connect ({@code INFO clients}, sampled every 250 ms).
+   */
+  static void hot(Impl impl, String uri, RedisCommands<String, String> redis, String name, int clientCount,
+      int threadsPerClient, long warmupMillis, long measureMillis, Result r, boolean verbose)
+      throws InterruptedException {
     List<Client> clients = new ArrayList<>();
     Hot hot = new Hot();
     try {
-      for (int c = 0; c < CLIENTS; c++) {
+      long baseline = CommandStats.settledConnectedClients(redis);
+      for (int c = 0; c < clientCount; c++) {
         clients.add(impl.connect(uri));
       }
-      int n = CLIENTS * THREADS;
+      int n = clientCount * threadsPerClient;
       Worker[] workers = new Worker[n];
       Thread[] threads = new Thread[n];
-      for (int c = 0; c < CLIENTS; c++) {
+      for (int c = 0; c < clientCount; c++) {
         Client client = clients.get(c);
         Lock lock = client.lock(name);
-        for (int t = 0; t < THREADS; t++) {
-          int id = c * THREADS + t;
+        for (int t = 0; t < threadsPerClient; t++) {
+          int id = c * threadsPerClient + t;
           Worker w = new Worker(id, c);
           workers[id] = w;
-          threads[id] = new Thread(() -> hotLoop(w, lock, client, hot), "bench-" + impl.label() + "-c" + c + "-t" + t);
+          threads[id] = new Thread(() -> hotLoop(w, lock, client, hot, threadsPerClient),
+              "bench-" + impl.label() + "-c" + c + "-t" + t);
         }
       }
       for (Thread t : threads) {
         t.start();
       }
-      Thread.sleep(TimeUnit.SECONDS.toMillis(WARMUP_SECONDS));
+      Thread.sleep(warmupMillis);
       CommandStats before = CommandStats.take(redis);
       long start = System.nanoTime();
       hot.measuring = true;
-      Thread.sleep(TimeUnit.SECONDS.toMillis(HOT_SECONDS));
+      long peak = CommandStats.connectedClients(redis);
+      long windowEnd = start + TimeUnit.MILLISECONDS.toNanos(measureMillis);
+      for (long left = windowEnd - System.nanoTime(); left > 0; left = windowEnd - System.nanoTime()) {
+        Thread.sleep(Math.max(1, Math.min(250, TimeUnit.NANOSECONDS.toMillis(left))));
+        peak = Math.max(peak, CommandStats.connectedClients(redis));
+      }
       hot.measuring = false;
       long end = System.nanoTime();
       Map<String, Long> cmds = CommandStats.take(redis).since(before);
+      r.hotConnections = peak - baseline;
       hot.stop = true;
       int stuck = 0;
       long joinDeadline = System.currentTimeMillis() + JOIN_TIMEOUT_MILLIS;
@@ -583,9 +610,13 @@ public final class LockBenchmark {
       r.hotErrors = hot.errors.get();
       r.hotDrainSeconds = (drained - end) / 1e9;
       r.hotStuckThreads = stuck;
-      System.out.printf(Locale.ROOT,
-          "[bench] %-10s hot lock: %.0f acq/s, handoff p50 %.3f ms p99 %.3f ms, wait max %.1f ms, %.2f cmds/acq%n",
-          impl.label(), r.hotAcqPerSec, r.hotHandoffP50Ms, r.hotHandoffP99Ms, r.hotWaitMaxMs, r.hotCmdsPerAcq);
+      if (verbose) {
+        System.out.printf(Locale.ROOT,
+            "[bench] %-10s hot lock: %.0f acq/s, handoff p50 %.3f ms p99 %.3f ms, wait max %.1f ms, %.2f cmds/acq,"
+                + " %.0f connections%n",
+            impl.label(), r.hotAcqPerSec, r.hotHandoffP50Ms, r.hotHandoffP99Ms, r.hotWaitMaxMs, r.hotCmdsPerAcq,
+            r.hotConnections);
+      }
       if (hot.overlaps.get() > 0) {
         System.out.println("[bench] WARNING: " + impl.label() + ": mutual exclusion VIOLATED "
             + hot.overlaps.get() + " times in the hot-lock run");
@@ -610,8 +641,8 @@ public final class LockBenchmark {
     }
   }
 
-  private static void hotLoop(Worker w, Lock lock, Client client, Hot hot) {
-    int clientsPerThread = THREADS;
+  private static void hotLoop(Worker w, Lock lock, Client client, Hot hot, int threadsPerClient) {
+    int clientsPerThread = threadsPerClient;
     while (!hot.stop) {
       long t0 = System.nanoTime();
       try {
@@ -706,6 +737,8 @@ public final class LockBenchmark {
     row(results, "d. hot: fencing-token violations", r -> r.hotFencingViolations, "%.0f");
     row(results, "d. hot: errors", r -> r.hotErrors, "%.0f");
     row(results, "d. hot: drain after stop (s)", r -> r.hotDrainSeconds, "%.2f");
+    row(results, "d. hot: Redis connections, all clients", r -> r.hotConnections, "%.0f");
+    row(results, "d. hot: Redis connections per client", r -> r.hotConnections / CLIENTS, "%.1f");
     row(results, "handoff p50 / PING RTT p50", r -> r.handoffP50OverPing, "%.1f");
 
     Result ts = find(results, "Turnstile");

@@ -15,8 +15,8 @@ import java.util.concurrent.locks.LockSupport;
  * reentrant, no fencing, no renewal, no fairness. One instance per (connection, name); threads of
  * one client share the connection (Lettuce connections are thread-safe).
  */
-final class SetNxPollLock implements Lock {
-  static final String RELEASE =
+public final class SetNxPollLock implements Lock {
+  public static final String RELEASE =
       "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
   private final RedisCommands<String, String> redis;
@@ -26,7 +26,7 @@ final class SetNxPollLock implements Lock {
   private final long pollNanos;
   private final ThreadLocal<String> token = new ThreadLocal<>();
 
-  SetNxPollLock(RedisCommands<String, String> redis, String name, String releaseSha, long leaseMillis,
+  public SetNxPollLock(RedisCommands<String, String> redis, String name, String releaseSha, long leaseMillis,
       long pollMillis) {
     this.redis = redis;
     this.key = "setnx:" + name;
