@@ -28,8 +28,14 @@ final class LocalOwnership {
    * thereby reads this write, which gives the happens-before edge ReentrantLock promises.
    */
   private volatile long releases;
-  /** Consecutive grants by local hand-off that led to the current hold (owner thread only). */
-  private int streak;
+  /** Set by a final unlock while it looks for a successor (see {@link #unlock(Thread, long, boolean)}). */
+  private volatile boolean releasing;
+  /**
+   * Grants in a row to threads of this JVM, by local hand-off or by an attempt right after this
+   * client's own release; read at unlock (to decide on a hand-off) and by the next gate holder
+   * (to decide whether to queue behind other JVMs first).
+   */
+  private volatile int streak;
   /** The gate holder, while it waits for the current owner to hand the lock over (see {@link Successor}). */
   private final AtomicReference<Successor> successor = new AtomicReference<>();
 
@@ -143,7 +149,7 @@ final class LocalOwnership {
     owner = me;
   }
 
-  /** @return local hand-offs in a row that led to the current hold (owner thread only) */
+  /** @return grants in a row to this JVM up to the current (or last) hold */
   int streak() {
     return streak;
   }
@@ -206,18 +212,23 @@ final class LocalOwnership {
    */
   Successor awaitSuccessor(long maxNanos) {
     Successor s = successor.getAndSet(null);
-    if (s != null || !(gate.isLocked() || gate.hasQueuedThreads())) {
-      return s;
-    }
-    long start = System.nanoTime();
-    while (System.nanoTime() - start < maxNanos) {
-      Thread.yield();
-      s = successor.getAndSet(null);
-      if (s != null) {
-        return s;
+    if (s == null && (gate.isLocked() || gate.hasQueuedThreads())) {
+      long start = System.nanoTime();
+      while (s == null && System.nanoTime() - start < maxNanos) {
+        Thread.yield();
+        s = successor.getAndSet(null);
       }
     }
-    return null;
+    releasing = false;
+    if (s == null) {
+      // One that registered between the last look and the line above is told to go to Redis
+      // at once, instead of finding out on its next timed wake-up.
+      Successor late = successor.getAndSet(null);
+      if (late != null) {
+        late.complete(Successor.ATTEMPT);
+      }
+    }
+    return s;
   }
 
   /**
@@ -229,6 +240,15 @@ final class LocalOwnership {
    * @throws LockLostException if holds remain but the lease is lost
    */
   Lease unlock(Thread me, long nowNanos) {
+    return unlock(me, nowNanos, false);
+  }
+
+  /**
+   * One unlock by {@code me}; if it is the final one and {@code lookForSuccessor}, the lock counts
+   * as still held locally (for a gate holder deciding whether to wait for a hand-off) until
+   * {@link #awaitSuccessor} has decided.
+   */
+  Lease unlock(Thread me, long nowNanos, boolean lookForSuccessor) {
     if (owner != me) {
       throw new IllegalMonitorStateException(
           "current thread does not hold " + describe + " (held by " + ownerName() + ")");
@@ -240,6 +260,9 @@ final class LocalOwnership {
         throw lost(l);
       }
       return null;
+    }
+    if (lookForSuccessor) {
+      releasing = true; // before owner is cleared: a gate holder sees one or the other
     }
     lease = null;
     owner = null;
@@ -258,8 +281,14 @@ final class LocalOwnership {
     return isHeldBy(me, nowNanos) ? holds : 0;
   }
 
-  /** @return whether some thread of this JVM holds the lock on a live lease */
+  /**
+   * @return whether some thread of this JVM holds the lock on a live lease, or is in the middle of
+   *     its final unlock, looking for a successor to hand it to
+   */
   boolean heldLocally(long nowNanos) {
+    if (releasing) {
+      return true;
+    }
     Lease l = lease;
     return owner != null && l != null && l.alive(nowNanos);
   }
@@ -268,7 +297,7 @@ final class LocalOwnership {
   long heldLocallyMillis(long nowNanos) {
     Lease l = lease;
     if (owner == null || l == null) {
-      return 0;
+      return releasing ? 1 : 0;
     }
     return Math.max(0, l.remainingMillis(nowNanos));
   }

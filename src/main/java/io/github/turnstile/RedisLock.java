@@ -34,6 +34,8 @@ class RedisLock implements DistributedLock, Engine.Contender {
    * lock_acquire.lua to report whether that holder's lease ran out (a crashed holder reclaimed).
    */
   private volatile String refusedRequest;
+  /** The streak of the last successful attempt (see {@link #streakAfter}). */
+  private volatile int lastGrantStreak;
 
   RedisLock(Engine engine, String name) {
     this(engine, name, "{" + engine.options.keyPrefix() + ":" + name + "}", "lock '" + name + "'",
@@ -71,10 +73,14 @@ class RedisLock implements DistributedLock, Engine.Contender {
 
   /**
    * Called when an acquisition gives up (timeout, interrupt, error) after contending in Redis.
-   * The plain lock leaves nothing behind while waiting; the write side of a read/write lock
-   * withdraws its waiting-writer entry, which would otherwise hold readers back.
+   * The plain lock withdraws this client's "waiting" mark (field w:<client>, which makes the
+   * holder's client stop passing the lock among its own threads after localHandoffLimit grants);
+   * the write side of a read/write lock withdraws its waiting-writer entry, which would otherwise
+   * hold readers back.
    */
-  void gaveUp(String request) {}
+  void gaveUp(String request) {
+    engine.async().hdel(lockKey, "w:" + engine.clientId);
+  }
 
   @Override
   public String name() {
@@ -153,7 +159,9 @@ class RedisLock implements DistributedLock, Engine.Contender {
     }
     String request = engine.newRequestId();
     try {
-      boolean queueFirst = false;
+      // After handoffLimit grants in a row to this JVM, queue behind the waiters of other JVMs
+      // (blocked on the wake list) instead of racing them with an attempt.
+      boolean queueFirst = handoffLimit() > 0 && local.streak() >= handoffLimit();
       if (handoffLimit() > 0 && local.heldLocally(now())) {
         // Another thread of this JVM holds the lock: it hands the lock over at its unlock.
         LocalOwnership.Successor s = local.awaitHandoff(request, timed, deadline, interruptible, engine.ticker);
@@ -171,7 +179,12 @@ class RedisLock implements DistributedLock, Engine.Contender {
         if (timed && deadline - now() <= 0) {
           return false;
         }
-        queueFirst = s != null && s.outcome() == LocalOwnership.Successor.QUEUE;
+        queueFirst |= s != null && s.outcome() == LocalOwnership.Successor.QUEUE;
+      }
+      if (queueFirst) {
+        // Queueing without an attempt, this client would be invisible to the holder's client:
+        // mark it as waiting (see lock_acquire.lua, field w:<client>).
+        engine.async().hset(lockKey, "w:" + engine.clientId, "1");
       }
       long[] sentAt = new long[1];
       Engine.Attempt a = engine.contend(this, request, timed, deadline, interruptible, sentAt, queueFirst);
@@ -201,8 +214,20 @@ class RedisLock implements DistributedLock, Engine.Contender {
     return true;
   }
 
+  /** A grant by an attempt (see {@link #streakAfter}). */
   private void granted(String request, long token, long sentAtNanos) {
-    granted(request, token, sentAtNanos, 0);
+    granted(request, token, sentAtNanos, lastGrantStreak);
+  }
+
+  /**
+   * The streak of a grant: grants in a row to this client while another client waits (that one
+   * was refused since it last held the lock). 0 when nobody else waits: then there is nobody to
+   * pass over, and local hand-off goes on without limit.
+   */
+  private int streakAfter(List<Object> grantReply) {
+    boolean others = grantReply.size() > 3 && (Long) grantReply.get(3) == 1L;
+    boolean same = grantReply.size() > 4 && (Long) grantReply.get(4) == 1L;
+    return !others ? 0 : same ? local.streak() + 1 : 1;
   }
 
   private void granted(String request, long token, long sentAtNanos, int streak) {
@@ -238,14 +263,14 @@ class RedisLock implements DistributedLock, Engine.Contender {
 
   @Override
   public void unlock() {
-    Lease l = local.unlock(Thread.currentThread(), now());
+    int streak = local.streak(); // read by the owner before its unlock ends the hold
+    boolean handOff = streak < handoffLimit();
+    Lease l = local.unlock(Thread.currentThread(), now(), handOff);
     if (l == null) {
       return; // holds remain
     }
     metrics.released(System.nanoTime() - heldSinceNanos);
-    int streak = local.streak();
-    LocalOwnership.Successor next = streak < handoffLimit()
-        ? local.awaitSuccessor(SUCCESSOR_WAIT_NANOS) : local.takeSuccessor();
+    LocalOwnership.Successor next = handOff ? local.awaitSuccessor(SUCCESSOR_WAIT_NANOS) : local.takeSuccessor();
     engine.watchdog.unregister(l);
     if (!l.end()) {
       // Lost before this release. Release anyway in case the key is still ours (never harmful:
@@ -256,11 +281,11 @@ class RedisLock implements DistributedLock, Engine.Contender {
       }
       throw lostException(l);
     }
-    if (next != null && streak < handoffLimit()) {
-      handOff(l, next, streak);
+    if (next != null && handOff) {
+      handOff(l, next);
       return;
     }
-    CompletableFuture<Long> released = release(l.requestId);
+    CompletableFuture<Long> released = next != null ? releaseAndWait(l.requestId) : release(l.requestId);
     if (next != null) {
       // released in Redis so that other JVMs get their turn: the local successor queues behind them
       next.complete(LocalOwnership.Successor.QUEUE);
@@ -280,15 +305,16 @@ class RedisLock implements DistributedLock, Engine.Contender {
    * of this JVM: one script moves the hold in Redis to its request, with a new fencing token. The
    * successor is completed whatever happens.
    */
-  private void handOff(Lease l, LocalOwnership.Successor next, int streak) {
+  private void handOff(Lease l, LocalOwnership.Successor next) {
     long sentAt = now();
     Engine.Attempt a;
+    List<Object> reply;
     try {
       engine.checkConnected(describe + " unlock (the lock frees itself within the lease)");
-      a = engine.awaitQuietly(engine.<List<Object>>eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
+      reply = engine.awaitQuietly(engine.<List<Object>>eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
               new String[] {lockKey, fenceKey}, engine.ownerId(next.thread), next.request,
-              Long.toString(engine.leaseMillis), "0", l.requestId)
-          .thenApply(RedisLock::parseAttempt), describe + " unlock");
+              Long.toString(engine.leaseMillis), "0", l.requestId), describe + " unlock");
+      a = parseAttempt(reply);
     } catch (RuntimeException e) {
       next.complete(LocalOwnership.Successor.ATTEMPT);
       throw e;
@@ -298,7 +324,13 @@ class RedisLock implements DistributedLock, Engine.Contender {
       l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
       throw lostException(l);
     }
-    next.handed(a.token, sentAt, streak + 1);
+    next.handed(a.token, sentAt, streakAfter(reply));
+  }
+
+  /** A release after which another thread of this client goes on waiting (it registers as waiting). */
+  private CompletableFuture<Long> releaseAndWait(String request) {
+    return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER,
+        new String[] {lockKey, wakeKey}, request, Long.toString(engine.leaseMillis), engine.clientId);
   }
 
   CompletableFuture<Long> release(String request) {
@@ -318,6 +350,9 @@ class RedisLock implements DistributedLock, Engine.Contender {
         .thenApply(reply -> {
           Engine.Attempt a = parseAttempt(reply);
           refusedRequest = a.acquired ? null : requestId;
+          if (a.acquired) {
+            lastGrantStreak = streakAfter(reply);
+          }
           if (a.acquired && reply.size() > 2 && (Long) reply.get(2) == 1L) {
             Metrics.reclaimed(metrics, describe, 1); // the holder it waited for never released
           }

@@ -119,6 +119,40 @@ class LocalHandoffTest {
     }
   }
 
+  /**
+   * With nobody else waiting there is nobody to pass over: the limit does not apply, and the
+   * threads of one client pass the lock around without ever queueing on the wake list.
+   */
+  @Test
+  void withoutOtherClientsTheLimitDoesNotApply() throws Exception {
+    try (Turnstile t = Turnstile.connect(redis.uri(), TurnstileOptions.builder().localHandoffLimit(2).build())) {
+      DistributedLock lock = t.lock(unique("handoff-alone"));
+      Map<String, Long> before = TestSupport.commandStats(redis);
+      List<Thread> threads = new java.util.ArrayList<>();
+      java.util.concurrent.atomic.AtomicInteger done = new java.util.concurrent.atomic.AtomicInteger();
+      for (int i = 0; i < 3; i++) {
+        threads.add(start("t" + i, () -> {
+          for (int k = 0; k < 40; k++) {
+            lock.lock();
+            try {
+              Thread.sleep(1);
+            } finally {
+              lock.unlock();
+            }
+          }
+          done.incrementAndGet();
+        }));
+      }
+      for (Thread th : threads) {
+        th.join(30_000);
+      }
+      Map<String, Long> after = TestSupport.commandStats(redis);
+      assertEquals(3, done.get());
+      assertEquals(TestSupport.totalCalls(before, "blpop"), TestSupport.totalCalls(after, "blpop"),
+          "nobody queued on the wake list");
+    }
+  }
+
   /** A local waiter that times out or is interrupted leaves nothing behind; the lock stays usable. */
   @Test
   void localWaitersThatGiveUpLeaveNothingBehind() throws Exception {

@@ -9,18 +9,27 @@
 -- ARGV[5]  local hand-off (optional): the request id of the current holder, a thread of the same
 --          client that hands the lock straight to ARGV[1]/ARGV[2] at its unlock
 --
--- Returns {1, token, reclaimed}  the lock is held by this request: fresh grant, or a replay of
+-- Returns {1, token, reclaimed, others, same}  the lock is held by this request: fresh grant, or a replay of
 --                     the same request (same token, lease refreshed), or a takeover of an older
 --                     grant of the same owner that the client never learned of (new token).
 --                     reclaimed = 1 when ARGV[4] is "1" and the lock key is gone altogether: the
 --                     holder seen before never released (a release leaves field x for a lease),
 --                     its lease ran out, so it crashed or was cut off. Otherwise 0.
+--                     others = 1 when another client waits (field w:<client>, set when its
+--                     request was refused, or by lock_release for a client that goes on
+--                     waiting); same = 1 when the last release (field x) was by this client, or
+--                     this is a hand-off. Both 0 on a replay. The grant deletes this client's
+--                     own w:<client>.
 --         {0, pttl}   the lock is held by another owner; pttl = its remaining lease in ms.
 --         {0, -3}     hand-off only: ARGV[5] no longer holds the lock (its lease ran out).
 --
 -- Idempotent: re-sending the same (owner, request) never yields a second token.
-local fields = redis.call('HMGET', KEYS[1], 'o', 'r')
-local owner, holder = fields[1], fields[2]
+local function client_of(id)
+  return string.match(id, '^[^:]*') -- ids start with "<client id>:"
+end
+local me = client_of(ARGV[1])
+local fields = redis.call('HMGET', KEYS[1], 'o', 'r', 'x', 'w:' .. me)
+local owner, holder, released, waiting = fields[1], fields[2], fields[3], fields[4]
 local handing = ARGV[5] and ARGV[5] ~= ''
 if handing then
   if holder == ARGV[2] then -- a re-sent hand-off
@@ -32,6 +41,11 @@ if handing then
   end
 elseif owner then
   if owner ~= ARGV[1] then
+    if client_of(owner) ~= me and not waiting then
+      -- this client waits: field w:<client> tells the holder's client not to keep passing the
+      -- lock among its own threads for long (see "others" below)
+      redis.call('HSET', KEYS[1], 'w:' .. me, 1)
+    end
     return {0, redis.call('PTTL', KEYS[1])}
   end
   if holder == ARGV[2] then
@@ -59,6 +73,23 @@ if prev and tonumber(prev) >= tonumber(now) then
   token = redis.call('GET', KEYS[2])
 end
 
+-- others = 1 when another client waits (a field w:<client> other than this client's); same = 1
+-- when the last release (field x) was this client's. The client counts grants in a row to itself
+-- while others wait, and bounds them (localHandoffLimit).
+if waiting then
+  redis.call('HDEL', KEYS[1], 'w:' .. me)
+end
+local base = 0 -- fields other than w:* after the HSET below: o, r, t, and x if present
+if handing or released then
+  base = 4
+else
+  base = 3
+end
+local same = 0
+if handing or (released and client_of(released) == me) then
+  same = 1
+end
+
 if handing then
   -- the handing request counts as released (a re-sent release of it answers "already released")
   redis.call('HSET', KEYS[1], 'o', ARGV[1], 'r', ARGV[2], 't', token, 'x', ARGV[5])
@@ -66,4 +97,8 @@ else
   redis.call('HSET', KEYS[1], 'o', ARGV[1], 'r', ARGV[2], 't', token)
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {1, token, reclaimed}
+local others = 0
+if redis.call('HLEN', KEYS[1]) > base then
+  others = 1
+end
+return {1, token, reclaimed, others, same}

@@ -4,6 +4,8 @@
 -- KEYS[2]  wake list   {prefix:name}:wake    at most one wake token; waiters BLPOP it
 -- ARGV[1]  request id of the acquisition being released
 -- ARGV[2]  ttl (ms) of the release marker and of an unconsumed wake token
+-- ARGV[3]  optional: the releasing client's id, when another of its threads goes on waiting
+--          (it queues behind other clients after a run of local hand-offs): field w:<client>
 --
 -- Returns 1  released by this call: owner fields removed, field x (last released request) set,
 --            one wake token pushed unless one is already waiting in the list.
@@ -15,6 +17,9 @@
 if redis.call('HGET', KEYS[1], 'r') == ARGV[1] then
   redis.call('HDEL', KEYS[1], 'o', 'r', 't')
   redis.call('HSET', KEYS[1], 'x', ARGV[1])
+  if ARGV[3] and ARGV[3] ~= '' then
+    redis.call('HSET', KEYS[1], 'w:' .. ARGV[3], 1)
+  end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if redis.call('LLEN', KEYS[2]) == 0 then
     redis.call('RPUSH', KEYS[2], '1')
