@@ -84,7 +84,13 @@ class DistributedReadWriteLockContractTest {
   }
 
   @BeforeEach
-  void countBlockedClients() {
+  void countBlockedClients() throws InterruptedException {
+    // Blocked commands that the previous test abandoned (its actors were interrupted) may still be
+    // unblocking; counted now and gone a moment later, they would throw the counts below off.
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(3);
+    while (blockedClients() > 0 && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+    }
     blockedBefore = blockedClients();
   }
 
@@ -851,7 +857,8 @@ class DistributedReadWriteLockContractTest {
 
   /** Waits until exactly {@code expected} clients more than at the start of the test are blocked in Redis. */
   private void awaitBlockedClients(int expected) {
-    TestSupport.await(expected + " clients blocked in Redis, besides " + blockedBefore + " from before the test",
+    TestSupport.await(expected + " clients blocked in Redis, besides " + blockedBefore + " from before the test"
+        + " (when the wait began: " + blockedClients() + ")",
         Duration.ofSeconds(5), () -> blockedClients() == blockedBefore + expected);
   }
 
