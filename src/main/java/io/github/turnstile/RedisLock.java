@@ -34,6 +34,8 @@ class RedisLock implements DistributedLock, Engine.Contender {
    * lock_acquire.lua to report whether that holder's lease ran out (a crashed holder reclaimed).
    */
   private volatile String refusedRequest;
+  /** The request of the current tryLock() without waiting, which must not mark this client as waiting. */
+  private volatile String noWaitRequest;
   /** The streak of the last successful attempt (see {@link #streakAfter}). */
   private volatile int lastGrantStreak;
 
@@ -79,7 +81,9 @@ class RedisLock implements DistributedLock, Engine.Contender {
    * hold readers back.
    */
   void gaveUp(String request) {
-    engine.async().hdel(lockKey, "w:" + engine.clientId);
+    if (!request.equals(noWaitRequest)) {
+      engine.async().hdel(lockKey, "w:" + engine.clientId);
+    }
   }
 
   @Override
@@ -204,6 +208,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
 
   private boolean tryOnce() {
     String request = engine.newRequestId();
+    noWaitRequest = request; // it will not wait: do not mark this client as waiting
     long[] sentAt = new long[1];
     Engine.Attempt a = engine.attemptOnce(this, request, sentAt);
     if (!a.acquired) {
@@ -346,7 +351,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
     return engine.<List<Object>>eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
             new String[] {lockKey, fenceKey},
             engine.ownerId(Thread.currentThread()), requestId, Long.toString(engine.leaseMillis),
-            sawHolder ? "1" : "0")
+            sawHolder ? "1" : "0", "", requestId.equals(noWaitRequest) ? "1" : "0")
         .thenApply(reply -> {
           Engine.Attempt a = parseAttempt(reply);
           refusedRequest = a.acquired ? null : requestId;

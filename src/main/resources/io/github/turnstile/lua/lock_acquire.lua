@@ -8,6 +8,7 @@
 -- ARGV[4]  "1" if this request's previous attempt found another holder (optional)
 -- ARGV[5]  local hand-off (optional): the request id of the current holder, a thread of the same
 --          client that hands the lock straight to ARGV[1]/ARGV[2] at its unlock
+-- ARGV[6]  "1" if the caller will not wait when refused (tryLock()): it is not marked as waiting
 --
 -- Returns {1, token, reclaimed, others, same}  the lock is held by this request: fresh grant, or a replay of
 --                     the same request (same token, lease refreshed), or a takeover of an older
@@ -41,7 +42,7 @@ if handing then
   end
 elseif owner then
   if owner ~= ARGV[1] then
-    if client_of(owner) ~= me and not waiting then
+    if client_of(owner) ~= me and not waiting and ARGV[6] ~= '1' then
       -- this client waits: field w:<client> tells the holder's client not to keep passing the
       -- lock among its own threads for long (see "others" below)
       redis.call('HSET', KEYS[1], 'w:' .. me, 1)
