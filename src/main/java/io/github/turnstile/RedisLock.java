@@ -137,8 +137,6 @@ class RedisLock implements DistributedLock, Engine.Contender {
     return acquire(true, deadline, true);
   }
 
-
-
   private boolean reenter() {
     return local.reenter(Thread.currentThread(), now());
   }

@@ -256,8 +256,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       return acquire(true, deadline, true);
     }
 
-
-
     private boolean reenter() {
       Hold h = holds.get(Thread.currentThread());
       if (h == null) {

@@ -183,8 +183,6 @@ final class RedisSemaphore extends DistributedSemaphore {
     return acquire(permits, true, deadline, true);
   }
 
-
-
   private static void checkPermits(int permits) {
     if (permits < 0) {
       throw new IllegalArgumentException("permits must not be negative, was " + permits);
