@@ -145,22 +145,38 @@ final class BlockingPool implements AutoCloseable {
     f.whenComplete((v, e) -> closing.remove(f));
   }
 
-  /** @return connections lent out now (or being opened for a borrower); for the metrics gauge */
+  /**
+   * Returns connections lent out now (or being opened for a borrower); for the metrics gauge.
+   *
+   * @return connections lent out now (or being opened for a borrower); for the metrics gauge
+   */
   int inUse() {
     return size - permits.availablePermits();
   }
 
-  /** @return borrowers waiting for a connection; for the metrics gauge */
+  /**
+   * Returns borrowers waiting for a connection; for the metrics gauge.
+   *
+   * @return borrowers waiting for a connection; for the metrics gauge
+   */
   int waiting() {
     return permits.getQueueLength();
   }
 
-  /** @return the bound on connections */
+  /**
+   * Returns the bound on connections.
+   *
+   * @return the bound on connections
+   */
   int size() {
     return size;
   }
 
-  /** @return connections currently open (idle or borrowed) */
+  /**
+   * Returns connections currently open (idle or borrowed).
+   *
+   * @return connections currently open (idle or borrowed)
+   */
   int openConnections() {
     return open.get();
   }

@@ -61,7 +61,11 @@ import java.util.concurrent.locks.Lock;
  */
 public interface DistributedLock extends Lock {
 
-  /** @return the name this lock was obtained with */
+  /**
+   * Returns the name this lock was obtained with.
+   *
+   * @return the name this lock was obtained with
+   */
   String name();
 
   /**

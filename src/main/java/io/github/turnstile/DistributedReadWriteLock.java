@@ -51,14 +51,26 @@ import java.util.concurrent.locks.ReadWriteLock;
  */
 public interface DistributedReadWriteLock extends ReadWriteLock {
 
-  /** @return the name this lock was obtained with */
+  /**
+   * Returns the name this lock was obtained with.
+   *
+   * @return the name this lock was obtained with
+   */
   String name();
 
-  /** @return the read lock: shared; its {@code newCondition()} is unsupported */
+  /**
+   * Returns the read lock: shared; its {@code newCondition()} is unsupported.
+   *
+   * @return the read lock: shared; its {@code newCondition()} is unsupported
+   */
   @Override
   DistributedLock readLock();
 
-  /** @return the write lock: exclusive; its {@code newCondition()} is unsupported */
+  /**
+   * Returns the write lock: exclusive; its {@code newCondition()} is unsupported.
+   *
+   * @return the write lock: exclusive; its {@code newCondition()} is unsupported
+   */
   @Override
   DistributedLock writeLock();
 
@@ -72,7 +84,11 @@ public interface DistributedReadWriteLock extends ReadWriteLock {
    */
   int getReadLockCount();
 
-  /** @return the current thread's read holds (no round trip) */
+  /**
+   * Returns the current thread's read holds (no round trip).
+   *
+   * @return the current thread's read holds (no round trip)
+   */
   int getReadHoldCount();
 
   /**
@@ -84,9 +100,17 @@ public interface DistributedReadWriteLock extends ReadWriteLock {
    */
   boolean isWriteLocked();
 
-  /** @return whether the current thread holds the write lock with a live lease */
+  /**
+   * Returns whether the current thread holds the write lock with a live lease.
+   *
+   * @return whether the current thread holds the write lock with a live lease
+   */
   boolean isWriteLockedByCurrentThread();
 
-  /** @return the current thread's write holds (no round trip) */
+  /**
+   * Returns the current thread's write holds (no round trip).
+   *
+   * @return the current thread's write holds (no round trip)
+   */
   int getWriteHoldCount();
 }

@@ -85,7 +85,11 @@ public abstract class DistributedSemaphore extends Semaphore {
     super.release();
   }
 
-  /** @return the name this semaphore was obtained with */
+  /**
+   * Returns the name this semaphore was obtained with.
+   *
+   * @return the name this semaphore was obtained with
+   */
   public abstract String name();
 
   /**
@@ -201,7 +205,11 @@ public abstract class DistributedSemaphore extends Semaphore {
   @Override
   public abstract void release(int permits);
 
-  /** @return the permits free right now across all clients (one round trip; may be negative after reducePermits) */
+  /**
+   * Returns the permits free right now across all clients (one round trip; may be negative after reducePermits).
+   *
+   * @return the permits free right now across all clients (one round trip; may be negative after reducePermits)
+   */
   @Override
   public abstract int availablePermits();
 
@@ -232,14 +240,26 @@ public abstract class DistributedSemaphore extends Semaphore {
    */
   public abstract void addPermits(int permits);
 
-  /** @return the number of permits this client holds (no round trip) */
+  /**
+   * Returns the number of permits this client holds (no round trip).
+   *
+   * @return the number of permits this client holds (no round trip)
+   */
   public abstract int heldPermits();
 
-  /** @return false: see the class documentation on fairness */
+  /**
+   * Returns false: see the class documentation on fairness.
+   *
+   * @return false: see the class documentation on fairness
+   */
   @Override
   public abstract boolean isFair();
 
-  /** @return the number of threads of this JVM inside an acquire call, queued or waiting in Redis */
+  /**
+   * Returns the number of threads of this JVM inside an acquire call, queued or waiting in Redis.
+   *
+   * @return the number of threads of this JVM inside an acquire call, queued or waiting in Redis
+   */
   public abstract int waitingThreads();
 
   /**

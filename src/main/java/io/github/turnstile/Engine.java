@@ -62,13 +62,25 @@ final class Engine implements AutoCloseable {
     /** Hands on a wake token that was (or may have been) consumed and will not be used. */
     void passWakeup();
 
-    /** @return the key whose existence is the hold {@code requestId} took (its lease) */
+    /**
+     * Returns the key whose existence is the hold {@code requestId} took (its lease).
+     *
+     * @return the key whose existence is the hold {@code requestId} took (its lease)
+     */
     String leaseKey(String requestId);
 
-    /** @return the list that release pushes wake tokens to */
+    /**
+     * Returns the list that release pushes wake tokens to.
+     *
+     * @return the list that release pushes wake tokens to
+     */
     String wakeKey();
 
-    /** @return e.g. "lock 'orders:42'", for messages */
+    /**
+     * Returns e.g. "lock 'orders:42'", for messages.
+     *
+     * @return e.g. "lock 'orders:42'", for messages
+     */
     String describe();
 
     /**
@@ -139,7 +151,11 @@ final class Engine implements AutoCloseable {
     topology.suspect();
   }
 
-  /** @return the renewal batch of a lease key (see {@link Topology#batchOf}) */
+  /**
+   * Returns the renewal batch of a lease key (see {@link Topology#batchOf}).
+   *
+   * @return the renewal batch of a lease key (see {@link Topology#batchOf})
+   */
   int batchOf(String key) {
     return topology.batchOf(key);
   }

@@ -67,7 +67,11 @@ final class Lease {
     metrics.renewalFailed();
   }
 
-  /** @return true if not lost and not past the confirmed instant (marking it lost if it is) */
+  /**
+   * Returns true if not lost and not past the confirmed instant (marking it lost if it is).
+   *
+   * @return true if not lost and not past the confirmed instant (marking it lost if it is)
+   */
   boolean alive(long nowNanos) {
     if (lostReason.get() != null) {
       return false;
@@ -79,7 +83,11 @@ final class Lease {
     return true;
   }
 
-  /** @return ms until the confirmed instant (0 or less when past it, or when lost) */
+  /**
+   * Returns ms until the confirmed instant (0 or less when past it, or when lost).
+   *
+   * @return ms until the confirmed instant (0 or less when past it, or when lost)
+   */
   long remainingMillis(long nowNanos) {
     if (lostReason.get() != null) {
       return 0;

@@ -100,7 +100,11 @@ final class LocalOwnership {
     return Waits.lock(gate, timeoutNanos, interruptible);
   }
 
-  /** @return false at once if another thread of this JVM is in (or waiting for) the gate */
+  /**
+   * Returns false at once if another thread of this JVM is in (or waiting for) the gate.
+   *
+   * @return false at once if another thread of this JVM is in (or waiting for) the gate
+   */
   boolean tryEnterGate() {
     return gate.tryLock();
   }
@@ -149,7 +153,11 @@ final class LocalOwnership {
     owner = me;
   }
 
-  /** @return grants in a row to this JVM up to the current (or last) hold */
+  /**
+   * Returns grants in a row to this JVM up to the current (or last) hold.
+   *
+   * @return grants in a row to this JVM up to the current (or last) hold
+   */
   int streak() {
     return streak;
   }
@@ -293,7 +301,11 @@ final class LocalOwnership {
     return owner != null && l != null && l.alive(nowNanos);
   }
 
-  /** @return the remaining lease of this JVM's holder in ms, or 0 if no thread of this JVM holds it */
+  /**
+   * Returns the remaining lease of this JVM's holder in ms, or 0 if no thread of this JVM holds it.
+   *
+   * @return the remaining lease of this JVM's holder in ms, or 0 if no thread of this JVM holds it
+   */
   long heldLocallyMillis(long nowNanos) {
     Lease l = lease;
     if (owner == null || l == null) {
@@ -302,7 +314,11 @@ final class LocalOwnership {
     return Math.max(0, l.remainingMillis(nowNanos));
   }
 
-  /** @return the owner's fencing token */
+  /**
+   * Returns the owner's fencing token.
+   *
+   * @return the owner's fencing token
+   */
   long fencingToken(Thread me, long nowNanos) {
     if (owner != me) {
       throw new IllegalMonitorStateException("current thread does not hold " + describe);
@@ -314,7 +330,11 @@ final class LocalOwnership {
     return l.token;
   }
 
-  /** @return the current lease (null when not held in this JVM); for tests and diagnostics */
+  /**
+   * Returns the current lease (null when not held in this JVM); for tests and diagnostics.
+   *
+   * @return the current lease (null when not held in this JVM); for tests and diagnostics
+   */
   Lease lease() {
     return lease;
   }

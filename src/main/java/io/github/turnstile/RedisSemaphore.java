@@ -442,7 +442,11 @@ final class RedisSemaphore extends DistributedSemaphore {
     return (int) (long) (Long) engine.awaitQuietly(op("state", 0, ""), describe).get(4);
   }
 
-  /** @return {cap, debt, free, held by all clients, available} as stored in Redis */
+  /**
+   * Returns {cap, debt, free, held by all clients, available} as stored in Redis.
+   *
+   * @return {cap, debt, free, held by all clients, available} as stored in Redis
+   */
   long[] state() {
     List<Object> r = engine.awaitQuietly(op("state", 0, ""), describe);
     long[] out = new long[r.size()];

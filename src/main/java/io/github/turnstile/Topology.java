@@ -36,10 +36,18 @@ import java.util.concurrent.ConcurrentHashMap;
  */
 abstract class Topology implements AutoCloseable {
 
-  /** @return the commands of the main connection (scripts, non-blocking commands) */
+  /**
+   * Returns the commands of the main connection (scripts, non-blocking commands).
+   *
+   * @return the commands of the main connection (scripts, non-blocking commands)
+   */
   abstract RedisClusterAsyncCommands<String, String> async();
 
-  /** @return whether the main connection is up */
+  /**
+   * Returns whether the main connection is up.
+   *
+   * @return whether the main connection is up
+   */
   abstract boolean isOpen();
 
   /**
@@ -54,7 +62,11 @@ abstract class Topology implements AutoCloseable {
   /** Asks the node holding {@code conn} to unblock its blocked command (as if it timed out). */
   abstract void unblock(BlockingPool.Conn conn);
 
-  /** @return the renewal batch a lease key belongs to: keys of one batch may share a script */
+  /**
+   * Returns the renewal batch a lease key belongs to: keys of one batch may share a script.
+   *
+   * @return the renewal batch a lease key belongs to: keys of one batch may share a script
+   */
   abstract int batchOf(String key);
 
   /**

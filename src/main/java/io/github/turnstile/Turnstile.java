@@ -307,7 +307,11 @@ public final class Turnstile implements AutoCloseable {
     }
   }
 
-  /** @return the options this Turnstile was made with */
+  /**
+   * Returns the options this Turnstile was made with.
+   *
+   * @return the options this Turnstile was made with
+   */
   public TurnstileOptions options() {
     return engine.options;
   }
@@ -316,7 +320,11 @@ public final class Turnstile implements AutoCloseable {
     return engine;
   }
 
-  /** @return instances in the registry after draining collected ones (Caffeine drains 1000 a pass) */
+  /**
+   * Returns instances in the registry after draining collected ones (Caffeine drains 1000 a pass).
+   *
+   * @return instances in the registry after draining collected ones (Caffeine drains 1000 a pass)
+   */
   long cachedLocks() {
     return locks.size();
   }

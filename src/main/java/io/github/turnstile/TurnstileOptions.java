@@ -66,67 +66,119 @@ public final class TurnstileOptions {
     this.metricsNameLimit = b.metricsNameLimit;
   }
 
-  /** @return the defaults */
+  /**
+   * Returns the defaults.
+   *
+   * @return the defaults
+   */
   public static TurnstileOptions defaults() {
     return builder().build();
   }
 
-  /** @return a builder holding the defaults */
+  /**
+   * Returns a builder holding the defaults.
+   *
+   * @return a builder holding the defaults
+   */
   public static Builder builder() {
     return new Builder();
   }
 
-  /** @return the lease time */
+  /**
+   * Returns the lease time.
+   *
+   * @return the lease time
+   */
   public Duration leaseTime() {
     return leaseTime;
   }
 
-  /** @return the watchdog's renewal interval */
+  /**
+   * Returns the watchdog's renewal interval.
+   *
+   * @return the watchdog's renewal interval
+   */
   public Duration renewInterval() {
     return renewInterval;
   }
 
-  /** @return the key prefix */
+  /**
+   * Returns the key prefix.
+   *
+   * @return the key prefix
+   */
   public String keyPrefix() {
     return keyPrefix;
   }
 
-  /** @return the bound on blocking connections */
+  /**
+   * Returns the bound on blocking connections.
+   *
+   * @return the bound on blocking connections
+   */
   public int blockingPoolSize() {
     return blockingPoolSize;
   }
 
-  /** @return the command timeout */
+  /**
+   * Returns the command timeout.
+   *
+   * @return the command timeout
+   */
   public Duration commandTimeout() {
     return commandTimeout;
   }
 
-  /** @return how many grants in a row a lock may pass between threads of this JVM (0: never) */
+  /**
+   * Returns how many grants in a row a lock may pass between threads of this JVM (0: never).
+   *
+   * @return how many grants in a row a lock may pass between threads of this JVM (0: never)
+   */
   public int localHandoffLimit() {
     return localHandoffLimit;
   }
 
-  /** @return replicas that must acknowledge each acquisition (0: no acknowledgement awaited) */
+  /**
+   * Returns replicas that must acknowledge each acquisition (0: no acknowledgement awaited).
+   *
+   * @return replicas that must acknowledge each acquisition (0: no acknowledgement awaited)
+   */
   public int replicaAcks() {
     return replicaAcks;
   }
 
-  /** @return how long an acquisition waits for {@link #replicaAcks()} acknowledgements */
+  /**
+   * Returns how long an acquisition waits for {@link #replicaAcks()} acknowledgements.
+   *
+   * @return how long an acquisition waits for {@link #replicaAcks()} acknowledgements
+   */
   public Duration replicaAckTimeout() {
     return replicaAckTimeout;
   }
 
-  /** @return the listeners told of every lease loss */
+  /**
+   * Returns the listeners told of every lease loss.
+   *
+   * @return the listeners told of every lease loss
+   */
   public List<LeaseLossListener> leaseLossListeners() {
     return leaseLossListeners;
   }
 
-  /** @return the Micrometer registry, or null (package-private: Object, so no Micrometer type is named) */
+  /**
+   * Returns the Micrometer registry, or null (package-private: Object, so no Micrometer type is named).
+   *
+   * @return the Micrometer registry, or null (package-private: Object, so no Micrometer type is named)
+   */
   Object meterRegistry() {
     return meterRegistry;
   }
 
-  /** @return how many distinct names get a metrics tag of their own */
+  /**
+   * Returns how many distinct names get a metrics tag of their own.
+   *
+   * @return how many distinct names get a metrics tag of their own
+   */
   public int metricsNameLimit() {
     return metricsNameLimit;
   }
@@ -329,7 +381,11 @@ public final class TurnstileOptions {
       return this;
     }
 
-    /** @return the options */
+    /**
+     * Returns the options.
+     *
+     * @return the options
+     */
     public TurnstileOptions build() {
       return new TurnstileOptions(this);
     }
