@@ -146,13 +146,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
       return true;
     }
     beforeAcquire();
-    long start = System.nanoTime();
-    try {
-      return metrics.outcome(acquireNew(timed, deadline, interruptible), start);
-    } catch (InterruptedException e) {
-      metrics.interrupted();
-      throw e;
-    }
+    return metrics.record(() -> acquireNew(timed, deadline, interruptible));
   }
 
   private boolean acquireNew(boolean timed, long deadline, boolean interruptible) throws InterruptedException {

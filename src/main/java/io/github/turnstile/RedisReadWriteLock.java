@@ -275,13 +275,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (reenter()) {
         return true;
       }
-      long start = System.nanoTime();
-      try {
-        return metrics.outcome(acquireNew(timed, deadline, interruptible), start);
-      } catch (InterruptedException e) {
-        metrics.interrupted();
-        throw e;
-      }
+      return metrics.record(() -> acquireNew(timed, deadline, interruptible));
     }
 
     private boolean acquireNew(boolean timed, long deadline, boolean interruptible) throws InterruptedException {

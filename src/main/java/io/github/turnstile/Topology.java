@@ -35,20 +35,56 @@ import java.util.concurrent.ConcurrentHashMap;
  * </ul>
  */
 abstract class Topology implements AutoCloseable {
+  /** The main connection: one multiplexed connection, or Lettuce's cluster connection. */
+  private final StatefulConnection<String, String> main;
+  private final RedisClusterAsyncCommands<String, String> async;
+
+  Topology(StatefulConnection<String, String> main, RedisClusterAsyncCommands<String, String> async) {
+    this.main = main;
+    this.async = async;
+  }
 
   /**
    * Returns the commands of the main connection (scripts, non-blocking commands).
    *
    * @return the commands of the main connection (scripts, non-blocking commands)
    */
-  abstract RedisClusterAsyncCommands<String, String> async();
+  final RedisClusterAsyncCommands<String, String> async() {
+    return async;
+  }
 
   /**
    * Returns whether the main connection is up.
    *
    * @return whether the main connection is up
    */
-  abstract boolean isOpen();
+  final boolean isOpen() {
+    return main.isOpen();
+  }
+
+  /** Closes the main connection, then runs {@code shutdown} (the owned client's), if any. */
+  final void close(Runnable shutdown) {
+    main.close();
+    if (shutdown != null) {
+      shutdown.run();
+    }
+  }
+
+  /**
+   * Opens a main connection and checks that Redis answers {@code check}; wraps failures in
+   * TurnstileException and closes what was opened.
+   */
+  static <C extends StatefulConnection<String, String>> C openMain(java.util.function.Supplier<C> connect,
+      java.util.function.Consumer<C> check, String what) {
+    C c = open(connect, what);
+    try {
+      check.accept(c);
+      return c;
+    } catch (RedisException e) {
+      c.close();
+      throw new TurnstileException("cannot talk to Redis (" + what + "): " + e.getMessage(), e);
+    }
+  }
 
   /**
    * @return the node a blocking command on {@code key} must run on, as a pool partition name
@@ -120,25 +156,15 @@ abstract class Topology implements AutoCloseable {
     private final StatefulRedisConnection<String, String> main;
 
     Standalone(RedisClient client, Runnable shutdown, String clientName) {
+      this(client, shutdown, openMain(() -> client.connect(StringCodec.UTF8),
+          c -> c.sync().clientSetname(clientName + ":main"), "main connection"));
+    }
+
+    private Standalone(RedisClient client, Runnable shutdown, StatefulRedisConnection<String, String> main) {
+      super(main, main.async());
       this.client = client;
       this.shutdown = shutdown;
-      this.main = open(() -> client.connect(StringCodec.UTF8), "main connection");
-      try {
-        main.sync().clientSetname(clientName + ":main");
-      } catch (RedisException e) {
-        main.close();
-        throw new TurnstileException("cannot talk to Redis: " + e.getMessage(), e);
-      }
-    }
-
-    @Override
-    RedisClusterAsyncCommands<String, String> async() {
-      return main.async();
-    }
-
-    @Override
-    boolean isOpen() {
-      return main.isOpen();
+      this.main = main;
     }
 
     @Override
@@ -163,10 +189,7 @@ abstract class Topology implements AutoCloseable {
 
     @Override
     public void close() {
-      main.close();
-      if (shutdown != null) {
-        shutdown.run();
-      }
+      close(shutdown);
     }
   }
 
@@ -185,25 +208,16 @@ abstract class Topology implements AutoCloseable {
         new java.util.concurrent.atomic.AtomicLong(System.nanoTime());
 
     Cluster(RedisClusterClient client, Runnable shutdown, String clientName) {
+      this(client, shutdown, openMain(() -> client.connect(StringCodec.UTF8), c -> c.sync().ping(),
+          "cluster connection"));
+    }
+
+    private Cluster(RedisClusterClient client, Runnable shutdown,
+        StatefulRedisClusterConnection<String, String> main) {
+      super(main, main.async());
       this.client = client;
       this.shutdown = shutdown;
-      this.main = open(() -> client.connect(StringCodec.UTF8), "cluster connection");
-      try {
-        main.sync().ping();
-      } catch (RedisException e) {
-        main.close();
-        throw new TurnstileException("cannot talk to the Redis Cluster: " + e.getMessage(), e);
-      }
-    }
-
-    @Override
-    RedisClusterAsyncCommands<String, String> async() {
-      return main.async();
-    }
-
-    @Override
-    boolean isOpen() {
-      return main.isOpen();
+      this.main = main;
     }
 
     @Override
@@ -211,7 +225,7 @@ abstract class Topology implements AutoCloseable {
       int slot = SlotHash.getSlot(key);
       RedisClusterNode master = main.getPartitions().getMasterBySlot(slot);
       if (master == null) {
-        client.refreshPartitionsAsync();
+        suspect();
         throw new TurnstileException("no Redis Cluster master is known to serve slot " + slot
             + " (key " + key + "); the topology is being refreshed");
       }
@@ -276,13 +290,10 @@ abstract class Topology implements AutoCloseable {
 
     @Override
     public void close() {
-      main.close();
       for (RedisClient c : nodeClients.values()) {
         c.shutdown(java.time.Duration.ZERO, java.time.Duration.ofSeconds(2));
       }
-      if (shutdown != null) {
-        shutdown.run();
-      }
+      close(shutdown);
     }
   }
 }
