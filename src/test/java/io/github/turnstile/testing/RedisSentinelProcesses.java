@@ -55,7 +55,7 @@ public final class RedisSentinelProcesses implements AutoCloseable {
     /** Waits until the live replicas are in sync and every sentinel sees its peers and the replicas. */
     public void awaitHealthy() {
         RedisClusterProcesses.await("replicas in sync", () -> data.stream().filter(RedisServerProcess::isAlive)
-                .map(n -> n.command("INFO", "replication"))
+                .map(RedisSentinelProcesses::replicationInfo)
                 .allMatch(r -> r.contains("role:master") || r.contains("master_link_status:up")));
         long replicas = data.stream().filter(RedisServerProcess::isAlive).count() - 1;
         RedisClusterProcesses.await("sentinels to discover each other and the replicas", () -> {
@@ -68,6 +68,15 @@ public final class RedisSentinelProcesses implements AutoCloseable {
             }
             return true;
         });
+    }
+
+    /** INFO replication, or "" while the node drops clients (a Sentinel reconfiguring it kills them). */
+    private static String replicationInfo(RedisServerProcess n) {
+        try {
+            return n.command("INFO", "replication");
+        } catch (RuntimeException e) {
+            return "";
+        }
     }
 
     /** @return {@code redis-sentinel://127.0.0.1:s1,127.0.0.1:s2,127.0.0.1:s3#turnstile} */
