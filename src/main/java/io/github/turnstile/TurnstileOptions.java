@@ -19,7 +19,10 @@ import java.util.Objects;
  *   <tr><td>{@link Builder#blockingPoolSize blockingPoolSize}</td><td>16</td>
  *       <td>most connections used for blocking waits (one per contended primitive at a time)</td></tr>
  *   <tr><td>{@link Builder#commandTimeout commandTimeout}</td><td>5 s</td>
- *       <td>longest wait for a non-blocking command's reply before {@link TurnstileException}</td></tr>
+ *       <td>how long a command may go unanswered before Redis counts as unreachable</td></tr>
+ *   <tr><td>{@link Builder#outageTolerance outageTolerance}</td><td>60 s</td>
+ *       <td>how long an untimed acquisition ({@code lock()}, {@code acquire()}) keeps waiting
+ *       through continuous Redis unavailability before it throws {@link TurnstileException}</td></tr>
  *   <tr><td>{@link Builder#localHandoffLimit localHandoffLimit}</td><td>8</td>
  *       <td>grants in a row a lock may pass straight between threads of this JVM</td></tr>
  *   <tr><td>{@link Builder#replicaAcks replicaAcks}</td><td>0 (off)</td>
@@ -40,6 +43,7 @@ public final class TurnstileOptions {
   private final String keyPrefix;
   private final int blockingPoolSize;
   private final Duration commandTimeout;
+  private final Duration outageTolerance;
   private final List<LeaseLossListener> leaseLossListeners;
   private final int replicaAcks;
   private final Duration replicaAckTimeout;
@@ -61,6 +65,7 @@ public final class TurnstileOptions {
     this.keyPrefix = b.keyPrefix;
     this.blockingPoolSize = b.blockingPoolSize;
     this.commandTimeout = b.commandTimeout;
+    this.outageTolerance = b.outageTolerance;
     this.leaseLossListeners = List.copyOf(b.listeners);
     this.meterRegistry = b.meterRegistry;
     this.metricsNameLimit = b.metricsNameLimit;
@@ -130,6 +135,15 @@ public final class TurnstileOptions {
   }
 
   /**
+   * Returns how long an untimed acquisition waits through continuous Redis unavailability.
+   *
+   * @return how long an untimed acquisition waits through continuous Redis unavailability
+   */
+  public Duration outageTolerance() {
+    return outageTolerance;
+  }
+
+  /**
    * Returns how many grants in a row a lock may pass between threads of this JVM (0: never).
    *
    * @return how many grants in a row a lock may pass between threads of this JVM (0: never)
@@ -187,7 +201,8 @@ public final class TurnstileOptions {
   public String toString() {
     return "TurnstileOptions{leaseTime=" + leaseTime + ", renewInterval=" + renewInterval
         + ", keyPrefix='" + keyPrefix + "', blockingPoolSize=" + blockingPoolSize
-        + ", commandTimeout=" + commandTimeout + ", localHandoffLimit=" + localHandoffLimit
+        + ", commandTimeout=" + commandTimeout + ", outageTolerance=" + outageTolerance
+        + ", localHandoffLimit=" + localHandoffLimit
         + ", replicaAcks=" + replicaAcks
         + (replicaAcks > 0 ? " within " + replicaAckTimeout : "")
         + ", listeners=" + leaseLossListeners.size()
@@ -201,6 +216,7 @@ public final class TurnstileOptions {
     private String keyPrefix = "turnstile";
     private int blockingPoolSize = 16;
     private Duration commandTimeout = Duration.ofSeconds(5);
+    private Duration outageTolerance = Duration.ofSeconds(60);
     private final java.util.ArrayList<LeaseLossListener> listeners = new java.util.ArrayList<>();
     private int replicaAcks;
     private Duration replicaAckTimeout = Duration.ZERO;
@@ -287,6 +303,29 @@ public final class TurnstileOptions {
         throw new IllegalArgumentException("commandTimeout must be positive, was " + timeout);
       }
       this.commandTimeout = timeout;
+      return this;
+    }
+
+    /**
+     * Sets how long an untimed acquisition ({@code lock()}, {@code lockInterruptibly()},
+     * {@code acquire()}, {@code acquireUninterruptibly()}, on every primitive) keeps waiting while
+     * Redis is continuously unreachable: disconnected, not answering within the
+     * {@link #commandTimeout command timeout}, restarting, or failing over. Shorter outages are
+     * ridden through: the call goes on waiting and succeeds once Redis answers again. After this
+     * long without an answer, the call throws {@link TurnstileException}, saying for how long
+     * Redis was unreachable, and holds nothing. Timed calls ({@code tryLock(t)},
+     * {@code tryAcquire(t)}) are bounded by their own timeout instead. {@link Duration#ZERO}
+     * makes untimed calls fail as soon as Redis is found unreachable. Default 60 s.
+     *
+     * @param tolerance not negative
+     * @return this builder
+     */
+    public Builder outageTolerance(Duration tolerance) {
+      Objects.requireNonNull(tolerance, "outageTolerance");
+      if (tolerance.isNegative()) {
+        throw new IllegalArgumentException("outageTolerance must not be negative, was " + tolerance);
+      }
+      this.outageTolerance = tolerance;
       return this;
     }
 
