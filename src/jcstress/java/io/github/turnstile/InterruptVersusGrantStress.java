@@ -43,12 +43,12 @@ public class InterruptVersusGrantStress {
   private volatile Thread acquirer;
 
   private final Engine.Contender contender = new Engine.Contender() {
-    @Override public CompletableFuture<Engine.Attempt> attempt(String requestId) { return reply; }
+    @Override public CompletableFuture<Engine.Attempt> attempt(String requestId, boolean subscribed) { return reply; }
     @Override public void cancel(String requestId) { cancels.incrementAndGet(); }
     @Override public void passWakeup() { }
     @Override public String wakeKey() { return "wake"; }
     @Override public String describe() { return "lock 'n'"; }
-    @Override public long heldLocallyMillis() { return 0; }
+    @Override public String channel() { return "ch"; }
     @Override public String leaseKey(String requestId) { return "k"; }
   };
 

@@ -9,10 +9,14 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
 
 /**
- * A bounded pool of connections reserved for blocking commands (BLPOP, BLMOVE), which hold a
- * connection for as long as they block. Connections are opened lazily, reused, and discarded
- * when a wait was abandoned in a state that cannot be trusted. Borrowers beyond the bound wait
- * in FIFO order.
+ * A bounded pool of connections reserved for commands that block a connection: BLPOP and BLMOVE
+ * (the engine's waiting pool), or WAIT (a second pool, for replica acknowledgements, so that
+ * acknowledgements never queue behind waiters). Connections are opened lazily, reused, and
+ * discarded when a command was abandoned in a state that cannot be trusted.
+ *
+ * <p>Waiters never queue for a connection: {@link #tryBorrow} answers at once when every
+ * connection is lent out, and the engine then waits by pub/sub instead. {@link #borrow} waits (in
+ * FIFO order), for the acknowledgement pool.
  */
 final class BlockingPool implements AutoCloseable {
 
@@ -24,11 +28,19 @@ final class BlockingPool implements AutoCloseable {
     final StatefulRedisConnection<String, String> connection;
     final long clientId;
     final String node;
+    /** Run once the connection is closed (the topology stops watching it). */
+    private final Runnable onClose;
 
-    Conn(StatefulRedisConnection<String, String> connection, long clientId, String node) {
+    Conn(StatefulRedisConnection<String, String> connection, long clientId, String node, Runnable onClose) {
       this.connection = connection;
       this.clientId = clientId;
       this.node = node;
+      this.onClose = onClose;
+    }
+
+    CompletableFuture<Void> close() {
+      onClose.run();
+      return connection.closeAsync();
     }
   }
 
@@ -64,6 +76,41 @@ final class BlockingPool implements AutoCloseable {
     if (!Waits.acquire(permits, timeoutNanos, interruptible)) {
       return null;
     }
+    return take(node, CONNECT_TIMEOUT_NANOS, interruptible);
+  }
+
+  /**
+   * Lends a connection to {@code node} if one is idle, or if the bound allows opening one that
+   * opens within {@code openNanos}; never waits for another borrower to give one back.
+   *
+   * @return a connection, or {@code null} if every connection is lent out or opening took too
+   *     long (the connection is kept for later when it opens)
+   * @throws TurnstileException if a connection cannot be opened
+   */
+  Conn tryBorrow(String node, long openNanos) {
+    if (!permits.tryAcquire()) {
+      return null;
+    }
+    try {
+      return take(node, openNanos, false);
+    } catch (InterruptedException e) {
+      throw new AssertionError(e); // not interruptible
+    } catch (OpenTimeout e) {
+      return null;
+    }
+  }
+
+  /** Opening a connection took longer than the borrower would wait. */
+  private static final class OpenTimeout extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    OpenTimeout() {
+      super(null, null, false, false);
+    }
+  }
+
+  /** With a permit taken: an idle connection to {@code node}, or a new one. */
+  private Conn take(String node, long openNanos, boolean interruptible) throws InterruptedException {
     Conn c;
     ConcurrentLinkedDeque<Conn> mine = idle.get(node);
     while (mine != null && (c = mine.pollFirst()) != null) {
@@ -79,7 +126,7 @@ final class BlockingPool implements AutoCloseable {
     // interrupt, which must not break an uninterruptible lock(), nor leak a half-made connection.
     CompletableFuture<Conn> opening = CompletableFuture.supplyAsync(() -> factory.apply(node), connector);
     try {
-      c = Waits.get(opening, CONNECT_TIMEOUT_NANOS, interruptible);
+      c = Waits.get(opening, openNanos, interruptible);
       open.incrementAndGet();
       return c;
     } catch (InterruptedException e) {
@@ -87,6 +134,9 @@ final class BlockingPool implements AutoCloseable {
       throw e;
     } catch (java.util.concurrent.TimeoutException e) {
       keepWhenOpened(opening);
+      if (openNanos < CONNECT_TIMEOUT_NANOS) {
+        throw new OpenTimeout();
+      }
       throw new TurnstileException("could not open a blocking connection within "
           + TimeUnit.NANOSECONDS.toSeconds(CONNECT_TIMEOUT_NANOS) + " s");
     } catch (java.util.concurrent.ExecutionException e) {
@@ -140,7 +190,7 @@ final class BlockingPool implements AutoCloseable {
 
   private void destroy(Conn c) {
     open.decrementAndGet();
-    CompletableFuture<Void> f = c.connection.closeAsync();
+    CompletableFuture<Void> f = c.close();
     closing.add(f);
     f.whenComplete((v, e) -> closing.remove(f));
   }

@@ -1,5 +1,7 @@
 package io.github.turnstile;
 
+import io.lettuce.core.RedisCommandExecutionException;
+import io.lettuce.core.RedisException;
 import io.lettuce.core.RedisNoScriptException;
 import io.lettuce.core.ScriptOutputType;
 import io.lettuce.core.api.StatefulRedisConnection;
@@ -8,6 +10,7 @@ import java.lang.System.Logger.Level;
 import java.security.SecureRandom;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
@@ -17,24 +20,39 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Supplier;
 
 /**
  * The one engine under every Turnstile primitive (in the manner of Curator's
- * {@code LockInternals}): connections, script execution with NOSCRIPT fallback, the blocking
- * connection pool, the watchdog, and the wait loop that every primitive's acquisition runs.
+ * {@code LockInternals}): connections, script execution with NOSCRIPT fallback, the two tiers of
+ * waiting (a bounded pool of blocking connections, and pub/sub), the watchdog, outage handling,
+ * and the wait loop that every primitive's acquisition runs.
  *
  * <p>A primitive plugs into the loop as a {@link Contender}: an idempotent attempt script keyed by
  * a request id, a cancel for an attempt whose outcome the caller no longer wants, a wake list to
- * block on, and a way to hand on a wake token it consumed but will not use.
+ * block on, a channel to be woken on, and a way to hand on a wake token it consumed but will not
+ * use.
+ *
+ * <p><b>Faults.</b> Wake-ups are hints; Redis state decides. Whenever Redis may have come back (a
+ * connection of the main client reconnected, the Cluster topology changed, a subscription was
+ * re-confirmed), every waiter is woken ({@link #faults()}) and attempts again. Untimed calls wait
+ * through an outage for up to {@link TurnstileOptions#outageTolerance()}; timed calls until their
+ * deadline.
  */
 final class Engine implements AutoCloseable {
   private static final System.Logger LOG = System.getLogger("io.github.turnstile");
   /** Extra client-side wait beyond a BLPOP's server-side timeout before it is abandoned. */
   private static final long BLOCK_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
-  /** How long an abandoned BLPOP may take to answer its CLIENT UNBLOCK before it is discarded. */
+  /** How long an abandoned blocking command may take to answer its CLIENT UNBLOCK before it is discarded. */
   private static final long UNBLOCK_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
-  /** The least time a single attempt gets, even when the caller's deadline is closer. */
-  private static final long MIN_ATTEMPT_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+  /** The least time a reply is waited for, even when the caller's deadline is closer. */
+  static final long MIN_REPLY_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
+  /** How often an outage is re-checked while no reconnect event arrives, and the pause between re-sends after a transient error. */
+  private static final long RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+  /** The longest a waiter queues behind other JVMs' waiters before its first attempt (fairness after a streak). */
+  static final long QUEUE_FIRST_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
 
   /** The outcome of one attempt script. */
   static final class Attempt {
@@ -53,8 +71,12 @@ final class Engine implements AutoCloseable {
 
   /** A primitive's side of the wait loop. */
   interface Contender {
-    /** Runs the attempt script for this request (idempotent per request id). */
-    CompletableFuture<Attempt> attempt(String requestId);
+    /**
+     * Runs the attempt script for this request (idempotent per request id).
+     *
+     * @param subscribed the caller waits by pub/sub: a refusal must record that a publish is wanted
+     */
+    CompletableFuture<Attempt> attempt(String requestId, boolean subscribed);
 
     /** Undoes a successful attempt whose caller gave up; runs after the attempt completed. */
     void cancel(String requestId);
@@ -70,11 +92,18 @@ final class Engine implements AutoCloseable {
     String leaseKey(String requestId);
 
     /**
-     * Returns the list that release pushes wake tokens to.
+     * Returns the list that releases push wake tokens to, or null if this contender waits only by pub/sub.
      *
-     * @return the list that release pushes wake tokens to
+     * @return the list that releases push wake tokens to, or null if this contender waits only by pub/sub
      */
     String wakeKey();
+
+    /**
+     * Returns the channel that releases publish to when a waiter subscribed.
+     *
+     * @return the channel that releases publish to when a waiter subscribed
+     */
+    String channel();
 
     /**
      * Returns e.g. "lock 'orders:42'", for messages.
@@ -82,29 +111,112 @@ final class Engine implements AutoCloseable {
      * @return e.g. "lock 'orders:42'", for messages
      */
     String describe();
+  }
+
+  /**
+   * A contender with its local side: what the holder of its local gate does before, and after,
+   * contending in Redis (see {@link #acquire}).
+   */
+  interface Acquirer extends Contender {
+    /**
+     * Runs as the gate holder before contending. May settle the acquisition itself (a local
+     * hand-off): then it returns the outcome. Otherwise returns null, and may set
+     * {@code queueFirst[0]} to how long to queue behind other JVMs' waiters first.
+     */
+    default Boolean beforeContend(String request, Call call, long[] queueFirst) throws InterruptedException {
+      return null;
+    }
+
+    /** The request was granted: start the hold. */
+    void granted(String request, long token, long sentAtNanos);
+
+    /** The acquisition gave up (deadline, interrupt, failure) after it may have registered as waiting. */
+    void gaveUp(String request);
+
+    /** The gate holder is about to leave the gate. */
+    default void leavingGate() {}
+  }
+
+  /**
+   * The time and outage bookkeeping of one acquisition call: its deadline (if timed), whether it
+   * may be interrupted, and since when Redis has been continuously unreachable for it.
+   */
+  static final class Call {
+    final boolean timed;
+    final long deadline;
+    final boolean interruptible;
+    /** nanoTime since which Redis has been unreachable for this call; meaningful while unreachable. */
+    private long unreachableSince;
+    private boolean unreachable;
+
+    private Call(boolean timed, long deadline, boolean interruptible) {
+      this.timed = timed;
+      this.deadline = deadline;
+      this.interruptible = interruptible;
+    }
+
+    /** An untimed call ({@code lock()}, {@code acquire()}). */
+    static Call untimed(boolean interruptible) {
+      return new Call(false, 0, interruptible);
+    }
+
+    /** A timed call, interruptible as {@code tryLock(t)} is. */
+    static Call until(long deadline) {
+      return new Call(true, deadline, true);
+    }
+
+    /** A timed call with the given interruptibility. */
+    static Call until(long deadline, boolean interruptible) {
+      return new Call(true, deadline, interruptible);
+    }
 
     /**
-     * If another thread of this JVM holds the primitive, the remaining time of its lease in ms,
-     * otherwise 0. A waiter then knows an attempt would fail, and goes straight to the wake list,
-     * queueing behind waiters of other JVMs instead of racing the one Redis just woke.
+     * Returns the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed).
+     *
+     * @return the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed)
      */
-    long heldLocallyMillis();
+    long remaining() {
+      return timed ? deadline - System.nanoTime() : Long.MAX_VALUE;
+    }
+
+    boolean expired() {
+      return timed && deadline - System.nanoTime() <= 0;
+    }
+
+    /** Throws if this call is interruptible and the thread was interrupted. */
+    void checkInterrupt() throws InterruptedException {
+      if (interruptible && Thread.interrupted()) {
+        throw new InterruptedException();
+      }
+    }
+
+    void reachable() {
+      unreachable = false;
+    }
   }
 
   final TurnstileOptions options;
   final String clientId;
   final long leaseMillis;
   private final long commandTimeoutNanos;
+  private final long outageToleranceNanos;
   private final Topology topology;
   private final RedisClusterAsyncCommands<String, String> async;
   final BlockingPool pool;
+  /** Connections for WAIT (replica acknowledgements): separate, so they never queue behind waiters. */
+  private final BlockingPool acks;
+  final Subscriptions subscriptions;
   final Watchdog watchdog;
   final Metrics metrics;
   private final ScheduledExecutorService scheduler;
   private final ExecutorService events;
+  private final ExecutorService connector;
   private final AtomicLong requests = new AtomicLong();
+  /** Completed (and replaced) whenever Redis may have come back: every waiter then re-attempts. */
+  private final AtomicReference<CompletableFuture<Void>> faults = new AtomicReference<>(new CompletableFuture<>());
   /** The clock of lease bookkeeping; replaced only by tests (see {@link Ticker}). */
   volatile Ticker ticker = Ticker.SYSTEM;
+  private volatile boolean closed;
 
   /**
    * @param connect opens the topology, given the client name prefix to set on its connections
@@ -113,17 +225,23 @@ final class Engine implements AutoCloseable {
     this.options = options;
     this.leaseMillis = options.leaseTime().toMillis();
     this.commandTimeoutNanos = options.commandTimeout().toNanos();
+    this.outageToleranceNanos = options.outageTolerance().toNanos();
     byte[] id = new byte[8];
     new SecureRandom().nextBytes(id);
     this.clientId = HexFormat.of().formatHex(id);
-    this.topology = connect.apply("turnstile:" + clientId);
+    String name = "turnstile:" + clientId;
+    this.topology = connect.apply(name);
     this.async = topology.async();
-    String blockingName = "turnstile:" + clientId + ":blocking";
-    this.pool = new BlockingPool(options.blockingPoolSize(), node -> topology.openBlocking(node, blockingName));
+    this.pool = new BlockingPool(options.blockingPoolSize(), node -> topology.openBlocking(node, name + ":blocking"));
+    this.acks = new BlockingPool(options.blockingPoolSize(), node -> topology.openBlocking(node, name + ":acks"));
+    this.connector = Executors.newCachedThreadPool(daemon("turnstile-subscriber-" + clientId));
+    this.subscriptions = new Subscriptions(node -> topology.openSubscriber(node, name + ":subscriber"),
+        topology.sharded(), connector);
     this.scheduler = Executors.newSingleThreadScheduledExecutor(daemon("turnstile-watchdog-" + clientId));
     this.events = Executors.newSingleThreadExecutor(daemon("turnstile-events-" + clientId));
     this.watchdog = new Watchdog(this, scheduler, options.renewInterval().toMillis());
     this.metrics = Metrics.create(options, clientId, pool, watchdog);
+    topology.onRecovered(this::recovered);
   }
 
   private static java.util.concurrent.ThreadFactory daemon(String name) {
@@ -146,6 +264,15 @@ final class Engine implements AutoCloseable {
     return async;
   }
 
+  /**
+   * Returns the command scripts publish wake-ups with ({@code PUBLISH} or {@code SPUBLISH}).
+   *
+   * @return the command scripts publish wake-ups with ({@code PUBLISH} or {@code SPUBLISH})
+   */
+  String publishCommand() {
+    return topology.publishCommand();
+  }
+
   /** A command failed or went unanswered: let the topology re-check itself (see {@link Topology#suspect}). */
   void suspectTopology() {
     topology.suspect();
@@ -158,6 +285,171 @@ final class Engine implements AutoCloseable {
    */
   int batchOf(String key) {
     return topology.batchOf(key);
+  }
+
+  // ---------------------------------------------------------------- faults
+
+  /**
+   * Returns the future the next recovery event completes: take it before an attempt, and wait on
+   * it together with the wake-up, so that no waiter sleeps through Redis coming back.
+   *
+   * @return the future the next recovery event completes
+   */
+  CompletableFuture<Void> faults() {
+    return faults.get();
+  }
+
+  /** Redis may have come back (a reconnect, a topology change): every waiter attempts again. */
+  void recovered() {
+    subscriptions.prune(topology::isMaster);
+    faults.getAndSet(new CompletableFuture<>()).complete(null);
+  }
+
+  /**
+   * Whether a failure means "Redis unreachable or not serving right now" (retry once it is
+   * back), rather than a bug or a refused argument (report it).
+   */
+  static boolean isTransient(Throwable t) {
+    if (t instanceof RedisCommandExecutionException) {
+      String m = String.valueOf(t.getMessage());
+      return m.startsWith("LOADING") || m.startsWith("BUSY") || m.startsWith("MASTERDOWN")
+          || m.startsWith("CLUSTERDOWN") || m.startsWith("TRYAGAIN") || m.startsWith("READONLY")
+          || m.startsWith("NOREPLICAS") || m.startsWith("UNBLOCKED") || m.startsWith("MOVED")
+          || m.startsWith("ASK") || m.startsWith("NOTBUSY");
+    }
+    return t instanceof RedisException || t instanceof CancellationException
+        || t instanceof java.io.IOException || t instanceof Unavailable;
+  }
+
+  /** Redis cannot be used right now (e.g. no master is known for a slot); retried like a lost connection. */
+  static final class Unavailable extends TurnstileException {
+    private static final long serialVersionUID = 1L;
+
+    Unavailable(String message) {
+      super(message);
+    }
+  }
+
+  /**
+   * Records that Redis is unreachable for {@code call} since {@code sinceNanos} (the start of the
+   * stretch, if it began earlier); an untimed call that has waited through more than
+   * {@link TurnstileOptions#outageTolerance()} of it gives up.
+   *
+   * @throws TurnstileException when an untimed call's outage tolerance is used up
+   */
+  void unreachable(Call call, long sinceNanos, String what, Throwable cause) {
+    if (!call.unreachable) {
+      call.unreachable = true;
+      call.unreachableSince = sinceNanos;
+    }
+    long down = System.nanoTime() - call.unreachableSince;
+    if (!call.timed && down >= outageToleranceNanos) {
+      throw new TurnstileException(what + ": Redis has been unreachable for "
+          + TimeUnit.NANOSECONDS.toMillis(down) + " ms, longer than the outage tolerance ("
+          + options.outageTolerance().toMillis() + " ms)" + (cause == null ? "" : ": " + cause), cause);
+    }
+  }
+
+  /**
+   * Waits until the main connection is up (or returns at once if it is). An outage counts
+   * against the call: its deadline, or (untimed) its outage tolerance.
+   *
+   * @return false if the deadline passed first
+   * @throws TurnstileException when an untimed call's outage tolerance is used up
+   */
+  boolean awaitUp(Call call, String what) throws InterruptedException {
+    while (!topology.isOpen()) {
+      if (closed) {
+        throw new TurnstileException(what + ": Turnstile is closed");
+      }
+      unreachable(call, System.nanoTime(), what + " (connection down, reconnecting)", null);
+      long wait = Math.min(call.remaining(), RECHECK_NANOS);
+      if (wait <= 0) {
+        return false;
+      }
+      pause(faults(), wait, call);
+    }
+    return true;
+  }
+
+  /** Waits for {@code wake} up to {@code nanos}, as interruptible as the call. */
+  static void pause(CompletableFuture<?> wake, long nanos, Call call) throws InterruptedException {
+    try {
+      Waits.get(wake, nanos, call.interruptible);
+    } catch (TimeoutException | ExecutionException | CancellationException e) {
+      // the time is up, or what we waited for failed: either way, look again
+    }
+  }
+
+  /** Thrown internally when the caller's deadline passed while waiting for a reply. */
+  static final class DeadlinePassed extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    DeadlinePassed() {
+      super(null, null, false, false);
+    }
+  }
+
+  /** Thrown internally when a command failed transiently: its outcome is unknown, send it again. */
+  static final class Retry extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    Retry() {
+      super(null, null, false, false);
+    }
+  }
+
+  private static final DeadlinePassed DEADLINE = new DeadlinePassed();
+  private static final Retry RETRY = new Retry();
+
+  /**
+   * Waits for a command's reply on behalf of {@code call}. A reply that takes longer than the
+   * command timeout makes Redis count as unreachable, but the wait goes on (the command is still
+   * queued and Lettuce re-sends it after a reconnect) until the reply comes, the call's deadline
+   * passes (never before {@link #MIN_REPLY_NANOS} after sending), or an untimed call's outage
+   * tolerance is used up.
+   *
+   * @throws DeadlinePassed when a timed call's deadline passed first
+   * @throws Retry when the command failed transiently (its outcome is unknown; the caller may
+   *     send it again once Redis answers)
+   * @throws TurnstileException when the command failed for good, or the outage tolerance is used up
+   */
+  <T> T awaitReply(CompletableFuture<T> f, Call call, String what)
+      throws InterruptedException, DeadlinePassed, Retry {
+    long sent = System.nanoTime();
+    while (true) {
+      long now = System.nanoTime();
+      long wait = Math.max(commandTimeoutNanos - (now - sent), RECHECK_NANOS);
+      boolean deadlineBound = false;
+      if (call.timed) {
+        long until = Math.max(call.deadline, sent + MIN_REPLY_NANOS);
+        if (until - now <= wait) {
+          wait = until - now;
+          deadlineBound = true;
+        }
+      }
+      try {
+        T value = Waits.get(f, wait, call.interruptible);
+        call.reachable();
+        return value;
+      } catch (TimeoutException e) {
+        if (System.nanoTime() - sent >= commandTimeoutNanos) {
+          topology.suspect();
+          unreachable(call, sent, what + " (no reply within " + options.commandTimeout().toMillis() + " ms)", null);
+        }
+        if (deadlineBound) {
+          throw DEADLINE;
+        }
+      } catch (ExecutionException | CancellationException e) {
+        Throwable cause = e instanceof ExecutionException ? unwrap(e.getCause()) : e;
+        if (!isTransient(cause)) {
+          throw failure(what, cause);
+        }
+        topology.suspect();
+        unreachable(call, now, what, cause);
+        throw RETRY;
+      }
+    }
   }
 
   /** Runs a script by EVALSHA, falling back to EVAL (which also loads it) on NOSCRIPT. */
@@ -181,6 +473,8 @@ final class Engine implements AutoCloseable {
     return error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
   }
 
+  // ---------------------------------------------------------------- replica acknowledgement
+
   /**
    * Thrown when a hold was taken but fewer replicas than {@link TurnstileOptions#replicaAcks()}
    * acknowledged it in time; the primitive then gives the hold back.
@@ -199,13 +493,14 @@ final class Engine implements AutoCloseable {
    * acquisition that just wrote {@code leaseKey}; otherwise returns at once.
    *
    * <p>{@code WAIT} counts the writes of its own connection, and the main connection, shared by
-   * every thread, must not block. So on a pooled connection to that node it sends a write,
+   * every thread, must not block. So on a connection of the acknowledgement pool (never the
+   * waiters' pool, so acknowledgements do not queue behind waiters) it sends a write,
    * {@code PEXPIRE leaseKey lease} (the lease is the hold's own key, just written, so this only
    * renews it), then {@code WAIT replicas timeout}, pipelined. Replication is one ordered stream
    * per node, so acknowledging this later write acknowledges the acquisition too.
    *
    * @throws NotReplicated if fewer replicas acknowledged within the timeout
-   * @throws TurnstileException if Redis failed or no pooled connection was free in time
+   * @throws TurnstileException if Redis failed or no connection was free in time
    */
   void awaitReplicas(String leaseKey) {
     int replicas = options.replicaAcks();
@@ -214,12 +509,12 @@ final class Engine implements AutoCloseable {
     }
     BlockingPool.Conn conn;
     try {
-      conn = pool.borrow(topology.nodeOf(leaseKey), commandTimeoutNanos, false);
+      conn = acks.borrow(topology.nodeOf(leaseKey), commandTimeoutNanos, false);
     } catch (InterruptedException e) {
       throw new AssertionError(e); // not interruptible
     }
     if (conn == null) {
-      throw new TurnstileException("no pooled connection free within the command timeout to await"
+      throw new TurnstileException("no connection free within the command timeout to await"
           + " replica acknowledgement");
     }
     long timeoutMillis = options.replicaAckTimeout().toMillis();
@@ -230,13 +525,13 @@ final class Engine implements AutoCloseable {
     try {
       boolean held = awaitQuietly(renewed, "replica acknowledgement");
       acks = awaitQuietly(acked, "replica acknowledgement");
-      pool.release(conn);
+      this.acks.release(conn);
       if (!held) {
         throw new TurnstileException("the hold vanished before its replica acknowledgement");
       }
     } catch (RuntimeException e) {
       if (!(e instanceof TurnstileException && renewed.isDone() && acked.isDone())) {
-        pool.discard(conn);
+        this.acks.discard(conn);
       }
       throw e;
     }
@@ -244,91 +539,6 @@ final class Engine implements AutoCloseable {
       throw new NotReplicated("only " + acks + " of " + replicas + " replicas acknowledged within "
           + timeoutMillis + " ms (replicaAcks)");
     }
-  }
-
-  /** Fails fast with a clear message while the connection to Redis is down. */
-  void checkConnected(String what) {
-    if (!topology.isOpen()) {
-      throw new TurnstileException(what + ": Redis is not reachable (connection down, reconnecting)");
-    }
-  }
-
-  /** Thrown internally when the caller's deadline passed while waiting for a reply. */
-  static final class DeadlinePassed extends Exception {
-    private static final long serialVersionUID = 1L;
-
-    DeadlinePassed() {
-      super(null, null, false, false);
-    }
-  }
-
-  /**
-   * Waits for a non-blocking command's reply, bounded by the command timeout and, when timed, by
-   * the caller's deadline (though never less than {@link #MIN_ATTEMPT_NANOS}).
-   */
-  <T> T await(CompletableFuture<T> f, boolean timed, long deadline, boolean interruptible, String what)
-      throws InterruptedException, DeadlinePassed {
-    long budget = commandTimeoutNanos;
-    boolean deadlineBound = false;
-    if (timed) {
-      long remaining = Math.max(deadline - System.nanoTime(), MIN_ATTEMPT_NANOS);
-      if (remaining < budget) {
-        budget = remaining;
-        deadlineBound = true;
-      }
-    }
-    try {
-      return Waits.get(f, budget, interruptible);
-    } catch (TimeoutException e) {
-      topology.suspect();
-      if (deadlineBound) {
-        throw new DeadlinePassed();
-      }
-      throw new TurnstileException(what + ": Redis did not answer within "
-          + TimeUnit.NANOSECONDS.toMillis(commandTimeoutNanos) + " ms");
-    } catch (ExecutionException e) {
-      topology.suspect();
-      throw failure(what, e.getCause());
-    }
-  }
-
-  /** Waits for a reply with the command timeout only, never interrupted. */
-  <T> T awaitQuietly(CompletableFuture<T> f, String what) {
-    try {
-      return await(f, false, 0, false, what);
-    } catch (InterruptedException | DeadlinePassed e) {
-      throw new AssertionError(e);
-    }
-  }
-
-  static TurnstileException failure(String what, Throwable cause) {
-    if (cause instanceof TurnstileException) {
-      return (TurnstileException) cause;
-    }
-    return new TurnstileException(what + ": " + cause, cause);
-  }
-
-  /**
-   * One attempt and no wait (tryLock()). If no reply comes in time, an attempt that Redis runs
-   * later and that succeeds is cancelled once it does.
-   *
-   * @param sentAtNanos receives {@code System.nanoTime()} read before the attempt was sent
-   */
-  Attempt attemptOnce(Contender c, String requestId, long[] sentAtNanos) {
-    checkConnected(c.describe());
-    sentAtNanos[0] = ticker.read();
-    CompletableFuture<Attempt> f = c.attempt(requestId);
-    Attempt a;
-    try {
-      a = awaitQuietly(f, c.describe());
-    } catch (RuntimeException e) {
-      cancelIfAcquired(f, c, requestId);
-      throw e;
-    }
-    if (a.acquired) {
-      confirmReplicated(c, requestId);
-    }
-    return a;
   }
 
   /**
@@ -349,6 +559,73 @@ final class Engine implements AutoCloseable {
     }
   }
 
+  // ---------------------------------------------------------------- one-shot commands
+
+  /** Fails fast with a clear message while the connection to Redis is down. */
+  void checkConnected(String what) {
+    if (!topology.isOpen()) {
+      throw new TurnstileException(what + ": Redis is not reachable (connection down, reconnecting)");
+    }
+  }
+
+  /**
+   * Returns whether the main connection is up now.
+   *
+   * @return whether the main connection is up now
+   */
+  boolean connected() {
+    return topology.isOpen();
+  }
+
+  /** Waits for a reply with the command timeout only, never interrupted; any failure throws. */
+  <T> T awaitQuietly(CompletableFuture<T> f, String what) {
+    try {
+      return Waits.get(f, commandTimeoutNanos, false);
+    } catch (TimeoutException e) {
+      topology.suspect();
+      throw new TurnstileException(what + ": Redis did not answer within "
+          + TimeUnit.NANOSECONDS.toMillis(commandTimeoutNanos) + " ms");
+    } catch (ExecutionException e) {
+      topology.suspect();
+      throw failure(what, unwrap(e.getCause()));
+    } catch (CancellationException e) {
+      throw failure(what, e);
+    } catch (InterruptedException e) {
+      throw new AssertionError(e); // not interruptible
+    }
+  }
+
+  static TurnstileException failure(String what, Throwable cause) {
+    if (cause instanceof TurnstileException) {
+      return (TurnstileException) cause;
+    }
+    return new TurnstileException(what + ": " + cause, cause);
+  }
+
+  /**
+   * One attempt and no wait (tryLock()). If no reply comes in time, an attempt that Redis runs
+   * later and that succeeds is cancelled once it does.
+   *
+   * @param sentAtNanos receives {@code System.nanoTime()} read before the attempt was sent
+   * @throws TurnstileException if Redis is unreachable
+   */
+  Attempt attemptOnce(Contender c, String requestId, long[] sentAtNanos) {
+    checkConnected(c.describe());
+    sentAtNanos[0] = ticker.read();
+    CompletableFuture<Attempt> f = c.attempt(requestId, false);
+    Attempt a;
+    try {
+      a = awaitQuietly(f, c.describe());
+    } catch (RuntimeException e) {
+      cancelIfAcquired(f, c, requestId);
+      throw e;
+    }
+    if (a.acquired) {
+      confirmReplicated(c, requestId);
+    }
+    return a;
+  }
+
   /** Once the abandoned attempt completes: if it acquired, undo it. */
   static void cancelIfAcquired(CompletableFuture<Attempt> f, Contender c, String requestId) {
     f.whenComplete((r, err) -> {
@@ -358,81 +635,249 @@ final class Engine implements AutoCloseable {
     });
   }
 
+  // ---------------------------------------------------------------- acquisition
+
   /**
-   * The wait loop: attempt; if held by someone else, block on the wake list for at most the
-   * holder's remaining lease (and the caller's deadline); repeat. Wake tokens are hints: every
-   * wake-up is followed by a fresh attempt, so a lost or stale token costs at most the holder's
-   * remaining lease, and never correctness.
+   * One attempt for {@code call}, riding through outages: it is sent again (same request id, so
+   * idempotent) after transient failures, once Redis answers.
    *
-   * @return the successful attempt, with {@code sentAtNanos} read before it was sent; or
-   *     {@code null} if the deadline passed
+   * @return the attempt's outcome, or null if the deadline passed first (an attempt still
+   *     unanswered is then cancelled should it succeed later)
    */
-  Attempt contend(Contender c, String requestId, boolean timed, long deadline, boolean interruptible,
-      long[] sentAtNanos) throws InterruptedException {
-    return contend(c, requestId, timed, deadline, interruptible, sentAtNanos, false);
+  Attempt attempt(Contender c, String request, Call call, boolean subscribed, long[] sentAtNanos)
+      throws InterruptedException {
+    boolean uncertain = false; // an earlier copy of this attempt may have run
+    while (true) {
+      call.checkInterrupt();
+      if (!awaitUp(call, c.describe())) {
+        return giveUp(c, request, uncertain);
+      }
+      long sentAt = ticker.read();
+      CompletableFuture<Attempt> f = c.attempt(request, subscribed);
+      Attempt a;
+      try {
+        a = awaitReply(f, call, c.describe());
+      } catch (Retry r) {
+        uncertain = true;
+        if (!pauseUnlessExpired(call)) {
+          return giveUp(c, request, true);
+        }
+        continue;
+      } catch (DeadlinePassed e) {
+        cancelIfAcquired(f, c, request);
+        return giveUp(c, request, uncertain);
+      } catch (InterruptedException | RuntimeException e) {
+        cancelIfAcquired(f, c, request);
+        if (uncertain) {
+          c.cancel(request);
+        }
+        throw e;
+      }
+      if (a.acquired) {
+        confirmReplicated(c, request);
+      }
+      sentAtNanos[0] = sentAt;
+      return a;
+    }
+  }
+
+  /** The deadline passed: if a copy of the attempt may have run, undo what it may have taken. */
+  private static Attempt giveUp(Contender c, String request, boolean uncertain) {
+    if (uncertain) {
+      c.cancel(request);
+    }
+    return null;
   }
 
   /**
-   * @param queueFirst block on the wake list before the first attempt: this JVM just released the
-   *     primitive to let other JVMs' waiters in, and this waiter must queue behind them
+   * The acquisition every lock side runs: queue at the local {@code gate} (FIFO among this JVM's
+   * threads), then, as the gate holder, let {@link Acquirer#beforeContend} settle it (a local
+   * hand-off) or contend in Redis; start the hold on success, withdraw on failure.
+   *
+   * @return true if acquired, false if the deadline passed
    */
-  Attempt contend(Contender c, String requestId, boolean timed, long deadline, boolean interruptible,
-      long[] sentAtNanos, boolean queueFirst) throws InterruptedException {
-    long local = queueFirst ? leaseMillis : c.heldLocallyMillis();
-    if (local > 0) {
-      long slice = TimeUnit.MILLISECONDS.toNanos(local + 1);
-      if (timed) {
-        slice = Math.min(slice, deadline - System.nanoTime());
+  boolean acquire(Acquirer c, ReentrantLock gate, Call call, String request) throws InterruptedException {
+    if (!Waits.lock(gate, call.remaining(), call.interruptible)) {
+      c.gaveUp(request);
+      return false;
+    }
+    try {
+      long[] queueFirst = new long[1];
+      Boolean settled = c.beforeContend(request, call, queueFirst);
+      if (settled != null) {
+        return settled;
       }
-      if (slice > 0) {
-        checkConnected(c.describe());
-        awaitWake(c, slice, deadline, timed, interruptible);
+      long[] sentAt = new long[1];
+      Attempt a = contend(c, request, call, queueFirst[0], sentAt);
+      if (a == null) {
+        c.gaveUp(request);
+        return false;
+      }
+      c.granted(request, a.token, sentAt[0]);
+      return true;
+    } catch (InterruptedException | RuntimeException e) {
+      c.gaveUp(request);
+      throw e;
+    } finally {
+      c.leavingGate();
+      gate.unlock();
+    }
+  }
+
+  /**
+   * The wait loop: attempt; if held by someone else, wait for a wake-up for at most the holder's
+   * remaining lease (and the caller's deadline); repeat. A waiter waits on a pooled blocking
+   * connection (BLPOP on the wake list: FIFO across JVMs, one hop) while one is free, and by
+   * pub/sub otherwise, or always if the contender has no wake list: it subscribes to the
+   * primitive's channel (confirmed before its next attempt, which asks releases to publish), and
+   * stays subscribed until it stops waiting. Wake-ups are hints: every wake-up, every fault
+   * event and every slice's end is followed by a fresh attempt, so a lost wake-up costs at most
+   * the holder's remaining lease, and never correctness.
+   *
+   * @param queueFirstNanos how long to wait for a wake-up before the first attempt (0: none):
+   *     this JVM just released the primitive to let other JVMs' waiters in
+   * @return the successful attempt, with {@code sentAtNanos} read before it was sent; or
+   *     {@code null} if the deadline passed
+   */
+  Attempt contend(Contender c, String request, Call call, long queueFirstNanos, long[] sentAtNanos)
+      throws InterruptedException {
+    boolean pubsub = c.wakeKey() == null;
+    Subscriptions.Sub sub = null;
+    try {
+      if (queueFirstNanos > 0) {
+        long slice = Math.min(queueFirstNanos, call.remaining());
+        BlockingPool.Conn conn = pubsub || slice <= 0 ? null : tryBorrow(c.wakeKey(), call);
+        if (conn != null) {
+          block(conn, c, slice, call, faults());
+        } else if (slice > 0) {
+          pause(faults(), slice, call);
+        }
+      }
+      while (true) {
+        call.checkInterrupt();
+        if (pubsub) {
+          sub = subscribed(sub, c.channel(), call, c.describe());
+          if (sub == null) {
+            return null;
+          }
+        }
+        CompletableFuture<Void> fault = faults();
+        CompletableFuture<Void> event = sub != null ? sub.next() : null;
+        Attempt a = attempt(c, request, call, sub != null, sentAtNanos);
+        if (a == null) {
+          return null;
+        }
+        if (a.acquired) {
+          return a;
+        }
+        long slice;
+        if (a.retryMillis == -2) {
+          continue; // the holder's key vanished between checks: try again at once
+        } else if (a.retryMillis < 0) {
+          slice = TimeUnit.MILLISECONDS.toNanos(leaseMillis);
+        } else {
+          slice = TimeUnit.MILLISECONDS.toNanos(a.retryMillis + 1);
+        }
+        if (call.timed) {
+          long remaining = call.remaining();
+          if (remaining <= 0) {
+            return null;
+          }
+          slice = Math.min(slice, remaining);
+        }
+        if (!pubsub) {
+          BlockingPool.Conn conn = tryBorrow(c.wakeKey(), call);
+          if (conn != null) {
+            block(conn, c, slice, call, fault);
+            continue;
+          }
+          // Every blocking connection is busy: wait by pub/sub from now on. The next attempt,
+          // made once the subscription is confirmed, asks releases to publish.
+          pubsub = true;
+          continue;
+        }
+        pause(CompletableFuture.anyOf(event, fault), slice, call);
+      }
+    } finally {
+      if (sub != null) {
+        sub.close();
       }
     }
+  }
+
+  /**
+   * Makes sure the waiter has a live, confirmed subscription to {@code channel}: keeps
+   * {@code sub} if it still is one, otherwise (none yet, dropped by the server, failed, or its
+   * Cluster slot moved) subscribes where the channel lives now and waits for the confirmation,
+   * riding through outages like an attempt.
+   *
+   * @param sub the waiter's current subscription, or null; closed here if it is replaced
+   * @return the subscription, or null if the deadline passed first (nothing is left open then)
+   */
+  Subscriptions.Sub subscribed(Subscriptions.Sub sub, String channel, Call call, String what)
+      throws InterruptedException {
     while (true) {
-      if (interruptible && Thread.interrupted()) {
-        throw new InterruptedException();
+      if (sub != null && (sub.lost() || sub.ready.isCompletedExceptionally() || movedAway(sub))) {
+        sub.close();
+        sub = null;
       }
-      checkConnected(c.describe());
-      long sentAt = ticker.read();
-      CompletableFuture<Attempt> f = c.attempt(requestId);
-      Attempt a;
+      if (sub == null) {
+        try {
+          sub = subscriptions.subscribe(channel, topology.nodeOf(channel));
+        } catch (Unavailable e) {
+          unreachable(call, System.nanoTime(), what, e);
+          if (!pauseUnlessExpired(call)) {
+            return null;
+          }
+          continue;
+        }
+      }
+      if (sub.ready.isDone() && !sub.ready.isCompletedExceptionally()) {
+        return sub;
+      }
       try {
-        a = await(f, timed, deadline, interruptible, c.describe());
-      } catch (InterruptedException | DeadlinePassed | RuntimeException e) {
-        // We no longer want this attempt; if Redis runs (or ran) it successfully, undo it.
-        cancelIfAcquired(f, c, requestId);
-        if (e instanceof DeadlinePassed) {
+        awaitReply(sub.ready, call, what + " (subscribing)");
+        return sub;
+      } catch (DeadlinePassed e) {
+        sub.close();
+        return null;
+      } catch (Retry r) {
+        if (!pauseUnlessExpired(call)) {
+          sub.close();
           return null;
         }
-        if (e instanceof InterruptedException) {
-          throw (InterruptedException) e;
-        }
-        throw (RuntimeException) e;
       }
-      if (a.acquired) {
-        confirmReplicated(c, requestId);
-        sentAtNanos[0] = sentAt;
-        return a;
-      }
-      long slice;
-      if (a.retryMillis == -2) {
-        slice = 0; // the holder's key vanished between checks: try again at once
-      } else if (a.retryMillis < 0) {
-        slice = TimeUnit.MILLISECONDS.toNanos(leaseMillis);
-      } else {
-        slice = TimeUnit.MILLISECONDS.toNanos(a.retryMillis + 1);
-      }
-      if (timed) {
-        long remaining = deadline - System.nanoTime();
-        if (remaining <= 0) {
-          return null;
-        }
-        slice = Math.min(slice, remaining);
-      }
-      if (slice > 0) {
-        awaitWake(c, slice, timed ? deadline : 0, timed, interruptible);
-      }
+    }
+  }
+
+  /** After a transient failure: pause briefly (or until a recovery event); false if the deadline passed. */
+  boolean pauseUnlessExpired(Call call) throws InterruptedException {
+    if (call.expired()) {
+      return false;
+    }
+    pause(faults(), Math.min(RECHECK_NANOS, call.remaining()), call);
+    return true;
+  }
+
+  /** Whether a Cluster slot moved: the subscription's node no longer serves its channel. */
+  private boolean movedAway(Subscriptions.Sub sub) {
+    try {
+      return !sub.node.name.equals(topology.nodeOf(sub.channel));
+    } catch (TurnstileException e) {
+      return false; // no master known right now: keep it until one is
+    }
+  }
+
+  /**
+   * A pooled connection to the node of {@code key} if one is free now (or opens quickly),
+   * otherwise null: the waiter then waits by pub/sub.
+   */
+  BlockingPool.Conn tryBorrow(String key, Call call) {
+    try {
+      return pool.tryBorrow(topology.nodeOf(key), Math.min(call.remaining(), commandTimeoutNanos));
+    } catch (TurnstileException e) {
+      LOG.log(Level.DEBUG, "no blocking connection: {0}", e.toString());
+      return null;
     }
   }
 
@@ -446,11 +891,12 @@ final class Engine implements AutoCloseable {
     void abandoned(T lateReply, boolean known);
   }
 
-  /** Blocks on the contender's wake list for up to {@code sliceNanos} (see {@link #block}). */
-  private void awaitWake(Contender c, long sliceNanos, long deadline, boolean timed, boolean interruptible)
+  /** Blocks on the contender's wake list on {@code conn} for up to {@code sliceNanos}. */
+  private void block(BlockingPool.Conn conn, Contender c, long sliceNanos, Call call, CompletableFuture<Void> fault)
       throws InterruptedException {
-    block(c.wakeKey(), conn -> conn.async().blpop(seconds(sliceNanos), c.wakeKey()), sliceNanos, deadline, timed,
-        interruptible, (reply, known) -> {
+    String key = c.wakeKey();
+    block(conn, cn -> cn.async().blpop(seconds(sliceNanos), key), sliceNanos, call, fault,
+        (reply, known) -> {
           if (!known || reply != null) {
             c.passWakeup();
           }
@@ -463,37 +909,44 @@ final class Engine implements AutoCloseable {
   }
 
   /**
-   * Runs one blocking command on {@code key} (whose server-side timeout is {@code sliceNanos}) on a
-   * pooled connection to the node that serves the key. Returns its reply, or {@code null} when it timed out, when no pooled connection
-   * freed up within the slice, or when it failed (the caller's next attempt on the main
-   * connection reports an unreachable Redis). On interrupt, or when the reply is late, the command
-   * is abandoned: CLIENT UNBLOCK, then {@code onAbandon} is told what it did after all.
+   * Runs one blocking command (whose server-side timeout is {@code sliceNanos}) on {@code conn},
+   * a pooled connection to the node that serves its key. Returns its reply, or {@code null}
+   * when it timed out, when a fault event came first, or when it failed (the connection is
+   * discarded, {@code onAbandon} reconciles the unknown outcome, and the caller's next attempt
+   * finds out whether Redis is reachable). On interrupt, at the deadline, or on a fault event
+   * the command is abandoned without waiting: CLIENT UNBLOCK, and {@code onAbandon} is told
+   * later what it did after all.
    */
-  <T> T block(String key, java.util.function.Function<StatefulRedisConnection<String, String>,
-          io.lettuce.core.RedisFuture<T>> command,
-      long sliceNanos, long deadline, boolean timed, boolean interruptible, Abandoned<T> onAbandon)
+  <T> T block(BlockingPool.Conn conn,
+      java.util.function.Function<StatefulRedisConnection<String, String>, io.lettuce.core.RedisFuture<T>> command,
+      long sliceNanos, Call call, CompletableFuture<Void> fault, Abandoned<T> onAbandon)
       throws InterruptedException {
-    BlockingPool.Conn conn = pool.borrow(topology.nodeOf(key), sliceNanos, interruptible);
-    if (conn == null) {
-      return null; // every blocking connection is busy; re-check Redis now that the slice has passed
-    }
     CompletableFuture<T> reply = command.apply(conn.connection).toCompletableFuture();
     long clientWait = sliceNanos + BLOCK_GRACE_NANOS;
-    if (timed) {
-      clientWait = Math.min(clientWait, deadline - System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(10));
+    if (call.timed) {
+      clientWait = Math.min(clientWait, call.remaining());
     }
+    CompletableFuture<Object> either = CompletableFuture.anyOf(reply, fault);
     try {
-      T value = Waits.get(reply, clientWait, interruptible);
-      pool.release(conn);
-      return value;
+      Waits.get(either, clientWait, call.interruptible);
     } catch (InterruptedException e) {
       abandon(conn, reply, onAbandon);
       throw e;
     } catch (TimeoutException e) {
       abandon(conn, reply, onAbandon);
       return null;
-    } catch (ExecutionException e) {
-      // Lettuce gave up on the command (its own timeout, or the connection failed): outcome unknown
+    } catch (ExecutionException | CancellationException e) {
+      // the connection failed: Lettuce gave up on the command, so its outcome is unknown
+    }
+    if (!reply.isDone()) {
+      abandon(conn, reply, onAbandon); // a fault event: attempt again now
+      return null;
+    }
+    try {
+      T value = reply.getNow(null);
+      pool.release(conn);
+      return value;
+    } catch (CompletionException | CancellationException e) {
       pool.discard(conn);
       onAbandon.abandoned(null, false);
       topology.suspect();
@@ -503,23 +956,107 @@ final class Engine implements AutoCloseable {
   }
 
   /**
-   * Stops a blocked command we no longer want: CLIENT UNBLOCK it and tell {@code onAbandon} what it
-   * did (it may have raced the unblock). If it does not answer promptly, close the connection and
-   * report the outcome unknown.
+   * Stops a blocked command we no longer want, without waiting: CLIENT UNBLOCK it, and once it
+   * answers tell {@code onAbandon} what it did (it may have raced the unblock) and return the
+   * connection. If it does not answer promptly, close the connection and report the outcome
+   * unknown.
    */
   private <T> void abandon(BlockingPool.Conn conn, CompletableFuture<T> reply, Abandoned<T> onAbandon) {
     if (!reply.isDone()) {
-      topology.unblock(conn);
+      if (topology.isOpen()) {
+        topology.unblock(conn);
+      } else {
+        // no connection to send CLIENT UNBLOCK on: closing cancels the command
+        pool.discard(conn);
+        onAbandon.abandoned(null, false);
+        return;
+      }
     }
+    CompletableFuture<T> late = new CompletableFuture<>();
+    reply.whenComplete((v, e) -> {
+      if (e == null) {
+        late.complete(v);
+      } else {
+        late.completeExceptionally(e);
+      }
+    });
+    late.orTimeout(UNBLOCK_GRACE_NANOS, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
+      if (e == null) {
+        pool.release(conn);
+        onAbandon.abandoned(v, true);
+      } else {
+        pool.discard(conn);
+        onAbandon.abandoned(null, false);
+      }
+    });
+  }
+
+  // ---------------------------------------------------------------- releases
+
+  /**
+   * Waits for a release's reply, but never through an outage: if Redis is unreachable (the
+   * connection is down, or no reply within the command timeout), the release goes on in the
+   * background ({@link #settle}) and this returns null at once, so {@code unlock()} and
+   * {@code release()} finish locally.
+   *
+   * @param resend sends the release again (same request id: idempotent)
+   * @param untilNanos until when it is worth retrying: the end of the lease it releases
+   * @return the reply, or null if the release was left to complete in the background
+   * @throws TurnstileException if the release failed for good
+   */
+  <T> T release(CompletableFuture<T> first, Supplier<CompletableFuture<T>> resend, long untilNanos, String what) {
+    if (topology.isOpen()) {
+      try {
+        return Waits.get(first, commandTimeoutNanos, false);
+      } catch (TimeoutException e) {
+        topology.suspect();
+      } catch (ExecutionException | CancellationException e) {
+        Throwable cause = e instanceof ExecutionException ? unwrap(e.getCause()) : e;
+        if (!isTransient(cause)) {
+          throw failure(what, cause);
+        }
+      } catch (InterruptedException e) {
+        throw new AssertionError(e); // not interruptible
+      }
+    }
+    settle(first, resend, untilNanos, what);
+    return null;
+  }
+
+  /**
+   * Sees a release through in the background: when it fails transiently it is sent again once
+   * the connection is up, until it is answered or {@code untilNanos} (the lease it releases has
+   * run out by then anyway).
+   */
+  <T> void settle(CompletableFuture<T> f, Supplier<CompletableFuture<T>> resend, long untilNanos, String what) {
+    f.whenComplete((v, e) -> {
+      if (e == null) {
+        return;
+      }
+      Throwable cause = unwrap(e);
+      if (!isTransient(cause) || closed || System.nanoTime() - untilNanos >= 0) {
+        LOG.log(Level.DEBUG, "{0} left to the lease: {1}", what, cause.toString());
+        return;
+      }
+      whenUp(() -> settle(resend.get(), resend, untilNanos, what), untilNanos);
+    });
+  }
+
+  /** Runs {@code r} once the main connection is up (checked every {@link #RECHECK_NANOS}), unless {@code untilNanos} passes first. */
+  private void whenUp(Runnable r, long untilNanos) {
     try {
-      T late = Waits.get(reply, UNBLOCK_GRACE_NANOS, false);
-      pool.release(conn);
-      onAbandon.abandoned(late, true);
-    } catch (TimeoutException | ExecutionException e) {
-      pool.discard(conn);
-      onAbandon.abandoned(null, false);
-    } catch (InterruptedException e) {
-      throw new AssertionError(e); // not interruptible
+      scheduler.schedule(() -> {
+        if (closed || System.nanoTime() - untilNanos >= 0) {
+          return;
+        }
+        if (topology.isOpen()) {
+          r.run();
+        } else {
+          whenUp(r, untilNanos);
+        }
+      }, RECHECK_NANOS, TimeUnit.NANOSECONDS);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      // closed
     }
   }
 
@@ -544,11 +1081,16 @@ final class Engine implements AutoCloseable {
 
   @Override
   public void close() {
+    closed = true;
     metrics.close();
     watchdog.close();
     scheduler.shutdownNow();
     events.shutdown();
+    subscriptions.close();
+    connector.shutdown();
     pool.close();
+    acks.close();
     topology.close();
+    faults.get().complete(null);
   }
 }

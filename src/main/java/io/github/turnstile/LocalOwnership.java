@@ -57,34 +57,60 @@ final class LocalOwnership {
     static final int QUEUE = 2;
     /** Not handed over (the owner's lease was lost, or Redis failed): attempt in Redis. */
     static final int ATTEMPT = 3;
+    /**
+     * The successor stopped waiting (deadline, interrupt) after the owner had taken it: an
+     * owner that then hands over must give the hold back (see {@link #handed}).
+     */
+    static final int ABANDONED = 4;
 
     final Thread thread;
     final String request;
     long token;
     long sentAtNanos;
     int streak;
-    private volatile int outcome;
+    /** Set with ATTEMPT when the owner's hand-off got no answer: it may still have granted {@link #request}. */
+    volatile boolean uncertain;
+    private final java.util.concurrent.atomic.AtomicInteger outcome = new java.util.concurrent.atomic.AtomicInteger();
 
     Successor(Thread thread, String request) {
       this.thread = thread;
       this.request = request;
     }
 
-    /** Completes a successor taken by the owner; the fields written before are visible after. */
-    void complete(int outcome) {
-      this.outcome = outcome;
+    /**
+     * Completes a successor taken by the owner, unless it was abandoned meanwhile.
+     *
+     * @return false if the successor had abandoned the wait
+     */
+    boolean complete(int outcome) {
+      boolean done = this.outcome.compareAndSet(PENDING, outcome);
       LockSupport.unpark(thread);
+      return done;
     }
 
-    void handed(long token, long sentAtNanos, int streak) {
+    /**
+     * Completes a taken successor with a hand-over; the fields written before are visible after.
+     *
+     * @return false if the successor had abandoned the wait: the caller must give the hold back
+     */
+    boolean handed(long token, long sentAtNanos, int streak) {
       this.token = token;
       this.sentAtNanos = sentAtNanos;
       this.streak = streak;
-      complete(HANDED);
+      return complete(HANDED);
+    }
+
+    /**
+     * The successor stops waiting for its outcome.
+     *
+     * @return false if the owner completed it first (read {@link #outcome()})
+     */
+    boolean abandon() {
+      return outcome.compareAndSet(PENDING, ABANDONED);
     }
 
     int outcome() {
-      return outcome;
+      return outcome.get();
     }
   }
 
@@ -94,6 +120,15 @@ final class LocalOwnership {
   }
 
   // ---------------------------------------------------------------- the gate
+
+  /**
+   * Returns the fair gate that queues this JVM's waiters (FIFO).
+   *
+   * @return the fair gate that queues this JVM's waiters (FIFO)
+   */
+  ReentrantLock gate() {
+    return gate;
+  }
 
   /** Queues behind this JVM's other waiters (FIFO) for at most {@code timeoutNanos}. */
   boolean enterGate(long timeoutNanos, boolean interruptible) throws InterruptedException {
@@ -168,39 +203,42 @@ final class LocalOwnership {
    * Waits, as the gate holder, for the current owner of this JVM to hand the lock over. Returns
    * the completed successor ({@link Successor#outcome()} HANDED, QUEUE or ATTEMPT), or null if
    * nobody in this JVM holds the lock any more without having taken this successor (then the
-   * caller contends in Redis) or if the deadline passed first (check the time).
+   * caller contends in Redis), or if the deadline passed or (when interruptible) the thread was
+   * interrupted first (check the time and the interrupt status).
    *
-   * <p>On interrupt (when interruptible) it withdraws; if the owner has already taken this
-   * successor, it waits for the outcome and returns it with the interrupt status set, so that
-   * the caller can give a hand-over back before throwing.
+   * <p>If the owner has already taken this successor when the deadline passes or the interrupt
+   * comes, the successor abandons the wait ({@link Successor#abandon}) unless the owner completed
+   * it at that very moment; an owner that hands over to an abandoned successor gives the hold
+   * back. So this returns within the caller's time, however slow the owner's hand-off is. A
+   * hand-over that won the race is returned with the interrupt status set, so that the caller can
+   * give it back before throwing.
    */
   Successor awaitHandoff(String request, boolean timed, long deadline, boolean interruptible,
       Ticker ticker) {
     Successor me = new Successor(Thread.currentThread(), request);
     successor.set(me);
+    boolean taken = false;
     while (true) {
       if (me.outcome() != Successor.PENDING) {
         return me;
       }
       long now = ticker.read();
-      boolean stop = !heldLocally(now) || (timed && deadline - now <= 0)
-          || (interruptible && Thread.currentThread().isInterrupted());
-      if (stop) {
+      boolean late = (timed && deadline - now <= 0) || (interruptible && Thread.currentThread().isInterrupted());
+      if (!taken && (late || !heldLocally(now))) {
         if (successor.compareAndSet(me, null)) {
           return null; // withdrawn: no owner will complete it
         }
-        // The owner took it at its unlock and completes it within one round trip: wait for that.
-        while (me.outcome() == Successor.PENDING) {
-          LockSupport.parkNanos(me, TimeUnit.MILLISECONDS.toNanos(1));
-        }
-        return me;
+        taken = true; // the owner took it at its unlock and completes it within its hand-off
       }
-      long park = Math.max(1, heldLocallyMillis(now) + 1);
-      long nanos = TimeUnit.MILLISECONDS.toNanos(park);
+      if (taken && late) {
+        return me.abandon() ? null : me;
+      }
+      long nanos = taken ? TimeUnit.MILLISECONDS.toNanos(10)
+          : TimeUnit.MILLISECONDS.toNanos(Math.max(1, heldLocallyMillis(now) + 1));
       if (timed) {
         nanos = Math.min(nanos, deadline - now);
       }
-      LockSupport.parkNanos(me, nanos);
+      LockSupport.parkNanos(me, Math.max(nanos, 1));
     }
   }
 

@@ -14,7 +14,7 @@ import java.util.concurrent.locks.Condition;
  * {@code gate} queues this JVM's waiters in FIFO order: only the gate's holder contends in Redis,
  * so at most one thread per lock and JVM waits remotely.
  */
-class RedisLock implements DistributedLock, Engine.Contender {
+class RedisLock implements DistributedLock, Engine.Acquirer {
   /** How long an unlock waits for a thread queued at the gate to register for a local hand-off. */
   private static final long SUCCESSOR_WAIT_NANOS = TimeUnit.MICROSECONDS.toNanos(200);
 
@@ -23,6 +23,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
   final String lockKey;
   final String fenceKey;
   final String wakeKey;
+  final String channel;
   private final String describe;
   private final CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
   /** Gate, owner, hold count, lease: everything local (see {@link LocalOwnership}). */
@@ -36,8 +37,19 @@ class RedisLock implements DistributedLock, Engine.Contender {
   private volatile String refusedRequest;
   /** The request of the current tryLock() without waiting, which must not mark this client as waiting. */
   private volatile String noWaitRequest;
+  /**
+   * The gate holder's request, if an unanswered hand-off may have granted it: if that waiter
+   * gives up, it releases the request in case it holds the lock.
+   */
+  private volatile String uncertainRequest;
   /** The streak of the last successful attempt (see {@link #streakAfter}). */
   private volatile int lastGrantStreak;
+  /**
+   * When (nanoTime) a holder of this JVM last released in Redis because its client had reached
+   * the local hand-off limit: for a short while after, this JVM's next waiter queues behind
+   * other JVMs' waiters before attempting (see {@link Engine#QUEUE_FIRST_NANOS}).
+   */
+  private volatile long yieldedAtNanos = System.nanoTime() - Engine.QUEUE_FIRST_NANOS;
 
   RedisLock(Engine engine, String name) {
     this(engine, name, "{" + engine.options.keyPrefix() + ":" + name + "}", "lock '" + name + "'",
@@ -46,22 +58,25 @@ class RedisLock implements DistributedLock, Engine.Contender {
 
   /** A lock whose keys start with {@code keyBase} (which carries the hash tag). */
   RedisLock(Engine engine, String name, String keyBase, String describe, Metrics.Primitive metrics) {
-    this(engine, name, keyBase + ":lock", keyBase + ":fence", keyBase + ":wake", describe, metrics);
+    this(engine, name, keyBase + ":lock", keyBase + ":fence", keyBase + ":wake", keyBase + ":ch", describe,
+        metrics);
   }
 
   /**
    * A lock on the given keys. Subclasses (the write side of a read/write lock) replace what is
    * done in Redis: {@link #attempt}, {@link #release}, {@link #cancel}, {@link #passWakeup},
-   * {@link #isLockedInRedis}; {@code lockKey} is the key that holds the lease.
+   * {@link #isLockedInRedis}; {@code lockKey} is the key that holds the lease, {@code channel}
+   * the pub/sub channel its releases publish to when a waiter subscribed.
    */
-  RedisLock(Engine engine, String name, String lockKey, String fenceKey, String wakeKey, String describe,
-      Metrics.Primitive metrics) {
+  RedisLock(Engine engine, String name, String lockKey, String fenceKey, String wakeKey, String channel,
+      String describe, Metrics.Primitive metrics) {
     this.engine = engine;
     this.metrics = metrics;
     this.name = name;
     this.lockKey = lockKey;
     this.fenceKey = fenceKey;
     this.wakeKey = wakeKey;
+    this.channel = channel;
     this.describe = describe;
     this.local = new LocalOwnership(name, describe);
   }
@@ -80,7 +95,11 @@ class RedisLock implements DistributedLock, Engine.Contender {
    * the write side of a read/write lock withdraws its waiting-writer entry, which would otherwise
    * hold readers back.
    */
-  void gaveUp(String request) {
+  @Override
+  public void gaveUp(String request) {
+    if (request.equals(uncertainRequest)) {
+      cancel(request);
+    }
     if (!request.equals(noWaitRequest)) {
       engine.async().hdel(lockKey, "w:" + engine.clientId);
     }
@@ -96,7 +115,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
   @Override
   public void lock() {
     try {
-      acquire(false, 0, false);
+      acquire(Engine.Call.untimed(false));
     } catch (InterruptedException e) {
       throw new AssertionError("uninterruptible acquire was interrupted", e);
     }
@@ -107,7 +126,7 @@ class RedisLock implements DistributedLock, Engine.Contender {
     if (Thread.interrupted()) {
       throw metrics.interruption();
     }
-    acquire(false, 0, true);
+    acquire(Engine.Call.untimed(true));
   }
 
   @Override
@@ -134,68 +153,60 @@ class RedisLock implements DistributedLock, Engine.Contender {
     if (Thread.interrupted()) {
       throw metrics.interruption();
     }
-    return acquire(true, deadline, true);
+    return acquire(Engine.Call.until(deadline));
   }
 
   private boolean reenter() {
     return local.reenter(Thread.currentThread(), now());
   }
 
-  private boolean acquire(boolean timed, long deadline, boolean interruptible) throws InterruptedException {
+  private boolean acquire(Engine.Call call) throws InterruptedException {
     if (reenter()) {
       return true;
     }
     beforeAcquire();
-    return metrics.record(() -> acquireNew(timed, deadline, interruptible));
+    return metrics.record(() -> engine.acquire(this, local.gate(), call, engine.newRequestId()));
   }
 
-  private boolean acquireNew(boolean timed, long deadline, boolean interruptible) throws InterruptedException {
-    if (!local.enterGate(timed ? deadline - System.nanoTime() : Long.MAX_VALUE, interruptible)) {
-      return false;
-    }
-    String request = engine.newRequestId();
-    try {
-      // After handoffLimit grants in a row to this JVM, queue behind the waiters of other JVMs
-      // (blocked on the wake list) instead of racing them with an attempt.
-      boolean queueFirst = handoffLimit() > 0 && local.streak() >= handoffLimit();
-      if (handoffLimit() > 0 && local.heldLocally(now())) {
-        // Another thread of this JVM holds the lock: it hands the lock over at its unlock.
-        LocalOwnership.Successor s = local.awaitHandoff(request, timed, deadline, interruptible, engine.ticker);
-        if (s != null && s.outcome() == LocalOwnership.Successor.HANDED) {
-          if (interruptible && Thread.interrupted()) {
-            cancel(request); // handed over just as we were interrupted: give it back
-            throw new InterruptedException();
-          }
-          granted(request, s.token, s.sentAtNanos, s.streak);
-          return true;
-        }
-        if (interruptible && Thread.interrupted()) {
+  /**
+   * As the gate holder: if another thread of this JVM holds the lock, waits for it to hand the
+   * lock over at its unlock (a local hand-off); after a run of hand-offs that reached the limit,
+   * queues behind other JVMs' waiters first.
+   */
+  @Override
+  public Boolean beforeContend(String request, Engine.Call call, long[] queueFirst) throws InterruptedException {
+    boolean atLimit = handoffLimit() > 0 && local.streak() >= handoffLimit();
+    if (handoffLimit() > 0 && local.heldLocally(now())) {
+      // Another thread of this JVM holds the lock: it hands the lock over at its unlock.
+      LocalOwnership.Successor s = local.awaitHandoff(request, call.timed, call.deadline, call.interruptible,
+          engine.ticker);
+      if (s != null && s.outcome() == LocalOwnership.Successor.HANDED) {
+        if (call.interruptible && Thread.interrupted()) {
+          cancel(request); // handed over just as we were interrupted: give it back
           throw new InterruptedException();
         }
-        if (timed && deadline - now() <= 0) {
-          return false;
-        }
-        queueFirst |= s != null && s.outcome() == LocalOwnership.Successor.QUEUE;
+        granted(request, s.token, s.sentAtNanos, s.streak);
+        return Boolean.TRUE;
       }
-      if (queueFirst) {
-        // Queueing without an attempt, this client would be invisible to the holder's client:
-        // mark it as waiting (see lock_acquire.lua, field w:<client>).
-        engine.async().hset(lockKey, "w:" + engine.clientId, "1");
+      if (s != null && s.uncertain) {
+        uncertainRequest = request;
       }
-      long[] sentAt = new long[1];
-      Engine.Attempt a = engine.contend(this, request, timed, deadline, interruptible, sentAt, queueFirst);
-      if (a == null) {
+      call.checkInterrupt();
+      if (call.expired()) {
         gaveUp(request);
-        return false;
+        return Boolean.FALSE;
       }
-      granted(request, a.token, sentAt[0]);
-      return true;
-    } catch (InterruptedException | RuntimeException e) {
-      gaveUp(request);
-      throw e;
-    } finally {
-      local.leaveGate();
+      atLimit |= s != null && s.outcome() == LocalOwnership.Successor.QUEUE;
     }
+    long sinceYield = System.nanoTime() - yieldedAtNanos;
+    if (atLimit && sinceYield < Engine.QUEUE_FIRST_NANOS) {
+      // This JVM just released in Redis to let other JVMs' waiters in: queue behind them briefly
+      // instead of racing them. Queueing without an attempt, this client would be invisible to
+      // the holder's client: mark it as waiting (see lock_acquire.lua, field w:<client>).
+      queueFirst[0] = Engine.QUEUE_FIRST_NANOS - sinceYield;
+      engine.async().hset(lockKey, "w:" + engine.clientId, "1");
+    }
+    return null;
   }
 
   private boolean tryOnce() {
@@ -212,7 +223,8 @@ class RedisLock implements DistributedLock, Engine.Contender {
   }
 
   /** A grant by an attempt (see {@link #streakAfter}). */
-  private void granted(String request, long token, long sentAtNanos) {
+  @Override
+  public void granted(String request, long token, long sentAtNanos) {
     granted(request, token, sentAtNanos, lastGrantStreak);
   }
 
@@ -258,6 +270,12 @@ class RedisLock implements DistributedLock, Engine.Contender {
 
   // ---------------------------------------------------------------- release
 
+  /**
+   * Ends one hold. The final unlock hands the lock straight to this JVM's next waiter (local
+   * hand-off), or releases it in Redis. If Redis is unreachable, the unlock finishes locally at
+   * once and the release is completed in the background as soon as Redis answers (it is
+   * idempotent), or becomes moot when the lease runs out.
+   */
   @Override
   public void unlock() {
     int streak = local.streak(); // read by the owner before its unlock ends the hold
@@ -269,6 +287,10 @@ class RedisLock implements DistributedLock, Engine.Contender {
     metrics.released(System.nanoTime() - heldSinceNanos);
     LocalOwnership.Successor next = handOff ? local.awaitSuccessor(SUCCESSOR_WAIT_NANOS) : local.takeSuccessor();
     engine.watchdog.unregister(l);
+    if (!handOff && handoffLimit() > 0) {
+      yieldedAtNanos = System.nanoTime();
+    }
+    long leaseEnd = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, l.remainingMillis(now())));
     if (!l.end()) {
       // Lost before this release. Release anyway in case the key is still ours (never harmful:
       // the script checks the request id), and tell the caller.
@@ -278,20 +300,19 @@ class RedisLock implements DistributedLock, Engine.Contender {
       }
       throw lostException(l);
     }
-    if (next != null && handOff) {
-      handOff(l, next);
+    if (next != null && handOff && engine.connected()) {
+      handOff(l, next, leaseEnd);
       return;
     }
-    CompletableFuture<Long> released = next != null ? releaseAndWait(l.requestId) : release(l.requestId);
+    boolean waitsOn = next != null && !handOff;
+    CompletableFuture<Long> released = waitsOn ? releaseAndWait(l.requestId) : release(l.requestId);
     if (next != null) {
-      // released in Redis so that other JVMs get their turn: the local successor queues behind them
-      next.complete(LocalOwnership.Successor.QUEUE);
+      // released in Redis: to give other JVMs their turn (the successor queues behind them), or
+      // because Redis is unreachable (the successor attempts, riding through the outage)
+      next.complete(waitsOn ? LocalOwnership.Successor.QUEUE : LocalOwnership.Successor.ATTEMPT);
     }
-    // Redis down: Lettuce keeps the release queued and sends it on reconnect; if that never
-    // happens the lease runs out. Either way the caller hears now, not after the command timeout.
-    engine.checkConnected(describe + " unlock (the lock frees itself within the lease)");
-    Long result = engine.awaitQuietly(released, describe + " unlock");
-    if (result == 0L) {
+    Long result = engine.release(released, () -> release(l.requestId), leaseEnd, describe + " unlock");
+    if (result != null && result == 0L) {
       l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
       throw lostException(l);
     }
@@ -300,50 +321,59 @@ class RedisLock implements DistributedLock, Engine.Contender {
   /**
    * Hands the lock from the ending hold {@code l} straight to {@code next}, the waiting gate holder
    * of this JVM: one script moves the hold in Redis to its request, with a new fencing token. The
-   * successor is completed whatever happens.
+   * successor is completed whatever happens. If the hand-off gets no answer, the old hold is
+   * released in the background (after the hand-off script, on the same connection, so whichever
+   * ran first decides) and the successor attempts in Redis; if the successor abandoned the wait
+   * meanwhile, the hold handed to it is released.
    */
-  private void handOff(Lease l, LocalOwnership.Successor next) {
+  private void handOff(Lease l, LocalOwnership.Successor next, long leaseEnd) {
     long sentAt = now();
-    Engine.Attempt a;
+    CompletableFuture<List<Object>> f = engine.eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
+        new String[] {lockKey, fenceKey}, engine.ownerId(next.thread), next.request,
+        Long.toString(engine.leaseMillis), "0", l.requestId);
     List<Object> reply;
     try {
-      engine.checkConnected(describe + " unlock (the lock frees itself within the lease)");
-      reply = engine.awaitQuietly(engine.<List<Object>>eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
-              new String[] {lockKey, fenceKey}, engine.ownerId(next.thread), next.request,
-              Long.toString(engine.leaseMillis), "0", l.requestId), describe + " unlock");
-      a = parseAttempt(reply);
-    } catch (RuntimeException e) {
+      reply = engine.awaitQuietly(f, describe + " unlock");
+    } catch (TurnstileException e) {
+      // unanswered: whichever of the hand-off and this release runs first decides; both are idempotent
+      engine.settle(release(l.requestId), () -> release(l.requestId), leaseEnd, describe + " unlock");
+      next.uncertain = true; // the hand-off may still run: the successor's attempt (same request) replays it
       next.complete(LocalOwnership.Successor.ATTEMPT);
-      throw e;
+      return;
     }
+    Engine.Attempt a = parseAttempt(reply);
     if (!a.acquired) {
       next.complete(LocalOwnership.Successor.ATTEMPT);
       l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
       throw lostException(l);
     }
-    next.handed(a.token, sentAt, streakAfter(reply));
+    if (!next.handed(a.token, sentAt, streakAfter(reply))) {
+      cancel(next.request); // the successor stopped waiting: give its hand-over back
+    }
   }
 
   /** A release after which another thread of this client goes on waiting (it registers as waiting). */
   private CompletableFuture<Long> releaseAndWait(String request) {
     return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER,
-        new String[] {lockKey, wakeKey}, request, Long.toString(engine.leaseMillis), engine.clientId);
+        new String[] {lockKey, wakeKey}, request, Long.toString(engine.leaseMillis), engine.clientId,
+        channel, engine.publishCommand());
   }
 
   CompletableFuture<Long> release(String request) {
     return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER,
-        new String[] {lockKey, wakeKey}, request, Long.toString(engine.leaseMillis));
+        new String[] {lockKey, wakeKey}, request, Long.toString(engine.leaseMillis), "",
+        channel, engine.publishCommand());
   }
 
   // ---------------------------------------------------------------- Engine.Contender
 
   @Override
-  public CompletableFuture<Engine.Attempt> attempt(String requestId) {
+  public CompletableFuture<Engine.Attempt> attempt(String requestId, boolean subscribed) {
     boolean sawHolder = requestId.equals(refusedRequest);
     return engine.<List<Object>>eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
             new String[] {lockKey, fenceKey},
             engine.ownerId(Thread.currentThread()), requestId, Long.toString(engine.leaseMillis),
-            sawHolder ? "1" : "0", "", requestId.equals(noWaitRequest) ? "1" : "0")
+            sawHolder ? "1" : "0", "", requestId.equals(noWaitRequest) ? "1" : "0", subscribed ? "1" : "0")
         .thenApply(reply -> {
           Engine.Attempt a = parseAttempt(reply);
           refusedRequest = a.acquired ? null : requestId;
@@ -380,14 +410,23 @@ class RedisLock implements DistributedLock, Engine.Contender {
         Long.toString(engine.leaseMillis));
   }
 
-  @Override
-  public long heldLocallyMillis() {
+  /**
+   * Returns the remaining lease of this JVM's holder in ms, or 0 if no thread of this JVM holds it.
+   *
+   * @return the remaining lease of this JVM's holder in ms, or 0 if no thread of this JVM holds it
+   */
+  long heldLocallyMillis() {
     return local.heldLocallyMillis(now());
   }
 
   @Override
   public String wakeKey() {
     return wakeKey;
+  }
+
+  @Override
+  public String channel() {
+    return channel;
   }
 
   @Override

@@ -33,18 +33,25 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     this.writeKey = prefix + "w";
     this.fenceKey = prefix + "fence";
     this.sharedKeys = new String[] {writeKey, fenceKey, prefix + "readers", prefix + "wwait",
-        prefix + "rwait", prefix + "wq", prefix + "rq", prefix + "state"};
+        prefix + "rwait", prefix + "wq", prefix + "state"};
     this.writeLock = new WriteSide();
     this.readLock = new ReadSide();
   }
 
   /** Runs an op of rwlock.lua; {@code request} also names the read lease/marker keys. */
   <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long since) {
-    String[] keys = java.util.Arrays.copyOf(sharedKeys, 10);
-    keys[8] = prefix + "rd:" + request;
-    keys[9] = prefix + "rx:" + request;
+    return op(type, op, owner, request, since, false);
+  }
+
+  /** @param subscribed a write attempt whose writer waits by pub/sub (a refusal asks for a publish) */
+  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long since,
+      boolean subscribed) {
+    String[] keys = java.util.Arrays.copyOf(sharedKeys, 9);
+    keys[7] = prefix + "rd:" + request;
+    keys[8] = prefix + "rx:" + request;
     return engine.eval(Script.RWLOCK, type, keys, op, owner, request,
-        Long.toString(engine.leaseMillis), prefix, Long.toString(since));
+        Long.toString(engine.leaseMillis), prefix, Long.toString(since), subscribed ? "1" : "0",
+        prefix + "rch", prefix + "wch", engine.publishCommand());
   }
 
   @Override
@@ -113,7 +120,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     WriteSide() {
       super(RedisReadWriteLock.this.engine, RedisReadWriteLock.this.name, RedisReadWriteLock.this.writeKey,
           RedisReadWriteLock.this.fenceKey, RedisReadWriteLock.this.prefix + "wq",
-          "write lock of '" + RedisReadWriteLock.this.name + "'",
+          RedisReadWriteLock.this.prefix + "wch", "write lock of '" + RedisReadWriteLock.this.name + "'",
           RedisReadWriteLock.this.engine.metrics.primitive("write", RedisReadWriteLock.this.name));
     }
 
@@ -133,9 +140,9 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     }
 
     @Override
-    public CompletableFuture<Engine.Attempt> attempt(String requestId) {
-        return RedisReadWriteLock.this.<List<Object>>op(ScriptOutputType.MULTI, "write",
-              engine.ownerId(Thread.currentThread()), requestId, 0)
+    public CompletableFuture<Engine.Attempt> attempt(String requestId, boolean subscribed) {
+      return RedisReadWriteLock.this.<List<Object>>op(ScriptOutputType.MULTI, "write",
+              engine.ownerId(Thread.currentThread()), requestId, 0, subscribed)
           .thenApply(RedisReadWriteLock.this::reclaims)
           .thenApply(RedisLock::parseAttempt);
     }
@@ -146,7 +153,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     }
 
     @Override
-    void gaveUp(String request) {
+    public void gaveUp(String request) {
       // Wait (briefly) for the withdrawal, so that when tryLock returns false, readers are no
       // longer held back on this writer's account.
       CompletableFuture<Long> cancelled = op(ScriptOutputType.INTEGER, "wcancel", "", request, 0);
@@ -192,8 +199,12 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     }
   }
 
-  /** The read lock: shared; one hold and one lease per reading thread. */
-  final class ReadSide implements DistributedLock, Engine.Contender {
+  /**
+   * The read lock: shared; one hold and one lease per reading thread. A reader that must wait
+   * always waits by pub/sub: a write release admits every waiting reader with one message on the
+   * readers' channel, whatever their number.
+   */
+  final class ReadSide implements DistributedLock, Engine.Acquirer {
     final String describe = "read lock of '" + name + "'";
     final Metrics.Primitive metrics = engine.metrics.primitive("read", name);
     private final ReentrantLock gate = new ReentrantLock(true);
@@ -211,7 +222,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     @Override
     public void lock() {
       try {
-        acquire(false, 0, false);
+        acquire(Engine.Call.untimed(false));
       } catch (InterruptedException e) {
         throw new AssertionError(e);
       }
@@ -222,7 +233,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (Thread.interrupted()) {
         throw metrics.interruption();
       }
-      acquire(false, 0, true);
+      acquire(Engine.Call.untimed(true));
     }
 
     @Override
@@ -237,10 +248,13 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       }
       try {
         String request = engine.newRequestId();
-        if (tryDirectly(request)) {
+        long[] sentAt = new long[1];
+        Engine.Attempt a = engine.attemptOnce(this, request, sentAt);
+        if (a.acquired) {
+          granted(request, a.token, sentAt[0]);
           return metrics.outcome(true, start);
         }
-        op(ScriptOutputType.INTEGER, "rcancel", "", request, 0); // not waiting after all
+        gaveUp(request); // not waiting after all
         return metrics.outcome(false, start);
       } finally {
         gate.unlock();
@@ -253,7 +267,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (Thread.interrupted()) {
         throw metrics.interruption();
       }
-      return acquire(true, deadline, true);
+      return acquire(Engine.Call.until(deadline));
     }
 
     private boolean reenter() {
@@ -271,66 +285,59 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       return true;
     }
 
-    private boolean acquire(boolean timed, long deadline, boolean interruptible) throws InterruptedException {
+    private boolean acquire(Engine.Call call) throws InterruptedException {
       if (reenter()) {
         return true;
       }
-      return metrics.record(() -> acquireNew(timed, deadline, interruptible));
+      return metrics.record(() -> acquireNew(call));
     }
 
-    private boolean acquireNew(boolean timed, long deadline, boolean interruptible) throws InterruptedException {
+    private boolean acquireNew(Engine.Call call) throws InterruptedException {
       String request = engine.newRequestId();
-      if (!gate.isLocked() && !gate.hasQueuedThreads() && tryDirectly(request)) {
+      if (!gate.isLocked() && !gate.hasQueuedThreads()) {
         // Readers share: while no thread of this JVM has to wait, readers acquire side by side
         // without queueing behind one another. Only a reader that must wait takes the gate.
-        return true;
-      }
-      if (!Waits.lock(gate, timed ? deadline - System.nanoTime() : Long.MAX_VALUE, interruptible)) {
-        op(ScriptOutputType.INTEGER, "rcancel", "", request, 0);
-        return false;
-      }
-      try {
         long[] sentAt = new long[1];
         Engine.Attempt a;
         try {
-          a = engine.contend(this, request, timed, deadline, interruptible, sentAt);
-        } finally {
-          if (!gate.hasQueuedThreads()) {
-            waitingSince = 0; // nobody of this JVM waits to read any more
-          }
+          a = engine.attempt(this, request, call, false, sentAt);
+        } catch (InterruptedException | RuntimeException e) {
+          gaveUp(request);
+          throw e;
         }
         if (a == null) {
-          op(ScriptOutputType.INTEGER, "rcancel", "", request, 0);
+          gaveUp(request);
           return false;
         }
-        granted(request, a.token, sentAt[0]);
-        return true;
-      } catch (InterruptedException | RuntimeException e) {
-        // contend() already cancels an attempt it abandoned; this drops the waiting entry
-        op(ScriptOutputType.INTEGER, "rcancel", "", request, 0);
-        throw e;
-      } finally {
-        gate.unlock();
+        if (a.acquired) {
+          granted(request, a.token, sentAt[0]);
+          return true;
+        }
       }
+      return engine.acquire(this, gate, call, request);
     }
 
-    /** One attempt without the gate; a refusal leaves this request registered as waiting. */
-    private boolean tryDirectly(String request) {
-      long[] sentAt = new long[1];
-      Engine.Attempt a = engine.attemptOnce(this, request, sentAt);
-      if (a.acquired) {
-        granted(request, a.token, sentAt[0]);
-      }
-      return a.acquired;
-    }
-
-    private void granted(String request, long token, long sentAtNanos) {
+    @Override
+    public void granted(String request, long token, long sentAtNanos) {
       long seen = releases; // volatile read: happens-after earlier local releases
       Thread me = Thread.currentThread();
       Lease l = new Lease(prefix + "rd:" + request, request, engine.leaseMillis, token, me.getName(),
           sentAtNanos, this::leaseLost, metrics);
       holds.put(me, new Hold(l));
       engine.watchdog.register(l);
+    }
+
+    /** Withdraws the waiting entry (and undoes a grant the caller will not use). */
+    @Override
+    public void gaveUp(String request) {
+      op(ScriptOutputType.INTEGER, "rcancel", "", request, 0);
+    }
+
+    @Override
+    public void leavingGate() {
+      if (!gate.hasQueuedThreads()) {
+        waitingSince = 0; // nobody of this JVM waits to read any more
+      }
     }
 
     private void leaseLost(Lease l, String reason) {
@@ -363,13 +370,16 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       metrics.released(System.nanoTime() - h.sinceNanos);
       releases++;
       engine.watchdog.unregister(h.lease);
-      CompletableFuture<Long> released = op(ScriptOutputType.INTEGER, "runlock", "", h.lease.requestId, 0);
+      long leaseEnd = System.nanoTime()
+          + TimeUnit.MILLISECONDS.toNanos(Math.max(0, h.lease.remainingMillis(engine.ticker.read())));
+      String request = h.lease.requestId;
+      CompletableFuture<Long> released = op(ScriptOutputType.INTEGER, "runlock", "", request, 0);
       if (!h.lease.end()) {
         throw lost(h.lease);
       }
-      engine.checkConnected(describe + " unlock (the read hold frees itself within the lease)");
-      long result = engine.awaitQuietly(released, describe + " unlock");
-      if (result == 0L) {
+      Long result = engine.release(released, () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0),
+          leaseEnd, describe + " unlock");
+      if (result != null && result == 0L) {
         h.lease.lose("Redis no longer had this read hold at unlock: the lease expired");
         throw lost(h.lease);
       }
@@ -378,7 +388,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     // ------------------------------------------------------------ Engine.Contender
 
     @Override
-    public CompletableFuture<Engine.Attempt> attempt(String requestId) {
+    public CompletableFuture<Engine.Attempt> attempt(String requestId, boolean subscribed) {
       return RedisReadWriteLock.this.<List<Object>>op(ScriptOutputType.MULTI, "read",
               engine.ownerId(Thread.currentThread()), requestId, waitingSince)
           .thenApply(RedisReadWriteLock.this::reclaims)
@@ -400,25 +410,24 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       return prefix + "rd:" + requestId;
     }
 
+    /** Readers consume no wake tokens: they wait by pub/sub (see {@link #wakeKey()}). */
     @Override
-    public void passWakeup() {
-      op(ScriptOutputType.INTEGER, "rpass", "", "-", 0);
+    public void passWakeup() {}
+
+    /** None: readers always wait by pub/sub, so one message admits all of them. */
+    @Override
+    public String wakeKey() {
+      return null;
     }
 
     @Override
-    public String wakeKey() {
-      return prefix + "rq";
+    public String channel() {
+      return prefix + "rch";
     }
 
     @Override
     public String describe() {
       return describe;
-    }
-
-    @Override
-    public long heldLocallyMillis() {
-      // another thread of this JVM holds the write lock: a read attempt would fail
-      return writeLock.isHeldByCurrentThread() ? 0 : writeLock.heldLocallyMillis();
     }
 
     // ------------------------------------------------------------ queries

@@ -28,6 +28,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   private final String[] keys;
   private final String heldKey;
   private final String freeKey;
+  private final String channel;
   /** Serializes the one client at a time that may collect permits one by one. */
   private final transient RedisLock collector;
   private final transient Metrics.Primitive metrics;
@@ -51,6 +52,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     String tag = "{" + engine.options.keyPrefix() + ":" + name + "}";
     this.prefix = tag + ":s:";
     this.freeKey = prefix + "free";
+    this.channel = prefix + "ch";
     this.heldKey = prefix + "held:" + engine.clientId;
     this.keys = new String[] {prefix + "meta", freeKey, prefix + "clients", heldKey,
         prefix + "alive:" + engine.clientId};
@@ -76,9 +78,18 @@ final class RedisSemaphore extends DistributedSemaphore {
    * reply's last element (crashed clients reclaimed) is taken off.
    */
   private CompletableFuture<List<Object>> op(String op, int n, String mode) {
+    return op(op, n, mode, false, engine.newRequestId());
+  }
+
+  /**
+   * @param subscribed an acquire whose caller waits by pub/sub (a refusal asks for a publish)
+   * @param request the call's request id; the same id makes a re-sent copy harmless
+   */
+  private CompletableFuture<List<Object>> op(String op, int n, String mode, boolean subscribed, String request) {
     return engine.<List<Object>>eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, op, engine.clientId,
         Long.toString(engine.leaseMillis), prefix, Integer.toString(initialPermits),
-        Integer.toString(n), mode, engine.newRequestId()).thenApply(this::reclaims);
+        Integer.toString(n), mode, request, subscribed ? "1" : "0", channel, engine.publishCommand())
+        .thenApply(this::reclaims);
   }
 
   private List<Object> reclaims(List<Object> reply) {
@@ -104,7 +115,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (Thread.interrupted()) {
       throw metrics.interruption();
     }
-    acquire(permits, false, 0, true);
+    acquire(permits, Engine.Call.untimed(true));
   }
 
   @Override
@@ -116,7 +127,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   public void acquireUninterruptibly(int permits) {
     checkPermits(permits);
     try {
-      acquire(permits, false, 0, false);
+      acquire(permits, Engine.Call.untimed(false));
     } catch (InterruptedException e) {
       throw new AssertionError("uninterruptible acquire was interrupted", e);
     }
@@ -180,7 +191,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (Thread.interrupted()) {
       throw metrics.interruption();
     }
-    return acquire(permits, true, deadline, true);
+    return acquire(permits, Engine.Call.until(deadline));
   }
 
   private static void checkPermits(int permits) {
@@ -200,23 +211,24 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   /**
    * The acquisition: the thread first queues behind this JVM's other waiters (the fair gate), then
-   * attempts in Redis; if the permits are not all free it blocks in BLMOVE for one permit at a
-   * time. A multi-permit request that cannot be met at once takes the collector mutex before it
-   * starts collecting, so no two clients each hoard part of what they need.
+   * attempts in Redis; if the permits are not all free it waits for one permit at a time, in
+   * BLMOVE on a pooled blocking connection while one is free (a release's token moves straight
+   * into this client's held list), by pub/sub otherwise. A multi-permit request that cannot be
+   * met at once takes the collector mutex before it starts collecting, so no two clients each
+   * hoard part of what they need. Outages are ridden through as for locks.
    */
-  private boolean acquire(int permits, boolean timed, long deadline, boolean interruptible)
-      throws InterruptedException {
+  private boolean acquire(int permits, Engine.Call call) throws InterruptedException {
     if (permits == 0) {
       return true;
     }
     long start = System.nanoTime();
     waiting.incrementAndGet();
     try {
-      if (!gateEnter(timed ? deadline - System.nanoTime() : Long.MAX_VALUE, interruptible)) {
+      if (!gateEnter(call.remaining(), call.interruptible)) {
         return metrics.outcome(false, start);
       }
       try {
-        return metrics.outcome(collect(permits, timed, deadline, interruptible), start);
+        return metrics.outcome(collect(permits, call), start);
       } finally {
         gateExit();
       }
@@ -229,11 +241,12 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
   }
 
-  private boolean collect(int permits, boolean timed, long deadline, boolean interruptible)
-      throws InterruptedException {
+  private boolean collect(int permits, Engine.Call call) throws InterruptedException {
     int taken = 0;
     boolean collecting = false;
     boolean success = false;
+    boolean pubsub = false;
+    Subscriptions.Sub sub = null;
     try {
       while (true) {
         if (taken == permits) {
@@ -242,26 +255,44 @@ final class RedisSemaphore extends DistributedSemaphore {
           success = true;
           return true;
         }
-        if (interruptible && Thread.interrupted()) {
-          throw new InterruptedException();
+        call.checkInterrupt();
+        if (pubsub) {
+          sub = engine.subscribed(sub, channel, call, describe);
+          if (sub == null) {
+            return false;
+          }
         }
-        engine.checkConnected(describe);
-        if ((permits == 1 || collecting) && blockDirectly(timed, deadline)) {
+        if (!engine.awaitUp(call, describe)) {
+          return false;
+        }
+        CompletableFuture<Void> fault = engine.faults();
+        CompletableFuture<Void> event = sub != null ? sub.next() : null;
+        if (!pubsub && (permits == 1 || collecting) && blockDirectly(call)) {
           // Fresh hint and live lease: BLMOVE takes a free permit at once or queues for one,
           // without a script round trip first.
-          if (takeOne(hintDeadline - System.nanoTime(), timed, deadline, interruptible, taken)) {
+          BlockingPool.Conn conn = engine.tryBorrow(freeKey, call);
+          if (conn == null) {
+            pubsub = true;
+          } else if (takeOne(conn, hintDeadline - System.nanoTime(), call, fault, taken)) {
             taken++;
           }
           continue;
         }
         long sentAt = System.nanoTime();
-        CompletableFuture<List<Object>> f = op("acquire", permits - taken, collecting ? "some" : "all");
+        CompletableFuture<List<Object>> f = op("acquire", permits - taken, collecting ? "some" : "all", sub != null,
+            engine.newRequestId());
         List<Object> r;
         try {
-          r = engine.await(f, timed, deadline, interruptible, describe);
+          r = engine.awaitReply(f, call, describe);
         } catch (Engine.DeadlinePassed e) {
           giveBackWhenDone(f);
           return false;
+        } catch (Engine.Retry e) {
+          trimTo(held.get() + taken); // it may have taken permits before the connection failed
+          if (!engine.pauseUnlessExpired(call)) {
+            return false;
+          }
+          continue;
         } catch (InterruptedException | RuntimeException e) {
           giveBackWhenDone(f);
           throw e;
@@ -273,27 +304,39 @@ final class RedisSemaphore extends DistributedSemaphore {
           continue;
         }
         if (!collecting && permits > 1) {
-          long remaining = deadline - System.nanoTime();
-          if (timed ? !collector.tryLock(Math.max(0, remaining), TimeUnit.NANOSECONDS)
-              : !lockCollector(interruptible)) {
+          if (call.timed ? !collector.tryLock(Math.max(0, call.remaining()), TimeUnit.NANOSECONDS)
+              : !lockCollector(call.interruptible)) {
             return false;
           }
           collecting = true;
           continue;
         }
         long slice = hintDeadline - System.nanoTime();
-        if (timed) {
-          long remaining = deadline - System.nanoTime();
+        if (call.timed) {
+          long remaining = call.remaining();
           if (remaining <= 0) {
             return false;
           }
           slice = Math.min(slice, remaining);
         }
-        if (slice > 0 && takeOne(slice, timed, deadline, interruptible, taken)) {
-          taken++;
+        if (slice <= 0) {
+          continue;
         }
+        if (!pubsub) {
+          BlockingPool.Conn conn = engine.tryBorrow(freeKey, call);
+          if (conn == null) {
+            pubsub = true; // every blocking connection is busy: wait by pub/sub from now on
+          } else if (takeOne(conn, slice, call, fault, taken)) {
+            taken++;
+          }
+          continue;
+        }
+        Engine.pause(CompletableFuture.anyOf(event, fault), slice, call);
       }
     } finally {
+      if (sub != null) {
+        sub.close();
+      }
       if (!success && taken > 0) {
         giveBack(taken);
       }
@@ -322,9 +365,9 @@ final class RedisSemaphore extends DistributedSemaphore {
   }
 
   /** Whether the next wait may skip the attempt script: live lease, fresh hint, time left. */
-  private boolean blockDirectly(boolean timed, long deadline) {
+  private boolean blockDirectly(Engine.Call call) {
     long now = System.nanoTime();
-    if (hintDeadline - now < TimeUnit.MILLISECONDS.toNanos(2) || (timed && deadline - now <= 0)) {
+    if (hintDeadline - now < TimeUnit.MILLISECONDS.toNanos(2) || call.expired()) {
       return false;
     }
     leaseLock.lock();
@@ -336,22 +379,23 @@ final class RedisSemaphore extends DistributedSemaphore {
   }
 
   /**
-   * Blocks in BLMOVE (free list to this client's held list) for one permit, for at most
-   * {@code sliceNanos} (and the caller's deadline).
+   * Blocks in BLMOVE (free list to this client's held list) on {@code conn} for one permit, for
+   * at most {@code sliceNanos} (and the caller's deadline).
    *
    * @return true if a permit moved into this client's held list
    */
-  private boolean takeOne(long sliceNanos, boolean timed, long deadline, boolean interruptible, int taken)
-      throws InterruptedException {
-    long slice = timed ? Math.min(sliceNanos, deadline - System.nanoTime()) : sliceNanos;
+  private boolean takeOne(BlockingPool.Conn conn, long sliceNanos, Engine.Call call, CompletableFuture<Void> fault,
+      int taken) throws InterruptedException {
+    long slice = call.timed ? Math.min(sliceNanos, call.remaining()) : sliceNanos;
     if (slice <= 0) {
+      engine.pool.release(conn);
       return false;
     }
     int expected = held.get() + taken;
     double seconds = Engine.seconds(slice);
-    String token = engine.block(freeKey,
-        conn -> conn.async().blmove(freeKey, heldKey, LMoveArgs.Builder.leftRight(), seconds),
-        slice, deadline, timed, interruptible, (late, known) -> {
+    String token = engine.block(conn,
+        c -> c.async().blmove(freeKey, heldKey, LMoveArgs.Builder.leftRight(), seconds),
+        slice, call, fault, (late, known) -> {
           if (!known) {
             trimTo(expected);
           } else if (late != null) {
@@ -420,10 +464,13 @@ final class RedisSemaphore extends DistributedSemaphore {
       }
     } while (!held.compareAndSet(current, current - permits));
     long sentAt = System.nanoTime();
-    CompletableFuture<List<Object>> f = op("release", permits, "");
+    String request = engine.newRequestId(); // the same id for a re-send: it gives back only once
     try {
-      engine.checkConnected(describe + " release (queued; the permits return within the lease otherwise)");
-      List<Object> r = engine.awaitQuietly(f, describe + " release");
+      List<Object> r = engine.release(op("release", permits, "", false, request),
+          () -> op("release", permits, "", false, request), leaseEnd(), describe + " release");
+      if (r == null) {
+        return; // Redis unreachable: it completes when Redis answers, or the lease gives them back
+      }
       hint(sentAt, (Long) r.get(2));
       if ((Long) r.get(0) == 0) {
         throw new LockLostException(name, 0, System.currentTimeMillis(),
@@ -431,6 +478,18 @@ final class RedisSemaphore extends DistributedSemaphore {
       }
     } finally {
       maybeStopLease();
+    }
+  }
+
+  /** When (nanoTime) this client's liveness lease runs out as far as it knows. */
+  private long leaseEnd() {
+    leaseLock.lock();
+    try {
+      long now = System.nanoTime();
+      return now + TimeUnit.MILLISECONDS.toNanos(lease == null ? engine.leaseMillis
+          : Math.max(0, lease.remainingMillis(now)));
+    } finally {
+      leaseLock.unlock();
     }
   }
 

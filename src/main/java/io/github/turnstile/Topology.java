@@ -1,7 +1,9 @@
 package io.github.turnstile;
 
 import io.lettuce.core.ClientOptions;
+import io.lettuce.core.RedisChannelHandler;
 import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisConnectionStateListener;
 import io.lettuce.core.RedisException;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.TimeoutOptions;
@@ -12,9 +14,13 @@ import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.cluster.SlotHash;
 import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
 import io.lettuce.core.cluster.api.async.RedisClusterAsyncCommands;
+import io.lettuce.core.cluster.event.ClusterTopologyChangedEvent;
 import io.lettuce.core.cluster.models.partitions.RedisClusterNode;
 import io.lettuce.core.codec.StringCodec;
+import io.lettuce.core.pubsub.StatefulRedisPubSubConnection;
+import java.net.SocketAddress;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
@@ -27,17 +33,28 @@ import java.util.concurrent.ConcurrentHashMap;
  *   <li>the main connection: one multiplexed connection, or Lettuce's cluster connection, which
  *       routes each command by the slot of its first key (and follows MOVED/ASK);</li>
  *   <li>blocking connections: dedicated connections to one node each, opened to the master that
- *       serves the key the command blocks on ({@link #nodeOf});</li>
+ *       serves the key the command blocks on ({@link #nodeOf}). They never reconnect: Lettuce
+ *       would re-send a BLPOP or BLMOVE that may already have run (a wake token swallowed, a second
+ *       permit moved), so a connection that drops is closed at once and its outcome reconciled by
+ *       the engine;</li>
+ *   <li>subscriber connections: one pub/sub connection per node, which reconnects and
+ *       re-subscribes by itself (a SUBSCRIBE is harmless to repeat); on a Cluster of Redis 7 or
+ *       later the channels are shard channels ({@code SSUBSCRIBE}/{@code SPUBLISH}), so a message
+ *       stays on the slot's shard;</li>
  *   <li>{@code CLIENT UNBLOCK}: sent to the node that holds the blocked connection;</li>
  *   <li>renewal batches: a script may only touch keys of one slot on a Cluster, so the watchdog
  *       groups its leases by {@link #batchOf} (one group on a single server, one per slot on a
- *       Cluster; the groups are sent together, so a tick costs one round trip per node).</li>
+ *       Cluster; the groups are sent together, so a tick costs one round trip per node);</li>
+ *   <li>fault events: {@link #onRecovered} is told when a connection of the main client comes
+ *       back after a drop, and (Cluster) when the topology changes, so that waiters re-check
+ *       Redis at once.</li>
  * </ul>
  */
 abstract class Topology implements AutoCloseable {
   /** The main connection: one multiplexed connection, or Lettuce's cluster connection. */
   private final StatefulConnection<String, String> main;
   private final RedisClusterAsyncCommands<String, String> async;
+  private volatile Runnable recovered = () -> {};
 
   Topology(StatefulConnection<String, String> main, RedisClusterAsyncCommands<String, String> async) {
     this.main = main;
@@ -60,6 +77,15 @@ abstract class Topology implements AutoCloseable {
    */
   final boolean isOpen() {
     return main.isOpen();
+  }
+
+  /** Sets what to run when Redis may have come back: a dropped connection reconnected, or the topology changed. */
+  final void onRecovered(Runnable r) {
+    this.recovered = r;
+  }
+
+  final void recovered() {
+    recovered.run();
   }
 
   /** Closes the main connection, then runs {@code shutdown} (the owned client's), if any. */
@@ -87,13 +113,45 @@ abstract class Topology implements AutoCloseable {
   }
 
   /**
-   * @return the node a blocking command on {@code key} must run on, as a pool partition name
+   * @return the node a blocking command or a subscription on {@code key} must use, as a pool
+   *     partition name
    * @throws TurnstileException if no node is known to serve the key's slot
    */
   abstract String nodeOf(String key);
 
   /** Opens a dedicated connection to {@code node} (a {@link #nodeOf} value), named for CLIENT LIST. */
   abstract BlockingPool.Conn openBlocking(String node, String clientName);
+
+  /** Opens the subscriber connection of {@code node}; it reconnects and re-subscribes by itself. */
+  abstract StatefulRedisPubSubConnection<String, String> openSubscriber(String node, String clientName);
+
+  /**
+   * Returns whether wake-up channels are shard channels (Redis Cluster 7.0 or later).
+   *
+   * @return whether wake-up channels are shard channels (Redis Cluster 7.0 or later)
+   */
+  boolean sharded() {
+    return false;
+  }
+
+  /**
+   * Returns the command scripts publish wake-ups with: {@code SPUBLISH} on a Cluster of Redis 7
+   * or later (the message stays on the slot's shard), {@code PUBLISH} otherwise.
+   *
+   * @return the command scripts publish wake-ups with
+   */
+  final String publishCommand() {
+    return sharded() ? "SPUBLISH" : "PUBLISH";
+  }
+
+  /**
+   * Returns whether {@code node} is still a master of the topology (always true on one server).
+   *
+   * @return whether {@code node} is still a master of the topology
+   */
+  boolean isMaster(String node) {
+    return true;
+  }
 
   /** Asks the node holding {@code conn} to unblock its blocked command (as if it timed out). */
   abstract void unblock(BlockingPool.Conn conn);
@@ -139,13 +197,68 @@ abstract class Topology implements AutoCloseable {
     }
   }
 
-  static BlockingPool.Conn named(StatefulRedisConnection<String, String> c, String node, String clientName) {
+  static BlockingPool.Conn named(StatefulRedisConnection<String, String> c, String node, String clientName,
+      Runnable onClose) {
     try {
       c.sync().clientSetname(clientName);
-      return new BlockingPool.Conn(c, c.sync().clientId(), node);
+      return new BlockingPool.Conn(c, c.sync().clientId(), node, onClose);
     } catch (RedisException e) {
       c.closeAsync();
+      onClose.run();
       throw new TurnstileException("cannot set up a blocking connection: " + e.getMessage(), e);
+    }
+  }
+
+  static StatefulRedisPubSubConnection<String, String> namedSubscriber(
+      StatefulRedisPubSubConnection<String, String> c, String clientName) {
+    try {
+      c.sync().clientSetname(clientName);
+      return c;
+    } catch (RedisException e) {
+      c.closeAsync();
+      throw new TurnstileException("cannot set up a subscriber connection: " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * Tells the topology of reconnections: a connection in {@code watched} that comes back after a
+   * drop runs {@link #recovered()}; a connection in {@code neverReconnect} that drops is closed
+   * at once. Lettuce fires these events on the connection's event loop, after it moved the
+   * commands in flight to its re-send buffer and before its reconnect is scheduled, so closing
+   * there cancels them: a dropped blocking command is never re-sent.
+   */
+  final class ConnectionEvents implements RedisConnectionStateListener {
+    /**
+     * Connections that have connected before, so that their next connect is a comeback. Weak:
+     * Lettuce's topology refresh opens and closes connections of its own all the time.
+     */
+    private final Set<Object> seen =
+        java.util.Collections.synchronizedSet(java.util.Collections.newSetFromMap(new java.util.WeakHashMap<>()));
+    final Set<Object> neverReconnect = ConcurrentHashMap.newKeySet();
+    private final java.util.function.Predicate<Object> watched;
+
+    ConnectionEvents(java.util.function.Predicate<Object> watched) {
+      this.watched = watched;
+    }
+
+    @Override
+    public void onRedisConnected(RedisChannelHandler<?, ?> connection, SocketAddress socketAddress) {
+      if (watched.test(connection) && !seen.add(connection)) {
+        recovered();
+      }
+    }
+
+    @Override
+    public void onRedisDisconnected(RedisChannelHandler<?, ?> connection) {
+      if (neverReconnect.remove(connection)) {
+        connection.closeAsync();
+      }
+    }
+
+    /** Registers a dedicated connection that must be closed, not reconnected, when it drops. */
+    Runnable neverReconnect(Object connection) {
+      neverReconnect.add(connection);
+      return () -> neverReconnect.remove(connection);
     }
   }
 
@@ -154,6 +267,7 @@ abstract class Topology implements AutoCloseable {
     private final RedisClient client;
     private final Runnable shutdown;
     private final StatefulRedisConnection<String, String> main;
+    private final ConnectionEvents events;
 
     Standalone(RedisClient client, Runnable shutdown, String clientName) {
       this(client, shutdown, openMain(() -> client.connect(StringCodec.UTF8),
@@ -165,6 +279,10 @@ abstract class Topology implements AutoCloseable {
       this.client = client;
       this.shutdown = shutdown;
       this.main = main;
+      // The main connection has connected once already; a later connect is a reconnect.
+      this.events = new ConnectionEvents(c -> c == main);
+      events.seen.add(main);
+      client.addListener(events);
     }
 
     @Override
@@ -174,7 +292,14 @@ abstract class Topology implements AutoCloseable {
 
     @Override
     BlockingPool.Conn openBlocking(String node, String clientName) {
-      return named(open(() -> client.connect(StringCodec.UTF8), "blocking connection"), node, clientName);
+      StatefulRedisConnection<String, String> c = open(() -> client.connect(StringCodec.UTF8), "blocking connection");
+      return named(c, node, clientName, events.neverReconnect(c));
+    }
+
+    @Override
+    StatefulRedisPubSubConnection<String, String> openSubscriber(String node, String clientName) {
+      return namedSubscriber(open(() -> client.connectPubSub(StringCodec.UTF8), "subscriber connection"),
+          clientName);
     }
 
     @Override
@@ -189,23 +314,29 @@ abstract class Topology implements AutoCloseable {
 
     @Override
     public void close() {
+      client.removeListener(events);
       close(shutdown);
     }
   }
 
   /**
-   * A Redis Cluster. Blocking connections are plain connections to one master each, made by one
-   * {@link RedisClient} per node that shares the cluster client's resources (event loops); the
-   * node URIs come from Lettuce's topology view, which carries the seed URI's credentials and TLS
-   * settings.
+   * A Redis Cluster. Blocking and subscriber connections are plain connections to one master
+   * each, made by {@link RedisClient}s per node that share the cluster client's resources (event
+   * loops); the node URIs come from Lettuce's topology view, which carries the seed URI's
+   * credentials and TLS settings.
    */
   private static final class Cluster extends Topology {
     private final RedisClusterClient client;
     private final Runnable shutdown;
     private final StatefulRedisClusterConnection<String, String> main;
-    private final Map<String, RedisClient> nodeClients = new ConcurrentHashMap<>();
+    /** Per node: the client of blocking connections (no reconnect) and of the subscriber (reconnects). */
+    private final Map<String, RedisClient> blockingClients = new ConcurrentHashMap<>();
+    private final Map<String, RedisClient> subscriberClients = new ConcurrentHashMap<>();
     private final java.util.concurrent.atomic.AtomicLong lastRefresh =
         new java.util.concurrent.atomic.AtomicLong(System.nanoTime());
+    private final ConnectionEvents events;
+    private final reactor.core.Disposable topologyEvents;
+    private final boolean sharded;
 
     Cluster(RedisClusterClient client, Runnable shutdown, String clientName) {
       this(client, shutdown, openMain(() -> client.connect(StringCodec.UTF8), c -> c.sync().ping(),
@@ -218,6 +349,34 @@ abstract class Topology implements AutoCloseable {
       this.client = client;
       this.shutdown = shutdown;
       this.main = main;
+      this.sharded = majorVersion(main.sync().info("server")) >= 7;
+      // Any connection of the cluster client that comes back after a drop: the node may be up again.
+      this.events = new ConnectionEvents(c -> true);
+      client.addListener(events);
+      this.topologyEvents = client.getResources().eventBus().get()
+          .filter(e -> e instanceof ClusterTopologyChangedEvent)
+          .subscribe(e -> recovered());
+    }
+
+    /** The major version in an INFO server reply (0 if absent). */
+    static int majorVersion(String info) {
+      for (String line : info.split("\r?\n")) {
+        if (line.startsWith("redis_version:")) {
+          String v = line.substring("redis_version:".length()).trim();
+          int dot = v.indexOf('.');
+          try {
+            return Integer.parseInt(dot < 0 ? v : v.substring(0, dot));
+          } catch (NumberFormatException e) {
+            return 0;
+          }
+        }
+      }
+      return 0;
+    }
+
+    @Override
+    boolean sharded() {
+      return sharded;
     }
 
     @Override
@@ -226,7 +385,7 @@ abstract class Topology implements AutoCloseable {
       RedisClusterNode master = main.getPartitions().getMasterBySlot(slot);
       if (master == null) {
         suspect();
-        throw new TurnstileException("no Redis Cluster master is known to serve slot " + slot
+        throw new Engine.Unavailable("no Redis Cluster master is known to serve slot " + slot
             + " (key " + key + "); the topology is being refreshed");
       }
       RedisURI uri = master.getUri();
@@ -234,21 +393,49 @@ abstract class Topology implements AutoCloseable {
     }
 
     @Override
-    BlockingPool.Conn openBlocking(String node, String clientName) {
-      RedisURI uri = uriOf(node);
-      RedisClient nodeClient = nodeClients.computeIfAbsent(node, n -> {
+    boolean isMaster(String node) {
+      for (RedisClusterNode n : main.getPartitions()) {
+        RedisURI uri = n.getUri();
+        if ((uri.getHost() + ":" + uri.getPort()).equals(node)) {
+          return n.is(RedisClusterNode.NodeFlag.UPSTREAM) && !n.getSlots().isEmpty();
+        }
+      }
+      return false;
+    }
+
+    private RedisClient nodeClient(Map<String, RedisClient> clients, String node, boolean reconnect) {
+      return clients.computeIfAbsent(node, n -> {
         RedisClient c = RedisClient.create(client.getResources());
         c.setOptions(ClientOptions.builder()
-            .autoReconnect(false) // a broken blocking connection is discarded, never reused
+            .autoReconnect(reconnect)
             .timeoutOptions(TimeoutOptions.builder().timeoutCommands(false).build())
             .build());
         return c;
       });
+    }
+
+    @Override
+    BlockingPool.Conn openBlocking(String node, String clientName) {
+      RedisURI uri = uriOf(node);
+      RedisClient nodeClient = nodeClient(blockingClients, node, false); // a dropped one is discarded
       try {
         return named(open(() -> nodeClient.connect(StringCodec.UTF8, uri), "blocking connection to " + node),
-            node, clientName);
+            node, clientName, () -> {});
       } catch (TurnstileException e) {
         suspect(); // the node may have failed over: learn the new master
+        throw e;
+      }
+    }
+
+    @Override
+    StatefulRedisPubSubConnection<String, String> openSubscriber(String node, String clientName) {
+      RedisURI uri = uriOf(node);
+      RedisClient nodeClient = nodeClient(subscriberClients, node, true);
+      try {
+        return namedSubscriber(open(() -> nodeClient.connectPubSub(StringCodec.UTF8, uri),
+            "subscriber connection to " + node), clientName);
+      } catch (TurnstileException e) {
+        suspect();
         throw e;
       }
     }
@@ -290,7 +477,12 @@ abstract class Topology implements AutoCloseable {
 
     @Override
     public void close() {
-      for (RedisClient c : nodeClients.values()) {
+      topologyEvents.dispose();
+      client.removeListener(events);
+      for (RedisClient c : blockingClients.values()) {
+        c.shutdown(java.time.Duration.ZERO, java.time.Duration.ofSeconds(2));
+      }
+      for (RedisClient c : subscriberClients.values()) {
         c.shutdown(java.time.Duration.ZERO, java.time.Duration.ofSeconds(2));
       }
       close(shutdown);

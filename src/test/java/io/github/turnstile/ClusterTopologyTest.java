@@ -101,6 +101,96 @@ class ClusterTopologyTest {
         "waiters blocked on token lists");
   }
 
+  /** Cluster-bus counters of one node (CLUSTER INFO): publish messages sent and received. */
+  private static long busMessages(String clusterInfo, String field) {
+    for (String line : clusterInfo.split("\r?\n")) {
+      if (line.startsWith(field + ":")) {
+        return Long.parseLong(line.substring(field.length() + 1).trim());
+      }
+    }
+    return 0;
+  }
+
+  /**
+   * A waiter past the pool waits by sharded pub/sub (Redis 7+): the release SPUBLISHes on the
+   * lock's master only, and no other master receives a publish over the cluster bus (a plain
+   * PUBLISH on a Cluster is broadcast to every node). Skipped, loudly, on Redis older than 7.0.
+   */
+  @Test
+  void pubSubWakeUpsStayOnTheShard() throws Exception {
+    int major = Integer.parseInt(redis.version().split("\\.")[0]);
+    if (major < 7) {
+      System.err.println("[turnstile-testing] SKIPPED ClusterTopologyTest.pubSubWakeUpsStayOnTheShard: sharded"
+          + " pub/sub needs Redis 7.0 or later, this cluster runs " + redis.version()
+          + " (install redis-server 7 on PATH; .ci/run does)");
+      org.junit.jupiter.api.Assumptions.assumeTrue(false, "Redis " + redis.version() + " has no sharded pub/sub");
+    }
+    String busy = unique("shard-busy");
+    String woken = unique("shard-woken");
+    TurnstileOptions onePool = TurnstileOptions.builder().blockingPoolSize(1).build();
+    try (Turnstile holder = Turnstile.connect(redis.uri()); Turnstile waiter = Turnstile.connect(redis.uri(), onePool)) {
+      holder.lock(busy).lock();
+      DistributedLock target = holder.lock(woken);
+      target.lock();
+      // the only pooled connection goes to the first waiter; the second waits by pub/sub
+      Thread first = TestSupport.start("busy-waiter", () -> {
+        DistributedLock l = waiter.lock(busy);
+        if (l.tryLock(20, TimeUnit.SECONDS)) {
+          l.unlock();
+        }
+      });
+      TestSupport.awaitWaiting(first);
+      Thread.sleep(200);
+      long[] acquiredAt = new long[1];
+      Thread second = TestSupport.start("pubsub-waiter", () -> {
+        DistributedLock l = waiter.lock(woken);
+        l.lock();
+        acquiredAt[0] = System.nanoTime();
+        l.unlock();
+      });
+      TestSupport.await("the second waiter subscribed", Duration.ofSeconds(10),
+          () -> TestSupport.waitersInRedis(redis) >= 2);
+      Thread.sleep(200);
+      List<String> statsBefore = redis.commandOnEachMaster("INFO", "commandstats");
+      List<String> busBefore = redis.commandOnEachMaster("CLUSTER", "INFO");
+      long releasedAt = System.nanoTime();
+      target.unlock();
+      second.join(5000);
+      assertTrue(acquiredAt[0] != 0, "the pub/sub waiter acquired");
+      long ms = TimeUnit.NANOSECONDS.toMillis(acquiredAt[0] - releasedAt);
+      List<String> statsAfter = redis.commandOnEachMaster("INFO", "commandstats");
+      List<String> busAfter = redis.commandOnEachMaster("CLUSTER", "INFO");
+      int publishingMasters = 0;
+      for (int i = 0; i < statsBefore.size(); i++) {
+        long spub = calls(statsAfter.get(i), "spublish") - calls(statsBefore.get(i), "spublish");
+        long pub = calls(statsAfter.get(i), "publish") - calls(statsBefore.get(i), "publish");
+        assertEquals(0, pub, "no plain PUBLISH on master " + i);
+        if (spub > 0) {
+          publishingMasters++;
+          continue;
+        }
+        for (String f : List.of("cluster_stats_messages_publish_received", "cluster_stats_messages_publishshard_received")) {
+          assertEquals(busMessages(busBefore.get(i), f), busMessages(busAfter.get(i), f),
+              f + " on master " + i + ", which does not serve the lock's slot");
+        }
+      }
+      assertEquals(1, publishingMasters, "exactly the lock's master published");
+      assertTrue(ms < 1000, "woken " + ms + " ms after the release");
+      holder.lock(busy).unlock();
+      first.join(5000);
+    }
+  }
+
+  private static long calls(String commandStats, String command) {
+    for (String line : commandStats.split("\r?\n")) {
+      if (line.startsWith("cmdstat_" + command + ":")) {
+        int c = line.indexOf("calls=");
+        return Long.parseLong(line.substring(c + 6, line.indexOf(',', c)));
+      }
+    }
+    return 0;
+  }
+
   /** Turnstile.create on an application-owned RedisClusterClient; close() leaves the client usable. */
   @Test
   void createOnAnApplicationOwnedClusterClient() throws Exception {

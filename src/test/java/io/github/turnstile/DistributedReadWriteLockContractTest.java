@@ -851,13 +851,14 @@ class DistributedReadWriteLockContractTest {
     return TestSupport.totalCalls(after, "evalsha", "eval") - TestSupport.totalCalls(before, "evalsha", "eval");
   }
 
+  /** Waiters inside Redis: blocked in BLPOP (writers) or subscribed to a wake-up channel (readers, and writers past the pool). */
   private int blockedClients() {
-    return (int) redis.infoSum("clients", "blocked_clients");
+    return (int) TestSupport.waitersInRedis(redis);
   }
 
-  /** Waits until exactly {@code expected} clients more than at the start of the test are blocked in Redis. */
+  /** Waits until exactly {@code expected} waiters more than at the start of the test wait inside Redis. */
   private void awaitBlockedClients(int expected) {
-    TestSupport.await(expected + " clients blocked in Redis, besides " + blockedBefore + " from before the test"
+    TestSupport.await(expected + " waiters in Redis (blocked or subscribed), besides " + blockedBefore + " from before the test"
         + " (when the wait began: " + blockedClients() + ")",
         Duration.ofSeconds(5), () -> blockedClients() == blockedBefore + expected);
   }

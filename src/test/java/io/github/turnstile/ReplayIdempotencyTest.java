@@ -31,9 +31,9 @@ class ReplayIdempotencyTest {
       RedisLock lock = (RedisLock) turnstile.lock(unique("idem"));
       Engine engine = turnstile.engine();
       String req = engine.newRequestId();
-      Engine.Attempt a1 = engine.awaitQuietly(lock.attempt(req), "a1");
+      Engine.Attempt a1 = engine.awaitQuietly(lock.attempt(req, false), "a1");
       String fenceAfterFirst = redis.command("GET", lock.fenceKey);
-      Engine.Attempt a2 = engine.awaitQuietly(lock.attempt(req), "a2");
+      Engine.Attempt a2 = engine.awaitQuietly(lock.attempt(req, false), "a2");
       assertTrue(a1.acquired && a2.acquired);
       assertEquals(a1.token, a2.token, "replayed acquire returns the same token");
       assertEquals(fenceAfterFirst, redis.command("GET", lock.fenceKey), "no second token issued");
@@ -49,7 +49,7 @@ class ReplayIdempotencyTest {
           "a release of a request that never held it is refused");
       // a new owner's lock survives a replay of the previous owner's release
       String other = engine.newRequestId();
-      assertTrue(engine.awaitQuietly(lock.attempt(other), "a3").acquired);
+      assertTrue(engine.awaitQuietly(lock.attempt(other, false), "a3").acquired);
       assertEquals(2L, (long) engine.awaitQuietly(
           engine.<Long>eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, keys, req, "30000"), "r4"));
       assertEquals(other, redis.command("HGET", lock.lockKey, "r"), "new owner still holds it");

@@ -92,6 +92,37 @@ final class TestSupport {
     return stats;
   }
 
+  /**
+   * Waiters inside Redis, over every master: clients blocked in BLPOP/BLMOVE (waiters with a
+   * pooled blocking connection) plus subscriptions to wake-up channels (waiters by pub/sub: one
+   * per waiting client and primitive side).
+   */
+  static long waitersInRedis(TestRedis redis) {
+    return redis.infoSum("clients", "blocked_clients") + subscribers(redis, "CHANNELS", "NUMSUB")
+        + subscribers(redis, "SHARDCHANNELS", "SHARDNUMSUB");
+  }
+
+  private static long subscribers(TestRedis redis, String list, String count) {
+    long n = 0;
+    for (String channels : redis.commandOnEachMaster("PUBSUB", list)) {
+      if (channels == null || channels.isEmpty() || channels.startsWith("-")) {
+        continue; // none, or Redis < 7 has no shard channels
+      }
+      String[] names = channels.split("\n");
+      String[] args = new String[names.length + 2];
+      args[0] = "PUBSUB";
+      args[1] = count;
+      System.arraycopy(names, 0, args, 2, names.length);
+      for (String reply : redis.commandOnEachMaster(args)) {
+        String[] pairs = reply.split("\n");
+        for (int i = 1; i < pairs.length; i += 2) {
+          n += Long.parseLong(pairs[i]);
+        }
+      }
+    }
+    return n;
+  }
+
   static long totalCalls(Map<String, Long> stats, String... commands) {
     long sum = 0;
     for (String c : commands) {

@@ -9,6 +9,8 @@
 -- ARGV[5]  local hand-off (optional): the request id of the current holder, a thread of the same
 --          client that hands the lock straight to ARGV[1]/ARGV[2] at its unlock
 -- ARGV[6]  "1" if the caller will not wait when refused (tryLock()): it is not marked as waiting
+-- ARGV[7]  "1" if the caller waits by pub/sub: a refusal sets field p, and the next release
+--          publishes a wake-up (lock_release.lua)
 --
 -- Returns {1, token, reclaimed, others, same}  the lock is held by this request: fresh grant, or a replay of
 --                     the same request (same token, lease refreshed), or a takeover of an older
@@ -29,8 +31,8 @@ local function client_of(id)
   return string.match(id, '^[^:]*') -- ids start with "<client id>:"
 end
 local me = client_of(ARGV[1])
-local fields = redis.call('HMGET', KEYS[1], 'o', 'r', 'x', 'w:' .. me)
-local owner, holder, released, waiting = fields[1], fields[2], fields[3], fields[4]
+local fields = redis.call('HMGET', KEYS[1], 'o', 'r', 'x', 'w:' .. me, 'p')
+local owner, holder, released, waiting, subscribed = fields[1], fields[2], fields[3], fields[4], fields[5]
 local handing = ARGV[5] and ARGV[5] ~= ''
 if handing then
   if holder == ARGV[2] then -- a re-sent hand-off
@@ -42,10 +44,16 @@ if handing then
   end
 elseif owner then
   if owner ~= ARGV[1] then
-    if client_of(owner) ~= me and not waiting and ARGV[6] ~= '1' then
-      -- this client waits: field w:<client> tells the holder's client not to keep passing the
-      -- lock among its own threads for long (see "others" below)
+    -- this client waits: field w:<client> tells the holder's client not to keep passing the lock
+    -- among its own threads for long (see "others" below); field p asks the release to publish
+    local mark = client_of(owner) ~= me and not waiting and ARGV[6] ~= '1'
+    local sub = ARGV[7] == '1'
+    if mark and sub then
+      redis.call('HSET', KEYS[1], 'w:' .. me, 1, 'p', 1)
+    elseif mark then
       redis.call('HSET', KEYS[1], 'w:' .. me, 1)
+    elseif sub then
+      redis.call('HSET', KEYS[1], 'p', 1)
     end
     return {0, redis.call('PTTL', KEYS[1])}
   end
@@ -80,11 +88,14 @@ end
 if waiting then
   redis.call('HDEL', KEYS[1], 'w:' .. me)
 end
-local base = 0 -- fields other than w:* after the HSET below: o, r, t, and x if present
+local base = 0 -- fields other than w:* after the HSET below: o, r, t, x if present, p if present
 if handing or released then
   base = 4
 else
   base = 3
+end
+if subscribed then
+  base = base + 1
 end
 local same = 0
 if handing or (released and client_of(released) == me) then

@@ -8,25 +8,30 @@
 -- KEYS[4]  wwait    {p:n}:rw:wwait    zset: waiting write request -> server ms of its last attempt
 -- KEYS[5]  rwait    {p:n}:rw:rwait    zset: waiting read request -> server ms of its last attempt
 -- KEYS[6]  wq       {p:n}:rw:wq       wake list of waiting writers (at most one token)
--- KEYS[7]  rq       {p:n}:rw:rq       wake list of waiting readers (one token per waiting reader)
--- KEYS[8]  state    {p:n}:rw:state    hash: admit = server ms of the last write release that had
---                                      readers waiting (readers waiting since then may pass writers)
--- KEYS[9]  rd       {p:n}:rw:rd:<req> this read request's lease: hash {r = req, t = token}, PX lease
--- KEYS[10] rx       {p:n}:rw:rx:<req> marker of a released read request (replayed releases)
--- ARGV[1]  op       read | write | runlock | wunlock | rcancel | wcancel | rpass | wpass | count
+-- KEYS[7]  state    {p:n}:rw:state    hash: admit = server ms of the last write release that had
+--                                      readers waiting (readers waiting since then may pass
+--                                      writers); wp = a writer waits by pub/sub
+-- KEYS[8]  rd       {p:n}:rw:rd:<req> this read request's lease: hash {r = req, t = token}, PX lease
+-- KEYS[9]  rx       {p:n}:rw:rx:<req> marker of a released read request (replayed releases)
+-- ARGV[1]  op       read | write | runlock | wunlock | rcancel | wcancel | wpass | count
 -- ARGV[2]  owner    "<clientId>:<threadId>"
 -- ARGV[3]  request  "<clientId>:<seq>"
 -- ARGV[4]  lease ms
 -- ARGV[5]  prefix   "{p:n}:rw:" (the lease keys of other readers are derived from it: same slot)
 -- ARGV[6]  read only: server ms at which this JVM's readers started waiting (0 = not waiting)
+-- ARGV[7]  write only: "1" if the writer waits by pub/sub (a refusal sets state field wp)
+-- ARGV[8]  readers' channel {p:n}:rw:rch: waiting readers are always subscribed to it
+-- ARGV[9]  writers' channel {p:n}:rw:wch
+-- ARGV[10] the publish command: PUBLISH, or SPUBLISH on a Redis 7 Cluster
 --
 -- Policy (phase-fair): a waiting writer stops new readers; a write release admits every reader
 -- that was already waiting, even past waiting writers; the last reader out wakes one writer.
 -- Waiting entries are refreshed by every attempt (waiters re-attempt at least every lease/2) and
 -- count only while younger than one lease, so a dead waiter stops mattering within a lease.
 
-local w, fence, readers, wwait, rwait, wq, rq, state, rd, rx =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local w, fence, readers, wwait, rwait, wq, state, rd, rx =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local publish, rch, wch = ARGV[10], ARGV[8], ARGV[9]
 local op, owner, req, lease, prefix = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 
 -- Dead readers dropped by this call (reclaim_readers). The read and write ops report it as the
@@ -76,26 +81,26 @@ local function live(zset)
   return redis.call('ZCARD', zset)
 end
 
-local function push_one(list)
-  if redis.call('LLEN', list) == 0 then
-    redis.call('RPUSH', list, '1')
-    redis.call('PEXPIRE', list, lease)
+-- Wake one writer: a token for a writer blocked on wq, and a message if a writer waits by pub/sub.
+local function wake_writer()
+  if redis.call('LLEN', wq) == 0 then
+    redis.call('RPUSH', wq, '1')
+    redis.call('PEXPIRE', wq, lease)
+  end
+  if redis.call('HDEL', state, 'wp') == 1 then
+    redis.call(publish, wch, '1')
   end
 end
 
--- Wake every waiting reader: one token each (a reader that no longer waits leaves a stale token,
--- which costs some later reader one extra attempt, and expires with the list).
+-- Wake every waiting reader: one message on the readers' channel, to which every waiting reader
+-- is subscribed (one subscriber per JVM), whatever their number.
 local function wake_readers(admit)
   local n = live(rwait)
   if n > 0 then
     if admit then
       redis.call('HSET', state, 'admit', now())
     end
-    redis.call('DEL', rq)
-    for _ = 1, math.min(n, 1000) do
-      redis.call('RPUSH', rq, '1')
-    end
-    redis.call('PEXPIRE', rq, lease)
+    redis.call(publish, rch, '1')
   end
   return n
 end
@@ -126,7 +131,7 @@ local function release_write()
   redis.call('HSET', w, 'x', req)
   redis.call('PEXPIRE', w, lease)
   if wake_readers(true) == 0 then
-    push_one(wq)
+    wake_writer()
   end
 end
 
@@ -135,7 +140,7 @@ local function release_read()
   redis.call('ZREM', readers, req)
   redis.call('SET', rx, '1', 'PX', lease)
   if reclaim_readers() == 0 then
-    push_one(wq)
+    wake_writer()
   end
 end
 
@@ -170,9 +175,15 @@ end
 if op == 'write' then
   -- {1, token, 0, reclaimed} granted; {0, hintMs, nowMs, reclaimed} must wait
   local o = redis.call('HGET', w, 'o')
+  local function wait_write()
+    redis.call('ZADD', wwait, now(), req)
+    if ARGV[7] == '1' then
+      redis.call('HSET', state, 'wp', 1)
+    end
+  end
   if o then
     if o ~= owner then
-      redis.call('ZADD', wwait, now(), req)
+      wait_write()
       return {0, cap(redis.call('PTTL', w)), now(), 0}
     end
     if redis.call('HGET', w, 'r') == req then
@@ -181,7 +192,7 @@ if op == 'write' then
     end
   end
   if reclaim_readers() > 0 then
-    redis.call('ZADD', wwait, now(), req)
+    wait_write()
     return {0, cap(earliest_reader_ms()), now(), reclaimed}
   end
   local token = next_token()
@@ -213,7 +224,7 @@ if op == 'runlock' then
   end
   -- lost (expired or deleted): whatever is left of this request stops counting as a reader now
   if redis.call('ZREM', readers, req) == 1 and reclaim_readers() == 0 then
-    push_one(wq)
+    wake_writer()
   end
   return 0
 end
@@ -240,15 +251,7 @@ end
 if op == 'wpass' then
   -- hand on a writer's wake token if a writer could proceed now
   if not redis.call('HGET', w, 'o') and reclaim_readers() == 0 then
-    push_one(wq)
-  end
-  return 1
-end
-
-if op == 'rpass' then
-  if not redis.call('HGET', w, 'o') then
-    redis.call('RPUSH', rq, '1')
-    redis.call('PEXPIRE', rq, lease)
+    wake_writer()
   end
   return 1
 end

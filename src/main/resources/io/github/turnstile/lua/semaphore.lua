@@ -19,6 +19,10 @@
 --          something stores its reply under {p:name}:s:rq:<request> for one lease, and a re-sent
 --          copy of the call (Lettuce re-sends unanswered commands after a reconnect) gets that
 --          reply back instead of running twice
+-- ARGV[9]  acquire only: "1" if the caller waits by pub/sub: a refusal sets meta field p, and the
+--          next call that frees a permit publishes a wake-up
+-- ARGV[10] the semaphore's wake-up channel {p:name}:s:ch
+-- ARGV[11] the publish command: PUBLISH, or SPUBLISH on a Redis 7 Cluster
 --
 -- Every reply is an array whose last element is added by reply(): the number of crashed clients
 -- whose permits this call reclaimed (the client reports them in its metrics and log).
@@ -34,6 +38,9 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Permits this call put on the free list: if any, waiters that wait by pub/sub are told.
+local freed = 0
+
 -- One token leaves a held list: it pays a debt, or goes back to the free list (which serves the
 -- longest-blocked BLMOVE waiter at once).
 local function give_back(list)
@@ -43,11 +50,17 @@ local function give_back(list)
     redis.call('HINCRBY', meta, 'debt', -1)
   else
     redis.call('LMOVE', list, free, 'LEFT', 'RIGHT')
+    freed = freed + 1
   end
 end
 
 local reclaimed = 0
 local function reply(t)
+  if freed > 0 and redis.call('HGET', meta, 'p') then
+    -- a waiter waits by pub/sub (it set p when refused): one message wakes every such waiter
+    redis.call('HDEL', meta, 'p')
+    redis.call(ARGV[11], ARGV[10], '1')
+  end
   t[#t + 1] = reclaimed
   return t
 end
@@ -165,6 +178,9 @@ if op == 'acquire' then
   for _ = 1, take do
     redis.call('LMOVE', free, held, 'LEFT', 'RIGHT')
   end
+  if take < n and ARGV[9] == '1' then
+    redis.call('HSET', meta, 'p', 1)
+  end
   if take > 0 then
     return remember({take, hint(), cap})
   end
@@ -211,6 +227,7 @@ if op == 'add' then
   for _ = 1, n - pay do
     redis.call('RPUSH', free, '1')
   end
+  freed = n - pay
   return remember({cap + n})
 end
 

@@ -1,0 +1,314 @@
+package io.github.turnstile;
+
+import io.lettuce.core.pubsub.RedisPubSubAdapter;
+import io.lettuce.core.pubsub.StatefulRedisPubSubConnection;
+import java.lang.System.Logger.Level;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executor;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * The pub/sub half of waiting: one subscriber connection per node carries the wake-up channels
+ * of every primitive this client waits on beyond its blocking connections, however many there
+ * are, and the broadcasts (a write release admitting every waiting reader).
+ *
+ * <p>A waiter {@link #subscribe}s to its primitive's channel (reference-counted: the first local
+ * waiter sends {@code SUBSCRIBE}, the last one {@code UNSUBSCRIBE}), waits until the
+ * subscription is confirmed, takes {@link Sub#next()} before each attempt, and after a refusal
+ * waits on it. Every message on the channel completes it, and so does every (re)confirmation of
+ * the subscription, which Lettuce sends after a reconnect: a message is a hint, and a waiter
+ * re-attempts after every message and every (re)subscribe. A subscription the server drops by
+ * itself (a shard channel whose slot moved) is marked {@link Sub#lost()}, so the waiter
+ * subscribes again where the slot now lives.
+ */
+final class Subscriptions implements AutoCloseable {
+  private static final System.Logger LOG = System.getLogger("io.github.turnstile");
+
+  /** Opens a node's subscriber connection (blocking; run on {@link #connector}). */
+  interface Opener {
+    StatefulRedisPubSubConnection<String, String> open(String node);
+  }
+
+  private final Opener opener;
+  private final boolean sharded;
+  private final Executor connector;
+  private final Map<String, Node> nodes = new ConcurrentHashMap<>();
+  /** Guards the reference counts and the order of SUBSCRIBE/UNSUBSCRIBE per channel. */
+  private final ReentrantLock lock = new ReentrantLock();
+  private volatile boolean closed;
+
+  Subscriptions(Opener opener, boolean sharded, Executor connector) {
+    this.opener = opener;
+    this.sharded = sharded;
+    this.connector = connector;
+  }
+
+  /** One channel subscribed on one node, shared by this client's waiters on it. */
+  final class Sub {
+    final String channel;
+    final Node node;
+    /** Completes when the subscription is confirmed; fails if it could not be made. */
+    final CompletableFuture<Void> ready;
+    private final AtomicReference<CompletableFuture<Void>> event =
+        new AtomicReference<>(new CompletableFuture<>());
+    private int refs = 1; // guarded by lock
+    private volatile boolean lost;
+
+    Sub(String channel, Node node, CompletableFuture<Void> ready) {
+      this.channel = channel;
+      this.node = node;
+      this.ready = ready;
+    }
+
+    /**
+     * Returns the future the next message (or re-subscription) completes. Take it before the
+     * attempt whose refusal makes the waiter wait: a message that arrives meanwhile completes it.
+     *
+     * @return the future the next message (or re-subscription) completes
+     */
+    CompletableFuture<Void> next() {
+      return event.get();
+    }
+
+    void fire() {
+      event.getAndSet(new CompletableFuture<>()).complete(null);
+    }
+
+    /**
+     * Returns whether the server dropped this subscription (its slot moved, or its node left).
+     *
+     * @return whether the server dropped this subscription (its slot moved, or its node left)
+     */
+    boolean lost() {
+      return lost || node.dead;
+    }
+
+    void markLost() {
+      lost = true;
+      fire();
+    }
+
+    /** This waiter no longer needs the subscription. */
+    void close() {
+      release(this);
+    }
+  }
+
+  /** The subscriber connection of one node and its subscriptions. */
+  final class Node extends RedisPubSubAdapter<String, String> {
+    final String name;
+    final CompletableFuture<StatefulRedisPubSubConnection<String, String>> connection;
+    /** The current subscription per channel; guarded by lock (read lock-free by the listener). */
+    final Map<String, Sub> subs = new ConcurrentHashMap<>();
+    /** Unsubscriptions sent and not yet confirmed, per channel; guarded by lock. */
+    final Map<String, Integer> leaving = new HashMap<>();
+    volatile boolean dead;
+
+    Node(String name) {
+      this.name = name;
+      this.connection = CompletableFuture.supplyAsync(() -> {
+        StatefulRedisPubSubConnection<String, String> c = opener.open(name);
+        c.addListener(this);
+        return c;
+      }, connector);
+    }
+
+    private void event(String channel) {
+      Sub s = subs.get(channel);
+      if (s != null) {
+        s.fire();
+      }
+    }
+
+    private void dropped(String channel) {
+      lock.lock();
+      try {
+        Integer n = leaving.get(channel);
+        if (n != null) {
+          if (n == 1) {
+            leaving.remove(channel);
+          } else {
+            leaving.put(channel, n - 1);
+          }
+          return; // the confirmation of our own UNSUBSCRIBE
+        }
+      } finally {
+        lock.unlock();
+      }
+      Sub s = subs.get(channel);
+      if (s != null) {
+        s.markLost(); // the server dropped it: the waiter re-subscribes where the slot lives now
+      }
+    }
+
+    @Override
+    public void message(String channel, String message) {
+      event(channel);
+    }
+
+    @Override
+    public void subscribed(String channel, long count) {
+      event(channel);
+    }
+
+    @Override
+    public void unsubscribed(String channel, long count) {
+      dropped(channel);
+    }
+
+    @Override
+    public void smessage(String channel, String message) {
+      event(channel);
+    }
+
+    @Override
+    public void ssubscribed(String channel, long count) {
+      event(channel);
+    }
+
+    @Override
+    public void sunsubscribed(String channel, long count) {
+      dropped(channel);
+    }
+
+    CompletableFuture<Void> send(String channel, boolean subscribe) {
+      return connection.thenCompose(c -> {
+        if (sharded) {
+          return (subscribe ? c.async().ssubscribe(channel) : c.async().sunsubscribe(channel)).toCompletableFuture();
+        }
+        return (subscribe ? c.async().subscribe(channel) : c.async().unsubscribe(channel)).toCompletableFuture();
+      });
+    }
+
+    void close() {
+      dead = true;
+      connection.thenAccept(StatefulRedisPubSubConnection::closeAsync);
+      for (Sub s : subs.values()) {
+        s.fire();
+      }
+    }
+  }
+
+  /**
+   * Subscribes this client to {@code channel} on {@code node} (or joins the subscription another
+   * local waiter made). The caller waits for {@link Sub#ready} before its first attempt, and
+   * must {@link Sub#close()} the handle when it stops waiting.
+   *
+   * @return the subscription handle
+   */
+  Sub subscribe(String channel, String node) {
+    lock.lock();
+    try {
+      if (closed) {
+        throw new TurnstileException("Turnstile is closed");
+      }
+      Node n = nodes.get(node);
+      if (n == null || n.dead || n.connection.isCompletedExceptionally()) {
+        n = new Node(node);
+        nodes.put(node, n);
+      }
+      Sub s = n.subs.get(channel);
+      if (s != null && !s.lost && !s.ready.isCompletedExceptionally()) {
+        s.refs++;
+        return s;
+      }
+      Node on = n;
+      CompletableFuture<Void> ready = n.send(channel, true);
+      Sub created = new Sub(channel, n, ready);
+      n.subs.put(channel, created);
+      ready.whenComplete((v, e) -> {
+        if (e != null) {
+          LOG.log(Level.DEBUG, "subscribing to {0} on {1} failed: {2}", channel, on.name, e.toString());
+          forget(created);
+        }
+      });
+      return created;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** A subscription that failed: drop it, so the next waiter tries again. */
+  private void forget(Sub s) {
+    lock.lock();
+    try {
+      s.node.subs.remove(s.channel, s);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  private void release(Sub s) {
+    lock.lock();
+    try {
+      if (--s.refs > 0) {
+        return;
+      }
+      Node n = s.node;
+      if (n.subs.remove(s.channel, s) && !s.lost && !n.dead && !s.ready.isCompletedExceptionally()) {
+        n.leaving.merge(s.channel, 1, Integer::sum);
+        n.send(s.channel, false);
+      }
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Closes the subscriber connections of nodes that are no longer masters (a Cluster failover):
+   * their subscriptions count as lost, and their waiters subscribe again on the new master.
+   */
+  void prune(java.util.function.Predicate<String> isMaster) {
+    lock.lock();
+    try {
+      for (Map.Entry<String, Node> e : nodes.entrySet()) {
+        if (!isMaster.test(e.getKey())) {
+          nodes.remove(e.getKey());
+          e.getValue().close();
+        }
+      }
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Returns the number of channels subscribed now (for tests and diagnostics).
+   *
+   * @return the number of channels subscribed now (for tests and diagnostics)
+   */
+  int channels() {
+    int n = 0;
+    for (Node node : nodes.values()) {
+      n += node.subs.size();
+    }
+    return n;
+  }
+
+  /**
+   * Returns the number of subscriber connections (open or opening).
+   *
+   * @return the number of subscriber connections (open or opening)
+   */
+  int connections() {
+    return nodes.size();
+  }
+
+  @Override
+  public void close() {
+    lock.lock();
+    try {
+      closed = true;
+      for (Node n : nodes.values()) {
+        n.close();
+      }
+      nodes.clear();
+    } finally {
+      lock.unlock();
+    }
+  }
+}
