@@ -635,7 +635,7 @@ final class DistinctWaitsBenchmark {
     rowText(results, "waiter connections peak (named)  [issue 12: <= "
         + TURNSTILE_BOUND + "]", r -> Long.toString(r.namedPeak));
     rowText(results, "connections of both clients (CLIENT LIST, peak)", r -> Long.toString(r.addedPeak));
-    row(results, "Redis cmds per wake-up (release phase, incl. Lua)", r -> r.cmdsPerWake, "%.1f");
+    row(results, "Redis cmds in release phase / waiters acquired", r -> r.cmdsPerWake, "%.1f");
     row(results, "holder's release call p50 (ms)", r -> r.releaseCallP50, "%.2f");
     rowText(results, "release window / all acquired after (ms)",
         r -> r.releaseWindowMillis + " / " + r.allAcquiredMillis);
