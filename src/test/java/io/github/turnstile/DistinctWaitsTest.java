@@ -57,7 +57,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * <p>With waiting bounded by a pool of 16 blocking connections, a waiter without a connection is
  * only woken once the waiters ahead of it in the pool's queue have been released, so its latency
  * grows with the release window (≥ N × spacing = 2 s by default), not with its own release: p99
- * about 2.4 s on the code this test was written against. The 1 s bound fails that.
+ * 2.4–2.9 s on the code this test was written against. The 1 s bound fails that.
  *
  * <p>System properties: {@code turnstile.test.distinct.n} primitives per scenario [1000],
  * {@code turnstile.test.distinct.spacingMicros} least time between release starts [2000],
@@ -247,7 +247,7 @@ class DistinctWaitsTest {
       }
       sampler.stop();
 
-      long[] latencies = new long[acquired.get()];
+      long[] latencies = new long[N];
       int k = 0;
       int earlyCount = 0;
       for (int i = 0; i < N; i++) {
@@ -260,6 +260,8 @@ class DistinctWaitsTest {
         }
       }
       int early = earlyCount;
+      int got = k; // a straggler may still acquire while this runs: count what was read
+      latencies = Arrays.copyOf(latencies, got);
       Arrays.sort(latencies);
       long[] calls = releaseCall.clone();
       Arrays.sort(calls);
@@ -272,14 +274,14 @@ class DistinctWaitsTest {
               + " connections added since it connected (any name) %d while waiting, %d overall"
               + " | release call p50 %.2f ms | releases over %d ms (spacing >= %d us, seed %d), all acquired"
               + " %d ms after the first release; holder took %d in %d ms%n",
-          kind, N, acquired.get(), p50, p90, p99, max, waitingConnections, sampler.peak(), bound, waitingAdded,
+          kind, N, got, p50, p90, p99, max, waitingConnections, sampler.peak(), bound, waitingAdded,
           sampler.peakAll() - baseline,
           millis(percentile(calls, 0.5)), releasesMillis, TimeUnit.NANOSECONDS.toMicros(SPACING_NANOS), SEED,
           allMillis, N, heldMillis);
       System.out.println("distinct-waits " + kind + ": wake latency histogram (ms): " + histogram(latencies));
 
       assertTrue(errors.isEmpty(), "waiters failed: " + errors);
-      int missing = N - acquired.get();
+      int missing = N - got;
       assertEquals(0, missing, missing + " of " + N + " waiters had not acquired their " + kind + " "
           + ACQUIRE_TIMEOUT_MILLIS + " ms after the last release");
       assertAll(
