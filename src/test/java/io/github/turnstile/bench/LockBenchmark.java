@@ -38,7 +38,10 @@ import org.redisson.config.Config;
  * uncontended and hot runs [1], {@code bench.uncontended.seconds} [3], {@code bench.clients} [4],
  * {@code bench.threads} per client [4], {@code bench.pings} [2000],
  * {@code bench.reentrant.iterations} [100000], {@code bench.reentrant.maxSeconds} cap on the
- * reentrant loop [3], {@code bench.poll.millis} SETNX polling interval [5].
+ * reentrant loop [3], {@code bench.poll.millis} SETNX polling interval [5]. Parts:
+ * {@code bench.main} (this class's table: uncontended, reentrant, hot lock), {@code bench.semaphore},
+ * {@code bench.rw}, {@code bench.scaling}, {@code bench.distinct} (issue 12's distinct waits), all
+ * [true]; {@code =false} turns a part off.
  *
  * <p>Redis command counts come from {@code INFO commandstats} deltas (the INFO calls themselves
  * excluded). Redis counts commands issued from inside Lua scripts as well, so "cmds" is the work
@@ -309,7 +312,8 @@ public final class LockBenchmark {
       System.out.printf(Locale.ROOT, "PING round trip (Lettuce sync, %d pings): p50 %.1f us, p99 %.1f us%n",
           PINGS, pingP50, pingP99);
 
-      List<Impl> impls = selectedImpls();
+      boolean main = Boolean.parseBoolean(System.getProperty("bench.main", "true"));
+      List<Impl> impls = main ? selectedImpls() : List.of();
       List<Result> results = new ArrayList<>();
       String runId = Long.toHexString(ThreadLocalRandom.current().nextLong());
       for (Impl impl : impls) {
@@ -331,7 +335,9 @@ public final class LockBenchmark {
           t.printStackTrace(System.out);
         }
       }
-      printTable(results, pingP50, pingP99);
+      if (main) {
+        printTable(results, pingP50, pingP99);
+      }
       if (Boolean.parseBoolean(System.getProperty("bench.semaphore", "true"))) {
         SemaphoreBenchmark.run(uri, redis);
       }
@@ -340,6 +346,9 @@ public final class LockBenchmark {
       }
       if (Boolean.parseBoolean(System.getProperty("bench.scaling", "true"))) {
         ScalingBenchmark.run(uri, redis);
+      }
+      if (Boolean.parseBoolean(System.getProperty("bench.distinct", "true"))) {
+        DistinctWaitsBenchmark.run(uri, redis);
       }
     } finally {
       if (auxConn != null) {
@@ -375,6 +384,10 @@ public final class LockBenchmark {
     SetNxPollLock.class.getDeclaredMethods();
     ScalingBenchmark.class.getDeclaredMethods();
     for (Class<?> c : ScalingBenchmark.class.getDeclaredClasses()) {
+      c.getDeclaredMethods();
+    }
+    DistinctWaitsBenchmark.class.getDeclaredMethods();
+    for (Class<?> c : DistinctWaitsBenchmark.class.getDeclaredClasses()) {
       c.getDeclaredMethods();
     }
   }
