@@ -20,7 +20,6 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Supplier;
 
@@ -213,7 +212,7 @@ final class Engine implements AutoCloseable {
   private final ExecutorService connector;
   private final AtomicLong requests = new AtomicLong();
   /** Completed (and replaced) whenever Redis may have come back: every waiter then re-attempts. */
-  private final AtomicReference<CompletableFuture<Void>> faults = new AtomicReference<>(new CompletableFuture<>());
+  private final Signal faults = new Signal();
   /** The clock of lease bookkeeping; replaced only by tests (see {@link Ticker}). */
   volatile Ticker ticker = Ticker.SYSTEM;
   private volatile boolean closed;
@@ -296,13 +295,13 @@ final class Engine implements AutoCloseable {
    * @return the future the next recovery event completes
    */
   CompletableFuture<Void> faults() {
-    return faults.get();
+    return faults.next();
   }
 
   /** Redis may have come back (a reconnect, a topology change): every waiter attempts again. */
   void recovered() {
     subscriptions.prune(topology::isMaster);
-    faults.getAndSet(new CompletableFuture<>()).complete(null);
+    faults.fire();
   }
 
   /**
@@ -1091,6 +1090,6 @@ final class Engine implements AutoCloseable {
     pool.close();
     acks.close();
     topology.close();
-    faults.get().complete(null);
+    faults.fire();
   }
 }

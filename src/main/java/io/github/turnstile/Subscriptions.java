@@ -8,7 +8,6 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executor;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -53,8 +52,7 @@ final class Subscriptions implements AutoCloseable {
     final Node node;
     /** Completes when the subscription is confirmed; fails if it could not be made. */
     final CompletableFuture<Void> ready;
-    private final AtomicReference<CompletableFuture<Void>> event =
-        new AtomicReference<>(new CompletableFuture<>());
+    private final Signal event = new Signal();
     private int refs = 1; // guarded by lock
     private volatile boolean lost;
 
@@ -71,11 +69,11 @@ final class Subscriptions implements AutoCloseable {
      * @return the future the next message (or re-subscription) completes
      */
     CompletableFuture<Void> next() {
-      return event.get();
+      return event.next();
     }
 
     void fire() {
-      event.getAndSet(new CompletableFuture<>()).complete(null);
+      event.fire();
     }
 
     /**
