@@ -48,10 +48,15 @@ import java.util.concurrent.locks.Lock;
  * orders the critical sections, and the data they protect must live in a store that all parties
  * read and write.
  *
- * <p><b>Failure model.</b> If Redis cannot be reached, acquisition methods throw
- * {@link TurnstileException} (within the caller's timeout, or the configured command timeout) and
- * leave nothing held; the call may be retried. The guarantees assume one Redis server, or a
- * primary whose writes are not lost on failover; see the project's failure-model documentation.
+ * <p><b>Failure model.</b> Waiting survives Redis faults. If Redis becomes unreachable (a
+ * restart, a failover, a pause, dropped connections), {@link #lock()} and
+ * {@link #lockInterruptibly()} keep waiting and acquire once Redis answers again; they throw
+ * {@link TurnstileException}, holding nothing, only after
+ * {@link TurnstileOptions#outageTolerance()} of continuous unavailability.
+ * {@link #tryLock(long, TimeUnit)} returns {@code false} when its time runs out, whatever the
+ * cause. {@link #unlock()} finishes locally at once and completes in Redis when it answers. After
+ * any reconnect every waiter asks Redis again at once. The guarantees assume one Redis server, or
+ * a primary whose writes are not lost on failover; see the project's failure-model documentation.
  *
  * <p><b>Observability.</b> With a registry configured
  * ({@link TurnstileOptions.Builder#meterRegistry}), acquisitions, wait and hold times, timeouts,
@@ -73,15 +78,16 @@ public interface DistributedLock extends Lock {
    *
    * <p>If the current thread already holds the lock, the hold count is incremented and the method
    * returns at once, with no Redis round trip. Otherwise the thread waits until one of these
-   * happens: it acquires the lock (hold count 1, a new fencing token), or Redis cannot be reached,
-   * in which case {@link TurnstileException} is thrown and nothing is held.
+   * happens: it acquires the lock (hold count 1, a new fencing token), or Redis stays unreachable
+   * for longer than {@link TurnstileOptions#outageTolerance()} without a break, in which case
+   * {@link TurnstileException} is thrown and nothing is held. Shorter outages are waited through.
    *
    * <p>Like {@code ReentrantLock.lock()}, this method does not respond to interruption: if the
    * thread is interrupted while waiting, it keeps waiting, and returns with its interrupt status
    * set.
    *
    * @throws LockLostException if the current thread holds the lock but its lease was lost
-   * @throws TurnstileException if Redis cannot be reached or does not answer in time
+   * @throws TurnstileException if Redis was unreachable for longer than the outage tolerance
    */
   @Override
   void lock();
@@ -91,14 +97,15 @@ public interface DistributedLock extends Lock {
    *
    * <p>One of three things happens: the lock is acquired (or re-entered); the thread is
    * interrupted, before or while waiting, and {@link InterruptedException} is thrown with its
-   * interrupt status cleared; or Redis cannot be reached and {@link TurnstileException} is
-   * thrown. An interrupt is acted on promptly even while the thread waits inside Redis: the
+   * interrupt status cleared; or Redis stays unreachable for longer than
+   * {@link TurnstileOptions#outageTolerance()} and {@link TurnstileException} is thrown (shorter
+   * outages are waited through). An interrupt is acted on promptly even while the thread waits inside Redis: the
    * blocked command is cancelled with {@code CLIENT UNBLOCK}, a wake-up it may have consumed is
    * handed on, and no hold or blocked connection is left behind.
    *
    * @throws InterruptedException if the current thread is interrupted
    * @throws LockLostException if the current thread holds the lock but its lease was lost
-   * @throws TurnstileException if Redis cannot be reached or does not answer in time
+   * @throws TurnstileException if Redis was unreachable for longer than the outage tolerance
    */
   @Override
   void lockInterruptibly() throws InterruptedException;
@@ -110,7 +117,8 @@ public interface DistributedLock extends Lock {
    *
    * @return {@code true} if the lock was acquired or re-entered, {@code false} otherwise
    * @throws LockLostException if the current thread holds the lock but its lease was lost
-   * @throws TurnstileException if Redis cannot be reached or does not answer in time
+   * @throws TurnstileException if the connection to Redis is down, or Redis does not answer
+   *     within the command timeout (this method does not wait for an outage to end)
    */
   @Override
   boolean tryLock();
@@ -120,31 +128,34 @@ public interface DistributedLock extends Lock {
    * not interrupted.
    *
    * <p>One of these happens: the lock is acquired (or re-entered) and {@code true} is returned;
-   * the waiting time elapses and {@code false} is returned; the thread is interrupted and
-   * {@link InterruptedException} is thrown; or Redis cannot be reached and
-   * {@link TurnstileException} is thrown. The waiting time is measured with
-   * {@link System#nanoTime()} and covers the whole wait, in this JVM's queue and in Redis
-   * together; the method does not wait notably longer. A time of zero or less does not wait.
+   * the waiting time elapses and {@code false} is returned, also when Redis was unreachable
+   * meanwhile; or the thread is interrupted and {@link InterruptedException} is thrown. The
+   * waiting time is measured with {@link System#nanoTime()} and covers the whole wait, in this
+   * JVM's queue and in Redis together; the method returns within a few tens of milliseconds
+   * after it (a reply is awaited for at least 20 ms after it was sent). A time of zero or less
+   * makes one attempt.
    *
    * @param time the maximum time to wait
    * @param unit the unit of {@code time}
    * @return {@code true} if the lock was acquired, {@code false} if the waiting time elapsed
    * @throws InterruptedException if the current thread is interrupted
    * @throws LockLostException if the current thread holds the lock but its lease was lost
-   * @throws TurnstileException if Redis cannot be reached
+   * @throws TurnstileException if Redis answers with an error that is not an outage
    */
   @Override
   boolean tryLock(long time, TimeUnit unit) throws InterruptedException;
 
   /**
-   * Releases one hold. If the hold count is then zero, the lock is released in Redis, its lease
-   * is no longer renewed, and one waiter is woken.
+   * Releases one hold. If the hold count is then zero, the lock is released in Redis (or handed
+   * straight to the next waiting thread of this JVM), its lease is no longer renewed, and a
+   * waiter is woken. If Redis is unreachable, the final unlock returns at once: the hold ends
+   * locally, and the release is completed in Redis as soon as it answers (it is idempotent), or
+   * made moot by the lease running out.
    *
    * @throws IllegalMonitorStateException if the current thread does not hold this lock
    * @throws LockLostException if the current thread held the lock but its lease was lost; the
    *     hold count is still decremented, so every matching unlock throws this
-   * @throws TurnstileException if Redis cannot be reached to release; the local hold is dropped
-   *     and the lease is no longer renewed, so the lock frees itself within the lease
+   * @throws TurnstileException if Redis answers the release with an error that is not an outage
    */
   @Override
   void unlock();

@@ -44,10 +44,13 @@ import java.util.concurrent.locks.ReadWriteLock;
  * {@code ReentrantReadWriteLock}. Across JVMs there is no shared memory: the data the lock guards
  * must live in a store that every party reads and writes.
  *
- * <p><b>Failure model.</b> If Redis cannot be reached, acquisitions throw
- * {@link TurnstileException} (within the caller's timeout, or the command timeout) and hold
- * nothing; a retry works once Redis is back. Interrupts and timeouts while waiting withdraw the
- * waiter, so a writer that gives up stops holding readers back at once.
+ * <p><b>Failure model.</b> As for {@link DistributedLock}: both sides' untimed acquisitions wait
+ * through Redis outages and throw {@link TurnstileException} (holding nothing) only after
+ * {@link TurnstileOptions#outageTolerance()} of continuous unavailability; timed ones return
+ * {@code false} at their deadline; unlocks during an outage finish locally and complete later.
+ * Interrupts and timeouts while waiting withdraw the waiter, so a writer that gives up stops
+ * holding readers back at once. Waiting readers are woken by one pub/sub message per write
+ * release, whatever their number.
  */
 public interface DistributedReadWriteLock extends ReadWriteLock {
 

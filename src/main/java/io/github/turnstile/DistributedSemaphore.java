@@ -53,8 +53,15 @@ import java.util.concurrent.TimeUnit;
  * that obtained a released permit, as for {@code Semaphore}. Across JVMs the data the permits
  * guard must live in a shared store.
  *
- * <p><b>Failure model.</b> If Redis cannot be reached, methods throw {@link TurnstileException}
- * within the caller's timeout or the command timeout, holding no new permit.
+ * <p><b>Failure model.</b> Waiting survives Redis faults: the untimed acquires keep waiting
+ * through a restart, a failover, a pause or dropped connections, and throw
+ * {@link TurnstileException} (holding no new permit) only after
+ * {@link TurnstileOptions#outageTolerance()} of continuous unavailability; the timed ones return
+ * {@code false} when their time runs out. A {@link #release()} while Redis is unreachable
+ * finishes locally at once and gives the permits back in Redis as soon as it answers (or the
+ * client's liveness lease runs out and other clients reclaim them). The immediate
+ * {@link #tryAcquire()} and the queries throw {@link TurnstileException} while Redis cannot be
+ * reached.
  */
 public abstract class DistributedSemaphore extends Semaphore {
   private static final long serialVersionUID = 1L;
@@ -97,7 +104,8 @@ public abstract class DistributedSemaphore extends Semaphore {
    *
    * <p>One of these happens: a permit is acquired; the thread is interrupted (before or while
    * waiting, promptly even while blocked in Redis) and {@link InterruptedException} is thrown with
-   * no permit taken; or Redis cannot be reached and {@link TurnstileException} is thrown.
+   * no permit taken; or Redis stays unreachable for longer than the outage tolerance and
+   * {@link TurnstileException} is thrown (shorter outages are waited through).
    *
    * @throws InterruptedException if the current thread is interrupted
    */
@@ -117,8 +125,9 @@ public abstract class DistributedSemaphore extends Semaphore {
 
   /**
    * Acquires a permit, waiting until one is available. One of two things happens: a permit is
-   * acquired, or Redis cannot be reached and {@link TurnstileException} is thrown with no permit
-   * taken. Interrupts do not stop the wait; the interrupt status is set on return if one arrived.
+   * acquired, or Redis stays unreachable for longer than the outage tolerance and
+   * {@link TurnstileException} is thrown with no permit taken (shorter outages are waited
+   * through). Interrupts do not stop the wait; the interrupt status is set on return if one arrived.
    */
   @Override
   public abstract void acquireUninterruptibly();
@@ -156,9 +165,10 @@ public abstract class DistributedSemaphore extends Semaphore {
   /**
    * Acquires a permit if one becomes available within the waiting time. One of these happens: it
    * is acquired ({@code true}); the time elapses ({@code false}); the thread is interrupted
-   * ({@link InterruptedException}, promptly even while blocked in Redis, with no permit taken);
-   * or Redis cannot be reached ({@link TurnstileException}). The time covers the local and the
-   * remote wait together.
+   * ({@link InterruptedException}, promptly even while blocked in Redis, with no permit taken).
+   * An outage does not end the wait early: if Redis is unreachable when the time runs out,
+   * {@code false} is returned. The time covers the local and the remote wait together, and the
+   * method returns within a few tens of milliseconds after it.
    *
    * @param timeout the maximum time to wait
    * @param unit the unit of {@code timeout}
@@ -171,9 +181,8 @@ public abstract class DistributedSemaphore extends Semaphore {
   /**
    * Acquires {@code permits} permits if all become available within the waiting time. One of
    * these happens: all are acquired ({@code true}); the time elapses ({@code false}); the thread
-   * is interrupted ({@link InterruptedException}); or Redis cannot be reached
-   * ({@link TurnstileException}). In every case but the first, permits collected along the way
-   * are returned.
+   * is interrupted ({@link InterruptedException}). An outage does not end the wait early. When
+   * not all were acquired, permits collected along the way are returned.
    *
    * @param permits how many; at most the capacity
    * @param timeout the maximum time to wait

@@ -145,6 +145,7 @@ final class RedisSemaphore extends DistributedSemaphore {
       return true;
     }
     long start = System.nanoTime();
+    engine.checkConnected(describe);
     if (!gateTryEnter()) {
       metrics.timedOut();
       return false;

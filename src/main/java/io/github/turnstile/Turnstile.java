@@ -43,9 +43,12 @@ import java.util.Objects;
  * Turnstile. Turnstile runs two daemon threads of its own, the watchdog and the event thread on
  * which {@link LeaseLossListener}s are called, besides Lettuce's I/O threads.
  *
- * <p><b>Failure model.</b> Methods that talk to Redis throw {@link TurnstileException} when it
- * cannot be reached, leaving nothing held. A lease lost while held is reported by
- * {@link LockLostException}, {@link LeaseLossListener}s and one WARNING log line.
+ * <p><b>Failure model.</b> Acquisitions wait through Redis outages: untimed ones until
+ * {@link TurnstileOptions#outageTolerance()} of continuous unavailability (then
+ * {@link TurnstileException}, nothing held), timed ones until their deadline. Releases during an
+ * outage finish locally and complete in Redis later. One-shot calls ({@code tryLock()}, queries)
+ * throw {@link TurnstileException} while Redis cannot be reached. A lease lost while held is
+ * reported by {@link LockLostException}, {@link LeaseLossListener}s and one WARNING log line.
  *
  * <p><b>Metrics and logging.</b> Metrics are recorded in a Micrometer registry if one is set with
  * {@link TurnstileOptions.Builder#meterRegistry}; Micrometer is otherwise never loaded. Logs go to
