@@ -914,7 +914,8 @@ final class Engine implements AutoCloseable {
    * discarded, {@code onAbandon} reconciles the unknown outcome, and the caller's next attempt
    * finds out whether Redis is reachable). On interrupt, at the deadline, or on a fault event
    * the command is abandoned without waiting: CLIENT UNBLOCK, and {@code onAbandon} is told
-   * later what it did after all.
+   * later what it did after all. Whenever this does not return a reply, {@code onAbandon} is
+   * called exactly once, now or later ({@code (null, true)} for a server-side timeout).
    */
   <T> T block(BlockingPool.Conn conn,
       java.util.function.Function<StatefulRedisConnection<String, String>, io.lettuce.core.RedisFuture<T>> command,
@@ -944,6 +945,9 @@ final class Engine implements AutoCloseable {
     try {
       T value = reply.getNow(null);
       pool.release(conn);
+      if (value == null) {
+        onAbandon.abandoned(null, true); // timed out on the server: nothing was taken
+      }
       return value;
     } catch (CompletionException | CancellationException e) {
       pool.discard(conn);
@@ -994,19 +998,18 @@ final class Engine implements AutoCloseable {
 
   /**
    * Waits for a release's reply, but never through an outage: if Redis is unreachable (the
-   * connection is down, or no reply within the command timeout), the release goes on in the
-   * background ({@link #settle}) and this returns null at once, so {@code unlock()} and
-   * {@code release()} finish locally.
+   * connection is down, or no reply within the command timeout), this returns null at once, so
+   * {@code unlock()} and {@code release()} finish locally, and the release goes on in the
+   * background ({@code done}).
    *
-   * @param resend sends the release again (same request id: idempotent)
-   * @param untilNanos until when it is worth retrying: the end of the lease it releases
+   * @param done the release, re-sent after transient failures (see {@link #retrying})
    * @return the reply, or null if the release was left to complete in the background
    * @throws TurnstileException if the release failed for good
    */
-  <T> T release(CompletableFuture<T> first, Supplier<CompletableFuture<T>> resend, long untilNanos, String what) {
+  <T> T release(CompletableFuture<T> done, String what) {
     if (topology.isOpen()) {
       try {
-        return Waits.get(first, commandTimeoutNanos, false);
+        return Waits.get(done, commandTimeoutNanos, false);
       } catch (TimeoutException e) {
         topology.suspect();
       } catch (ExecutionException | CancellationException e) {
@@ -1018,44 +1021,57 @@ final class Engine implements AutoCloseable {
         throw new AssertionError(e); // not interruptible
       }
     }
-    settle(first, resend, untilNanos, what);
     return null;
   }
 
   /**
-   * Sees a release through in the background: when it fails transiently it is sent again once
-   * the connection is up, until it is answered or {@code untilNanos} (the lease it releases has
-   * run out by then anyway).
+   * Sends a command that is idempotent (a release by request id), and sends it again after each
+   * transient failure, once the connection is up, until it is answered or {@code untilNanos}
+   * passes (the lease it releases has run out by then anyway).
+   *
+   * @return completes with the reply, or with the failure that ended the retries
    */
-  <T> void settle(CompletableFuture<T> f, Supplier<CompletableFuture<T>> resend, long untilNanos, String what) {
+  <T> CompletableFuture<T> retrying(Supplier<CompletableFuture<T>> send, long untilNanos) {
+    CompletableFuture<T> result = new CompletableFuture<>();
+    retry(send.get(), send, untilNanos, result);
+    return result;
+  }
+
+  private <T> void retry(CompletableFuture<T> f, Supplier<CompletableFuture<T>> send, long untilNanos,
+      CompletableFuture<T> result) {
     f.whenComplete((v, e) -> {
       if (e == null) {
+        result.complete(v);
         return;
       }
       Throwable cause = unwrap(e);
       if (!isTransient(cause) || closed || System.nanoTime() - untilNanos >= 0) {
-        LOG.log(Level.DEBUG, "{0} left to the lease: {1}", what, cause.toString());
+        LOG.log(Level.DEBUG, "gave up re-sending a release: {0}", cause.toString());
+        result.completeExceptionally(cause);
         return;
       }
-      whenUp(() -> settle(resend.get(), resend, untilNanos, what), untilNanos);
+      whenUp(() -> retry(send.get(), send, untilNanos, result), untilNanos,
+          () -> result.completeExceptionally(cause));
     });
   }
 
-  /** Runs {@code r} once the main connection is up (checked every {@link #RECHECK_NANOS}), unless {@code untilNanos} passes first. */
-  private void whenUp(Runnable r, long untilNanos) {
+  /**
+   * Runs {@code r} once the main connection is up (checked every {@link #RECHECK_NANOS}), or
+   * {@code giveUp} if {@code untilNanos} passes first or the engine closes.
+   */
+  private void whenUp(Runnable r, long untilNanos, Runnable giveUp) {
     try {
       scheduler.schedule(() -> {
         if (closed || System.nanoTime() - untilNanos >= 0) {
-          return;
-        }
-        if (topology.isOpen()) {
+          giveUp.run();
+        } else if (topology.isOpen()) {
           r.run();
         } else {
-          whenUp(r, untilNanos);
+          whenUp(r, untilNanos, giveUp);
         }
       }, RECHECK_NANOS, TimeUnit.NANOSECONDS);
     } catch (java.util.concurrent.RejectedExecutionException e) {
-      // closed
+      giveUp.run(); // closed
     }
   }
 

@@ -311,7 +311,8 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
       // because Redis is unreachable (the successor attempts, riding through the outage)
       next.complete(waitsOn ? LocalOwnership.Successor.QUEUE : LocalOwnership.Successor.ATTEMPT);
     }
-    Long result = engine.release(released, () -> release(l.requestId), leaseEnd, describe + " unlock");
+    Long result = engine.release(engine.retrying(new First<>(released, () -> release(l.requestId)), leaseEnd),
+        describe + " unlock");
     if (result != null && result == 0L) {
       l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
       throw lostException(l);
@@ -336,7 +337,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
       reply = engine.awaitQuietly(f, describe + " unlock");
     } catch (TurnstileException e) {
       // unanswered: whichever of the hand-off and this release runs first decides; both are idempotent
-      engine.settle(release(l.requestId), () -> release(l.requestId), leaseEnd, describe + " unlock");
+      engine.retrying(() -> release(l.requestId), leaseEnd);
       next.uncertain = true; // the hand-off may still run: the successor's attempt (same request) replays it
       next.complete(LocalOwnership.Successor.ATTEMPT);
       return;
@@ -349,6 +350,23 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     }
     if (!next.handed(a.token, sentAt, streakAfter(reply))) {
       cancel(next.request); // the successor stopped waiting: give its hand-over back
+    }
+  }
+
+  /** Sends {@code first} the first time, then {@code again}: a release already sent, re-sent after a failure. */
+  static final class First<T> implements java.util.function.Supplier<CompletableFuture<T>> {
+    private final java.util.concurrent.atomic.AtomicReference<CompletableFuture<T>> first;
+    private final java.util.function.Supplier<CompletableFuture<T>> again;
+
+    First(CompletableFuture<T> first, java.util.function.Supplier<CompletableFuture<T>> again) {
+      this.first = new java.util.concurrent.atomic.AtomicReference<>(first);
+      this.again = again;
+    }
+
+    @Override
+    public CompletableFuture<T> get() {
+      CompletableFuture<T> f = first.getAndSet(null);
+      return f != null ? f : again.get();
     }
   }
 

@@ -377,8 +377,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (!h.lease.end()) {
         throw lost(h.lease);
       }
-      Long result = engine.release(released, () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0),
-          leaseEnd, describe + " unlock");
+      Long result = engine.release(engine.retrying(new RedisLock.First<>(released,
+          () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0)), leaseEnd), describe + " unlock");
       if (result != null && result == 0L) {
         h.lease.lose("Redis no longer had this read hold at unlock: the lease expired");
         throw lost(h.lease);

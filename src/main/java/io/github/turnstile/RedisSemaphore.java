@@ -9,13 +9,27 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * {@link DistributedSemaphore} on the shared {@link Engine}: permits are tokens moved between a
- * free list and per-client held lists by {@code semaphore.lua} and by BLMOVE. Local state: the
- * number of permits this client holds (mirroring its held list), the threads waiting, and the
- * client's liveness {@link Lease}, registered with the watchdog while permits are held or awaited.
+ * {@link DistributedSemaphore} on the shared {@link Engine} and {@code semaphore.lua}: free permits
+ * are a counter plus a few hand-off tokens that waiters {@code BLMOVE} into this client's inflight
+ * list; held permits are a counter per client. No script's work grows with the permits involved.
+ *
+ * <p><b>Accounting.</b> The local count ({@link #heldPermits()}) must never exceed what Redis
+ * attributes to this client while its liveness lease is valid: that would admit more holders than
+ * the capacity. So a permit is counted only when a reply says Redis moved it to this client under
+ * the lease the client holds now (a late {@code BLMOVE} after a lease loss is not counted).
+ * Whatever leaves the count uncertain (a lost reply, a discarded blocking connection, a late
+ * token, a lease loss, a release that could not be completed) asks for a reconciliation,
+ * {@code trim}, which carries the range Redis may rightly attribute to this client: at least
+ * what it counts ({@code low}), at most that plus what its commands in flight may still add or
+ * have not yet given back ({@code high}). Redis gives back the excess above {@code high}, and
+ * reports a shortfall below {@code low} (those permits were reclaimed: the lease is lost). Counts
+ * and in-flight sums change under {@link #sync}; scripts run in the order they are sent (one
+ * main connection), and a {@code BLMOVE} does not start while a trim is in flight, so no command
+ * the range leaves out can run before the trim.
  */
 final class RedisSemaphore extends DistributedSemaphore {
   private static final long serialVersionUID = 1L;
@@ -26,21 +40,39 @@ final class RedisSemaphore extends DistributedSemaphore {
   private final String describe;
   private final String prefix;
   private final String[] keys;
-  private final String heldKey;
-  private final String freeKey;
+  private final String inflightKey;
+  private final String handoffKey;
   private final String channel;
   /** Serializes the one client at a time that may collect permits one by one. */
   private final transient RedisLock collector;
   private final transient Metrics.Primitive metrics;
-  private final transient ReentrantLock leaseLock = new ReentrantLock();
-  private final AtomicInteger held = new AtomicInteger();
-  private final AtomicInteger lostPermits = new AtomicInteger();
   private final AtomicInteger waiting = new AtomicInteger();
   private final transient CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
-  private transient Lease lease; // guarded by leaseLock
+  /** Guards the counts, the liveness lease, and the reconciliation state below. */
+  private final transient ReentrantLock sync = new ReentrantLock();
+  private final transient Condition trimDone = sync.newCondition();
+  // ---- guarded by sync
+  /** Permits this client holds and may release. */
+  private int held;
+  /** Permits a multi-permit acquisition has collected so far (not releasable yet). */
+  private int partial;
+  /** Permits lost with a lease and not yet released by their holders' threads. */
+  private int lostPermits;
+  /** Incremented at every lease loss: a collection that began before it lost what it collected. */
+  private int lossGeneration;
+  private transient Lease lease;
+  /** Permits that commands in flight may still add to what Redis attributes to this client. */
+  private long mayAdd;
+  /** Drains in flight: they may add any number, so no trim runs meanwhile. */
+  private int draining;
+  private boolean needsTrim;
+  private boolean trimming;
+  // ----
   /**
-   * Until when (this JVM's nanoTime) a waiter may block without running a script first: the send
-   * time of the latest script reply plus its wait hint (see semaphore.lua's hint()).
+   * Until when (this JVM's ticker) a waiter may block before it runs a script again: the send
+   * time of the latest reply plus its wait hint (see semaphore.lua's hint()). A waiter blocks in
+   * BLMOVE only after a script found no free permit, so every permit freed later is a token on
+   * the hand-off list, which a blocked BLMOVE takes at once.
    */
   private volatile long hintDeadline;
 
@@ -51,11 +83,11 @@ final class RedisSemaphore extends DistributedSemaphore {
     this.describe = "semaphore '" + name + "'";
     String tag = "{" + engine.options.keyPrefix() + ":" + name + "}";
     this.prefix = tag + ":s:";
-    this.freeKey = prefix + "free";
+    this.handoffKey = prefix + "handoff";
+    this.inflightKey = prefix + "inflight:" + engine.clientId;
     this.channel = prefix + "ch";
-    this.heldKey = prefix + "held:" + engine.clientId;
-    this.keys = new String[] {prefix + "meta", freeKey, prefix + "clients", heldKey,
-        prefix + "alive:" + engine.clientId};
+    this.keys = new String[] {prefix + "meta", handoffKey, prefix + "clients", inflightKey,
+        prefix + "alive:" + engine.clientId, prefix + "holders", prefix + "gone"};
     this.collector = new RedisLock(engine, name, prefix + "collector", describe + " collector",
         Metrics.Primitive.NOOP);
     this.metrics = engine.metrics.primitive("semaphore", name);
@@ -71,6 +103,10 @@ final class RedisSemaphore extends DistributedSemaphore {
           + " permits, not the " + requested + " requested; change the capacity explicitly"
           + " with addPermits/reducePermits");
     }
+  }
+
+  private long now() {
+    return engine.ticker.read();
   }
 
   /**
@@ -100,6 +136,107 @@ final class RedisSemaphore extends DistributedSemaphore {
   @Override
   public String name() {
     return name;
+  }
+
+  // ---------------------------------------------------------------- accounting
+
+  /** A command that may add up to {@code n} permits to Redis's count for this client is sent. */
+  private void track(long n) {
+    sync.lock();
+    try {
+      mayAdd += n;
+    } finally {
+      sync.unlock();
+    }
+  }
+
+  /** Its outcome is known (its permits are counted, or not taken), or given up on ({@code uncertain}). */
+  private void untrack(long n, boolean uncertain) {
+    sync.lock();
+    try {
+      mayAdd -= n;
+      needsTrim |= uncertain;
+      maybeTrim();
+    } finally {
+      sync.unlock();
+    }
+  }
+
+  /** Before a BLMOVE: it must not overtake a trim in flight (it runs on another connection). */
+  private void beginMove() {
+    sync.lock();
+    try {
+      while (trimming) {
+        trimDone.awaitUninterruptibly();
+      }
+      mayAdd++;
+    } finally {
+      sync.unlock();
+    }
+  }
+
+  /** Asks for a reconciliation. */
+  private void reconcile() {
+    sync.lock();
+    try {
+      needsTrim = true;
+      maybeTrim();
+    } finally {
+      sync.unlock();
+    }
+  }
+
+  /**
+   * With sync held: if a reconciliation is due, sends {@code trim} with the range Redis may
+   * rightly attribute to this client (see the class documentation). One at a time; while
+   * Redis is unreachable it waits for the next command of this client to end.
+   */
+  private void maybeTrim() {
+    if (!needsTrim || trimming || draining > 0 || !engine.connected()) {
+      return;
+    }
+    needsTrim = false;
+    trimming = true;
+    long low = held + partial;
+    long high = low + mayAdd;
+    trim(low, high).whenComplete((r, e) -> {
+      long missing = 0;
+      Lease l;
+      sync.lock();
+      try {
+        trimming = false;
+        if (e != null) {
+          needsTrim = true; // again, when the next command of this client ends
+        } else {
+          missing = (Long) r.get(1);
+        }
+        l = lease;
+        trimDone.signalAll();
+      } finally {
+        sync.unlock();
+      }
+      if (missing > 0 && l != null) {
+        l.lose("Redis attributed " + missing + " permit(s) fewer to this client than it held:"
+            + " they were reclaimed after its liveness lapsed");
+      }
+    });
+  }
+
+  private CompletableFuture<List<Object>> trim(long low, long high) {
+    return engine.<List<Object>>eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, "trim", engine.clientId,
+        Long.toString(engine.leaseMillis), prefix, Integer.toString(initialPermits),
+        Long.toString(low), Long.toString(high), "", "0", channel, engine.publishCommand())
+        .thenApply(this::reclaims);
+  }
+
+  /**
+   * With sync held: whether permits that a reply says moved to this client may be counted:
+   * the client's liveness lease is alive, and it is {@code expected} (the lease under which a
+   * BLMOVE was sent; {@code null}: any live lease, for a script that refreshed the liveness).
+   */
+  private boolean countable(Lease expected) {
+    Lease l = lease;
+    return l != null && (expected == null || l == expected) && l.alive(now());
   }
 
   // ---------------------------------------------------------------- acquire
@@ -152,31 +289,59 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
     waiting.incrementAndGet();
     try {
-      long sentAt = System.nanoTime();
-      CompletableFuture<List<Object>> f = op("acquire", permits, "all");
-      List<Object> r;
+      long sentAt = now();
+      track(permits);
+      boolean uncertain = false;
       try {
-        r = engine.awaitQuietly(f, describe);
-      } catch (RuntimeException e) {
-        giveBackWhenDone(f);
-        throw e;
-      }
-      int taken = taken(r, permits);
-      ensureLease(sentAt);
-      if (taken == permits) {
+        CompletableFuture<List<Object>> f = op("acquire", permits, "all", false, engine.newRequestId());
+        List<Object> r;
+        try {
+          r = engine.awaitQuietly(f, describe);
+        } catch (RuntimeException e) {
+          uncertain = true; // it may still run and take permits: the reconciliation gives them back
+          throw e;
+        }
+        int taken = taken(r, permits);
+        if (taken == 0) {
+          return metrics.outcome(false, start);
+        }
+        if (!counted(taken, sentAt)) {
+          uncertain = true;
+          return metrics.outcome(false, start);
+        }
         try {
           confirmReplicated(permits);
         } catch (RuntimeException e) {
-          giveBack(permits);
+          release(permits);
           throw e;
         }
-        held.addAndGet(permits);
+        return metrics.outcome(true, start);
+      } finally {
+        untrack(permits, uncertain);
       }
-      return metrics.outcome(taken == permits, start);
     } finally {
       waiting.decrementAndGet();
       gateExit();
       maybeStopLease();
+    }
+  }
+
+  /**
+   * Counts {@code taken} permits an acquire script moved to this client (it refreshed the
+   * liveness, so the lease is renewed or started from {@code sentAt}). False if they cannot be
+   * counted (the lease could not be kept): the caller asks for a reconciliation.
+   */
+  private boolean counted(int taken, long sentAt) {
+    sync.lock();
+    try {
+      ensureLease(sentAt);
+      if (!countable(null)) {
+        return false;
+      }
+      held += taken;
+      return true;
+    } finally {
+      sync.unlock();
     }
   }
 
@@ -214,8 +379,8 @@ final class RedisSemaphore extends DistributedSemaphore {
    * The acquisition: the thread first queues behind this JVM's other waiters (the fair gate), then
    * attempts in Redis; if the permits are not all free it waits for one permit at a time, in
    * BLMOVE on a pooled blocking connection while one is free (a release's token moves straight
-   * into this client's held list), by pub/sub otherwise. A multi-permit request that cannot be
-   * met at once takes the collector mutex before it starts collecting, so no two clients each
+   * into this client's inflight list), by pub/sub otherwise. A multi-permit request that cannot
+   * be met at once takes the collector mutex before it starts collecting, so no two clients each
    * hoard part of what they need. Outages are ridden through as for locks.
    */
   private boolean acquire(int permits, Engine.Call call) throws InterruptedException {
@@ -242,17 +407,87 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
   }
 
+  /** One gate holder's collection of {@code permits}; {@link #partial} mirrors {@code taken}. */
+  private final class Collection {
+    final int permits;
+    final int generation;
+    int taken;
+
+    Collection(int permits) {
+      this.permits = permits;
+      sync.lock();
+      try {
+        this.generation = lossGeneration;
+      } finally {
+        sync.unlock();
+      }
+    }
+
+    /** Counts permits moved to this client; false if a lease loss voided the collection. */
+    boolean add(int n) {
+      sync.lock();
+      try {
+        if (generation != lossGeneration) {
+          return false;
+        }
+        taken += n;
+        partial += n;
+        return true;
+      } finally {
+        sync.unlock();
+      }
+    }
+
+    /** All collected: they become releasable. */
+    void complete() {
+      sync.lock();
+      try {
+        partial -= taken;
+        held += taken;
+      } finally {
+        sync.unlock();
+      }
+    }
+
+    /** Given up: whatever was collected goes back. */
+    void abandon() {
+      int back;
+      sync.lock();
+      try {
+        back = generation == lossGeneration ? taken : 0;
+        partial -= back;
+      } finally {
+        sync.unlock();
+      }
+      if (back > 0) {
+        giveBack(back);
+      }
+    }
+
+    boolean lost() {
+      sync.lock();
+      try {
+        return generation != lossGeneration;
+      } finally {
+        sync.unlock();
+      }
+    }
+  }
+
   private boolean collect(int permits, Engine.Call call) throws InterruptedException {
-    int taken = 0;
+    Collection got = new Collection(permits);
     boolean collecting = false;
     boolean success = false;
     boolean pubsub = false;
     Subscriptions.Sub sub = null;
     try {
       while (true) {
-        if (taken == permits) {
+        if (got.lost()) {
+          got = new Collection(permits); // a lease loss voided what was collected: start again
+        }
+        if (got.taken == permits) {
           confirmReplicated(permits);
-          held.addAndGet(permits);
+          got.complete();
           success = true;
           return true;
         }
@@ -268,40 +503,46 @@ final class RedisSemaphore extends DistributedSemaphore {
         }
         CompletableFuture<Void> fault = engine.faults();
         CompletableFuture<Void> event = sub != null ? sub.next() : null;
-        if (!pubsub && (permits == 1 || collecting) && blockDirectly(call)) {
-          // Fresh hint and live lease: BLMOVE takes a free permit at once or queues for one,
-          // without a script round trip first.
-          BlockingPool.Conn conn = engine.tryBorrow(freeKey, call);
-          if (conn == null) {
-            pubsub = true;
-          } else if (takeOne(conn, hintDeadline - System.nanoTime(), call, fault, taken)) {
-            taken++;
-          }
-          continue;
-        }
-        long sentAt = System.nanoTime();
-        CompletableFuture<List<Object>> f = op("acquire", permits - taken, collecting ? "some" : "all", sub != null,
-            engine.newRequestId());
+        long sentAt = now();
+        int asked = permits - got.taken;
+        track(asked);
+        boolean uncertain = false;
         List<Object> r;
         try {
-          r = engine.awaitReply(f, call, describe);
-        } catch (Engine.DeadlinePassed e) {
-          giveBackWhenDone(f);
-          return false;
-        } catch (Engine.Retry e) {
-          trimTo(held.get() + taken); // it may have taken permits before the connection failed
-          if (!engine.pauseUnlessExpired(call)) {
+          CompletableFuture<List<Object>> f = op("acquire", asked, collecting ? "some" : "all",
+              sub != null, engine.newRequestId());
+          try {
+            r = engine.awaitReply(f, call, describe);
+          } catch (Engine.DeadlinePassed e) {
+            giveBackWhenDone(f, asked);
+            asked = 0; // tracked until its reply, by giveBackWhenDone
             return false;
+          } catch (Engine.Retry e) {
+            uncertain = true; // it may have taken permits before its connection failed
+            if (!engine.pauseUnlessExpired(call)) {
+              return false;
+            }
+            continue;
+          } catch (InterruptedException | RuntimeException e) {
+            giveBackWhenDone(f, asked);
+            asked = 0;
+            throw e;
           }
-          continue;
-        } catch (InterruptedException | RuntimeException e) {
-          giveBackWhenDone(f);
-          throw e;
+          int t = taken(r, permits);
+          sync.lock();
+          try {
+            ensureLease(sentAt);
+          } finally {
+            sync.unlock();
+          }
+          if (t > 0 && !got.add(t)) {
+            uncertain = true; // taken while a lease loss voided this collection
+          }
+          hint(sentAt, (Long) r.get(1));
+        } finally {
+          untrack(asked, uncertain);
         }
-        taken += taken(r, permits);
-        ensureLease(sentAt);
-        hint(sentAt, (Long) r.get(1));
-        if (taken == permits) {
+        if (got.taken == permits) {
           continue;
         }
         if (!collecting && permits > 1) {
@@ -310,9 +551,10 @@ final class RedisSemaphore extends DistributedSemaphore {
             return false;
           }
           collecting = true;
+          pubsub = true; // a collector waits by pub/sub: it runs a script for every permit anyway
           continue;
         }
-        long slice = hintDeadline - System.nanoTime();
+        long slice = hintDeadline - now();
         if (call.timed) {
           long remaining = call.remaining();
           if (remaining <= 0) {
@@ -321,14 +563,14 @@ final class RedisSemaphore extends DistributedSemaphore {
           slice = Math.min(slice, remaining);
         }
         if (slice <= 0) {
-          continue;
+          slice = TimeUnit.MILLISECONDS.toNanos(1);
         }
         if (!pubsub) {
-          BlockingPool.Conn conn = engine.tryBorrow(freeKey, call);
+          BlockingPool.Conn conn = engine.tryBorrow(handoffKey, call);
           if (conn == null) {
             pubsub = true; // every blocking connection is busy: wait by pub/sub from now on
-          } else if (takeOne(conn, slice, call, fault, taken)) {
-            taken++;
+          } else {
+            takeOne(conn, slice, call, fault, got);
           }
           continue;
         }
@@ -338,8 +580,8 @@ final class RedisSemaphore extends DistributedSemaphore {
       if (sub != null) {
         sub.close();
       }
-      if (!success && taken > 0) {
-        giveBack(taken);
+      if (!success) {
+        got.abandon();
       }
       if (collecting) {
         try {
@@ -353,8 +595,8 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   /**
    * With {@code replicaAcks} set: waits until the replicas have this client's permits (the
-   * acknowledged write renews its liveness key); if they do not, the caller's finally gives the
-   * permits back.
+   * acknowledged write renews its liveness key); if they do not, the caller gives the permits
+   * back.
    */
   private void confirmReplicated(int permits) {
     try {
@@ -365,47 +607,47 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
   }
 
-  /** Whether the next wait may skip the attempt script: live lease, fresh hint, time left. */
-  private boolean blockDirectly(Engine.Call call) {
-    long now = System.nanoTime();
-    if (hintDeadline - now < TimeUnit.MILLISECONDS.toNanos(2) || call.expired()) {
-      return false;
+  /**
+   * Blocks in BLMOVE (hand-off list to this client's inflight list) on {@code conn} for one
+   * permit, for at most {@code sliceNanos} (and the caller's deadline). A token counts for
+   * {@code got} only if the lease under which the BLMOVE was sent is still this client's live
+   * lease; otherwise, or if the outcome is unknown, a reconciliation gives it back.
+   */
+  private void takeOne(BlockingPool.Conn conn, long sliceNanos, Engine.Call call, CompletableFuture<Void> fault,
+      Collection got) throws InterruptedException {
+    long slice = call.timed ? Math.min(sliceNanos, call.remaining()) : sliceNanos;
+    if (slice <= 0) {
+      engine.pool.release(conn);
+      return;
     }
-    leaseLock.lock();
+    Lease under;
+    sync.lock();
     try {
-      return lease != null && lease.alive(now);
+      under = lease;
     } finally {
-      leaseLock.unlock();
+      sync.unlock();
+    }
+    double seconds = Engine.seconds(slice);
+    beginMove();
+    String token = engine.block(conn,
+        c -> c.async().blmove(handoffKey, inflightKey, LMoveArgs.Builder.leftRight(), seconds),
+        slice, call, fault, (late, known) -> untrack(1, !known || late != null)); // a late token is not counted
+    if (token != null) {
+      boolean counted;
+      sync.lock();
+      try {
+        counted = countable(under) && got.add(1);
+      } finally {
+        sync.unlock();
+      }
+      untrack(1, !counted);
     }
   }
 
   /**
-   * Blocks in BLMOVE (free list to this client's held list) on {@code conn} for one permit, for
-   * at most {@code sliceNanos} (and the caller's deadline).
-   *
-   * @return true if a permit moved into this client's held list
+   * Records the wait hint of a reply sent at {@code sentAtNanos}: a waiter blocks no longer than
+   * that before it runs a script again (which reclaims the permits of dead clients).
    */
-  private boolean takeOne(BlockingPool.Conn conn, long sliceNanos, Engine.Call call, CompletableFuture<Void> fault,
-      int taken) throws InterruptedException {
-    long slice = call.timed ? Math.min(sliceNanos, call.remaining()) : sliceNanos;
-    if (slice <= 0) {
-      engine.pool.release(conn);
-      return false;
-    }
-    int expected = held.get() + taken;
-    double seconds = Engine.seconds(slice);
-    String token = engine.block(conn,
-        c -> c.async().blmove(freeKey, heldKey, LMoveArgs.Builder.leftRight(), seconds),
-        slice, call, fault, (late, known) -> {
-          if (!known) {
-            trimTo(expected);
-          } else if (late != null) {
-            giveBack(1);
-          }
-        });
-    return token != null;
-  }
-
   private void hint(long sentAtNanos, long hintMillis) {
     hintDeadline = sentAtNanos + TimeUnit.MILLISECONDS.toNanos(Math.max(0, hintMillis));
   }
@@ -419,23 +661,23 @@ final class RedisSemaphore extends DistributedSemaphore {
     return true;
   }
 
-  /** Returns permits this client took but will not keep (they were never counted as held). */
+  /**
+   * Returns {@code n} permits this client took but does not count (a collection given up, an
+   * acknowledgement that failed): Redis gives back what it attributes, up to n.
+   */
   private void giveBack(int n) {
-    op("release", n, "");
+    track(n);
+    op("release", n, "").whenComplete((r, e) -> untrack(n, e != null));
   }
 
-  /** If an abandoned attempt turns out to have taken permits, returns them. */
-  private void giveBackWhenDone(CompletableFuture<List<Object>> attempt) {
+  /** An acquire still in flight ({@code asked} tracked) that the caller gave up on: returns what it took. */
+  private void giveBackWhenDone(CompletableFuture<List<Object>> attempt, int asked) {
     attempt.whenComplete((r, e) -> {
-      if (r != null && (Long) r.get(0) > 0) {
+      if (e == null && (Long) r.get(0) > 0) {
         giveBack((int) (long) (Long) r.get(0));
       }
+      untrack(asked, e != null);
     });
-  }
-
-  /** After a BLMOVE of unknown outcome: return whatever this client holds beyond what it should. */
-  private void trimTo(int expected) {
-    op("trim", expected, "");
   }
 
   // ---------------------------------------------------------------- release
@@ -445,35 +687,52 @@ final class RedisSemaphore extends DistributedSemaphore {
     release(1);
   }
 
+  /**
+   * Returns {@code permits} permits. The count drops at once. If this client's lease was lost,
+   * whatever Redis still attributes to it is given back all the same, and the caller hears of the
+   * loss. If Redis is unreachable, the release completes in the background (same request id, so
+   * a re-send gives back once).
+   */
   @Override
   public void release(int permits) {
     checkPermits(permits);
     if (permits == 0) {
       return;
     }
-    int current;
-    do {
-      current = held.get();
-      if (current < permits) {
-        int lost = lostPermits.get();
-        if (lost > 0 && lostPermits.compareAndSet(lost, Math.max(0, lost - permits))) {
-          throw new LockLostException(name, 0, System.currentTimeMillis(),
-              "this client's lease on the semaphore was lost and its permits were given to others");
-        }
-        throw new IllegalStateException("cannot release " + permits + " permits of " + describe
-            + ": this client holds " + current);
-      }
-    } while (!held.compareAndSet(current, current - permits));
-    long sentAt = System.nanoTime();
-    String request = engine.newRequestId(); // the same id for a re-send: it gives back only once
+    boolean lost = false;
+    sync.lock();
     try {
-      List<Object> r = engine.release(op("release", permits, "", false, request),
-          () -> op("release", permits, "", false, request), leaseEnd(), describe + " release");
+      if (held < permits) {
+        if (lostPermits <= 0) {
+          throw new IllegalStateException("cannot release " + permits + " permits of " + describe
+              + ": this client holds " + held);
+        }
+        lostPermits = Math.max(0, lostPermits - permits);
+        lost = true;
+      } else {
+        held -= permits;
+      }
+      mayAdd += permits; // Redis may still count them until this release runs
+    } finally {
+      sync.unlock();
+    }
+    long sentAt = now();
+    String request = engine.newRequestId(); // the same id for a re-send: it gives back only once
+    CompletableFuture<List<Object>> done = engine.retrying(() -> op("release", permits, "", false, request),
+        leaseEnd());
+    done.whenComplete((r, e) -> untrack(permits, e != null));
+    try {
+      if (lost) {
+        // whatever Redis still attributes to this client goes back all the same
+        throw new LockLostException(name, 0, System.currentTimeMillis(),
+            "this client's lease on the semaphore was lost and its permits were given to others");
+      }
+      List<Object> r = engine.release(done, describe + " release");
       if (r == null) {
-        return; // Redis unreachable: it completes when Redis answers, or the lease gives them back
+        return; // Redis unreachable: it completes in the background, or the reconciliation settles it
       }
       hint(sentAt, (Long) r.get(2));
-      if ((Long) r.get(0) == 0) {
+      if ((Long) r.get(0) < permits) {
         throw new LockLostException(name, 0, System.currentTimeMillis(),
             "Redis no longer had this client's permits: its lease ran out and they were reclaimed");
       }
@@ -482,15 +741,14 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
   }
 
-  /** When (nanoTime) this client's liveness lease runs out as far as it knows. */
+  /** When ({@code System.nanoTime}) this client's liveness lease runs out as far as it knows. */
   private long leaseEnd() {
-    leaseLock.lock();
+    sync.lock();
     try {
-      long now = System.nanoTime();
-      return now + TimeUnit.MILLISECONDS.toNanos(lease == null ? engine.leaseMillis
-          : Math.max(0, lease.remainingMillis(now)));
+      return System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(lease == null ? engine.leaseMillis
+          : Math.max(0, lease.remainingMillis(now())));
     } finally {
-      leaseLock.unlock();
+      sync.unlock();
     }
   }
 
@@ -519,12 +777,39 @@ final class RedisSemaphore extends DistributedSemaphore {
   @Override
   public int drainPermits() {
     engine.checkConnected(describe);
-    long sentAt = System.nanoTime();
-    int moved = (int) (long) (Long) engine.awaitQuietly(op("drain", 0, ""), describe).get(0);
-    held.addAndGet(moved);
-    ensureLease(sentAt);
-    maybeStopLease();
-    return moved;
+    sync.lock();
+    try {
+      draining++;
+    } finally {
+      sync.unlock();
+    }
+    boolean uncertain = false;
+    try {
+      long sentAt = now();
+      List<Object> r;
+      try {
+        r = engine.awaitQuietly(op("drain", 0, ""), describe);
+      } catch (RuntimeException e) {
+        uncertain = true;
+        throw e;
+      }
+      int moved = (int) (long) (Long) r.get(0);
+      if (moved > 0 && !counted(moved, sentAt)) {
+        uncertain = true;
+        return 0;
+      }
+      return moved;
+    } finally {
+      sync.lock();
+      try {
+        draining--;
+        needsTrim |= uncertain;
+        maybeTrim();
+      } finally {
+        sync.unlock();
+      }
+      maybeStopLease();
+    }
   }
 
   @Override
@@ -547,7 +832,12 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   @Override
   public int heldPermits() {
-    return held.get();
+    sync.lock();
+    try {
+      return held;
+    } finally {
+      sync.unlock();
+    }
   }
 
   @Override
@@ -567,53 +857,56 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   @Override
   public String toString() {
-    return "DistributedSemaphore[" + name + ", permits held by this client = " + held.get() + "]";
+    return "DistributedSemaphore[" + name + ", permits held by this client = " + heldPermits() + "]";
   }
 
   // ---------------------------------------------------------------- liveness lease
 
-  /** After a script refreshed this client's liveness key: make sure the watchdog renews it. */
+  /**
+   * With sync held, after a script refreshed this client's liveness key (sent at
+   * {@code sentAtNanos}): make sure the watchdog renews it.
+   */
   private void ensureLease(long sentAtNanos) {
-    leaseLock.lock();
-    try {
-      if (lease == null || !lease.alive(System.nanoTime())) {
-        lease = new Lease(keys[4], engine.clientId, engine.leaseMillis, 0, "client " + engine.clientId,
-            sentAtNanos, this::leaseLost, metrics);
-        engine.watchdog.register(lease);
-      } else {
-        lease.confirmed(sentAtNanos);
-      }
-    } finally {
-      leaseLock.unlock();
+    if (lease == null || !lease.alive(now())) {
+      lease = new Lease(keys[4], engine.clientId, engine.leaseMillis, 0, "client " + engine.clientId,
+          sentAtNanos, this::leaseLost, metrics);
+      engine.watchdog.register(lease);
+    } else {
+      lease.confirmed(sentAtNanos);
     }
   }
 
   /** With no permit held and nobody waiting, stop renewing; the liveness key then expires. */
   private void maybeStopLease() {
-    leaseLock.lock();
+    sync.lock();
     try {
-      if (lease != null && held.get() == 0 && waiting.get() == 0) {
+      if (lease != null && held == 0 && partial == 0 && waiting.get() == 0 && mayAdd == 0) {
         engine.watchdog.unregister(lease);
         lease.end();
         lease = null;
       }
     } finally {
-      leaseLock.unlock();
+      sync.unlock();
     }
   }
 
   private void leaseLost(Lease l, String reason) {
     engine.watchdog.unregister(l);
-    leaseLock.lock();
     int lost;
+    sync.lock();
     try {
       if (lease == l) {
         lease = null;
       }
-      lost = held.getAndSet(0);
-      lostPermits.addAndGet(lost);
+      lost = held + partial;
+      lostPermits += held;
+      held = 0;
+      partial = 0;
+      lossGeneration++;
+      needsTrim = true; // give back whatever Redis still attributes to this client
+      maybeTrim();
     } finally {
-      leaseLock.unlock();
+      sync.unlock();
     }
     if (lost > 0) {
       metrics.leaseLost();

@@ -1,20 +1,32 @@
 -- semaphore.lua: every operation of a DistributedSemaphore, so that the reclaim of dead clients
 -- (which every operation runs first) is written once.
 --
--- KEYS[1]  meta      {p:name}:s:meta      hash: cap (capacity), debt (permits owed by reducePermits)
--- KEYS[2]  free      {p:name}:s:free      list of free permit tokens ("1"); waiters BLMOVE from it
--- KEYS[3]  clients   {p:name}:s:clients   zset: client id -> server ms until which its liveness is
---                                          known to last (a lower bound: renewals do not update it)
--- KEYS[4]  held      {p:name}:s:held:<c>  list: tokens held by this client (BLMOVE destination)
--- KEYS[5]  alive     {p:name}:s:alive:<c> hash {r = client id}, PX lease: this client's liveness
+-- Representation (bounded work: no call loops once per permit). Free permits are a counter
+-- (meta field "avail") plus up to K tokens on the hand-off list, which waiters BLMOVE from (a
+-- token moved into a client's inflight list is a permit held by that client: taking it and
+-- recording the holder is one step). Held permits are a counter per client (hash "holders") plus
+-- the tokens in that client's inflight list, which its next script folds into the counter.
+--
+-- KEYS[1]  meta      {p:name}:s:meta         hash: cap, avail (free permits off the list; negative
+--                                             = debt after reducePermits), p (a waiter waits by pub/sub)
+-- KEYS[2]  handoff   {p:name}:s:handoff      list of free permit tokens ("1"); waiters BLMOVE from it
+-- KEYS[3]  clients   {p:name}:s:clients      zset: client id -> server ms until which its liveness is
+--                                             known to last (a lower bound: renewals do not update it)
+-- KEYS[4]  inflight  {p:name}:s:inflight:<c> list: tokens this client's BLMOVEs took (permits it holds)
+-- KEYS[5]  alive     {p:name}:s:alive:<c>    hash {r = client id}, PX lease: this client's liveness
+-- KEYS[6]  holders   {p:name}:s:holders      hash: client id -> permits it holds (besides inflight)
+-- KEYS[7]  gone      {p:name}:s:gone         zset: reclaimed client -> server ms until which a late
+--                                             BLMOVE of its may still drop a token in its inflight list
 -- ARGV[1]  op        init | acquire | release | trim | drain | add | reduce | state
 -- ARGV[2]  client id
 -- ARGV[3]  lease ms
--- ARGV[4]  key prefix of client keys, "{p:name}:s:" (other clients' held/alive keys are derived
---          from it; they share the hash tag, hence the slot)
+-- ARGV[4]  key prefix of client keys, "{p:name}:s:" (other clients' inflight/alive keys are
+--          derived from it; they share the hash tag, hence the slot)
 -- ARGV[5]  capacity this client was created with (used only when no meta exists)
--- ARGV[6]  op argument (permits)
--- ARGV[7]  acquire only: "all" (all or nothing) or "some" (take what is free, up to ARGV[6])
+-- ARGV[6]  op argument: permits (acquire, release, add, reduce); trim: the least count Redis may
+--          rightly attribute to this client (what it counts)
+-- ARGV[7]  acquire: "all" (all or nothing) or "some" (take what is free, up to ARGV[6]); trim: the
+--          most (what it counts, plus what its commands in flight may add or not yet have given back)
 -- ARGV[8]  request id, unique per call (acquire, release, drain, add, reduce): a call that changed
 --          something stores its reply under {p:name}:s:rq:<request> for one lease, and a re-sent
 --          copy of the call (Lettuce re-sends unanswered commands after a reconnect) gets that
@@ -27,35 +39,95 @@
 -- Every reply is an array whose last element is added by reply(): the number of crashed clients
 -- whose permits this call reclaimed (the client reports them in its metrics and log).
 --
--- Invariant after every call: LLEN(free) + sum over clients LLEN(held:c) == cap + debt, and
--- debt > 0 implies free is empty (so BLMOVE never takes an owed permit).
+-- Invariants after every call:
+--   avail + LLEN(handoff) + sum over clients (holders[c] + LLEN(inflight:c)) == cap
+--   avail < 0 implies handoff is empty (an owed permit is never handed off)
+--   avail > 0 implies LLEN(handoff) == K (BLMOVE sees a free permit whenever one is free, up to K)
+-- Work per call: O(1) commands, plus at most K list elements moved and at most RECLAIM_MAX dead
+-- clients reclaimed, whatever the arguments.
 
-local meta, free, clients, held, alive = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local meta, handoff, clients, inflight, alive, holders, gone =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local op, cid, lease, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local RECLAIM_MAX = 16
+local K_MAX = 256
 
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Permits this call put on the free list: if any, waiters that wait by pub/sub are told.
-local freed = 0
+local t_now = nil
+local function now()
+  t_now = t_now or now_ms()
+  return t_now
+end
 
--- One token leaves a held list: it pays a debt, or goes back to the free list (which serves the
--- longest-blocked BLMOVE waiter at once).
-local function give_back(list)
-  local debt = tonumber(redis.call('HGET', meta, 'debt') or '0')
-  if debt > 0 then
-    redis.call('LPOP', list)
-    redis.call('HINCRBY', meta, 'debt', -1)
-  else
-    redis.call('LMOVE', list, free, 'LEFT', 'RIGHT')
-    freed = freed + 1
+-- Permits that became free in this call (0 -> more): tier-2 (pub/sub) waiters are told in reply().
+local freed = 0
+local reclaimed = 0
+
+local function avail()
+  return tonumber(redis.call('HGET', meta, 'avail') or '0')
+end
+
+-- Hand-off tokens to keep: one per registered client (each client has at most one waiter
+-- blocked in BLMOVE), at least one, at most K_MAX.
+local function k_target()
+  return math.max(1, math.min(redis.call('ZCARD', clients), K_MAX))
+end
+
+-- Restores "avail > 0 implies LLEN(handoff) == K": moves counted free permits onto the list,
+-- where a blocked BLMOVE takes one at once (the longest-blocked first).
+local function refill()
+  local a = avail()
+  if a <= 0 then
+    return
+  end
+  local want = k_target() - redis.call('LLEN', handoff)
+  local move = math.min(a, want)
+  if move > 0 then
+    local tokens = {}
+    for i = 1, move do
+      tokens[i] = '1'
+    end
+    redis.call('HINCRBY', meta, 'avail', -move)
+    redis.call('RPUSH', handoff, unpack(tokens))
   end
 end
 
-local reclaimed = 0
+-- k permits come back (a release, a reclaim, added capacity): they pay debt first, then are free.
+local function put_back(k)
+  if k <= 0 then
+    return
+  end
+  local after = redis.call('HINCRBY', meta, 'avail', k)
+  freed = freed + math.max(0, after) - math.max(0, after - k)
+end
+
+-- Tokens a BLMOVE moved into client c's inflight list join its counter.
+local function fold(c, list)
+  local k = redis.call('LLEN', list)
+  if k > 0 then
+    redis.call('DEL', list)
+    redis.call('HINCRBY', holders, c, k)
+  end
+end
+
+local function held_by(c)
+  return tonumber(redis.call('HGET', holders, c) or '0')
+end
+
+local function set_held(c, n)
+  if n > 0 then
+    redis.call('HSET', holders, c, n)
+  else
+    redis.call('HDEL', holders, c)
+  end
+end
+
 local function reply(t)
+  refill()
   if freed > 0 and redis.call('HGET', meta, 'p') then
     -- a waiter waits by pub/sub (it set p when refused): one message wakes every such waiter
     redis.call('HDEL', meta, 'p')
@@ -65,35 +137,41 @@ local function reply(t)
   return t
 end
 
-local t_now = nil
-local function now()
-  t_now = t_now or now_ms()
-  return t_now
-end
-
--- Clients whose liveness ran out get their tokens taken back. Only clients whose recorded
--- liveness bound has passed are looked at (O(log n) when none has). A live one gets its bound
--- raised to its real expiry; a dead one stays listed for one more lease, so that a token that a
--- late BLMOVE of its drops into its held list is reclaimed as well, then it is forgotten.
+-- Clients whose liveness ran out get their permits taken back: at most RECLAIM_MAX per call, and
+-- only clients whose recorded liveness bound has passed are looked at (O(log n) when none has). A
+-- live one gets its bound raised to its real expiry. A dead one is forgotten, and watched one more
+-- lease in "gone": a BLMOVE it sent before it died may still move a token into its inflight list,
+-- and that token is reclaimed when the watch ends. So work per call stays bounded however many
+-- clients ever registered, and however many die at once.
 local function reclaim()
-  local due = redis.call('ZRANGEBYSCORE', clients, '-inf', now(), 'WITHSCORES')
-  for i = 1, #due, 2 do
-    local c, until_ms = due[i], tonumber(due[i + 1])
+  local due = redis.call('ZRANGEBYSCORE', clients, '-inf', now(), 'LIMIT', 0, RECLAIM_MAX)
+  for _, c in ipairs(due) do
     local pttl = redis.call('PTTL', prefix .. 'alive:' .. c)
     if pttl > 0 then
       redis.call('ZADD', clients, now() + pttl, c)
     else
-      local list = prefix .. 'held:' .. c
-      local tokens = redis.call('LLEN', list)
-      if tokens > 0 then
+      local list = prefix .. 'inflight:' .. c
+      local k = held_by(c) + redis.call('LLEN', list)
+      if k > 0 then
         reclaimed = reclaimed + 1
-      end
-      for _ = 1, tokens do
-        give_back(list)
-      end
-      if now() - until_ms > lease then
-        redis.call('ZREM', clients, c)
+        redis.call('HDEL', holders, c)
         redis.call('DEL', list)
+        put_back(k)
+      end
+      redis.call('ZREM', clients, c)
+      redis.call('ZADD', gone, now() + lease, c)
+    end
+  end
+  local late = redis.call('ZRANGEBYSCORE', gone, '-inf', now(), 'LIMIT', 0, RECLAIM_MAX)
+  for _, c in ipairs(late) do
+    redis.call('ZREM', gone, c)
+    if redis.call('PTTL', prefix .. 'alive:' .. c) <= 0 then
+      local list = prefix .. 'inflight:' .. c
+      local k = redis.call('LLEN', list)
+      if k > 0 then
+        reclaimed = reclaimed + 1
+        redis.call('DEL', list)
+        put_back(k)
       end
     end
   end
@@ -116,13 +194,9 @@ end
 
 local cap = redis.call('HGET', meta, 'cap')
 if not cap then
-  -- first use (or state lost): create with this client's capacity
+  -- first use (or state lost): create with this client's capacity, all of it free
   cap = tonumber(ARGV[5])
-  redis.call('HSET', meta, 'cap', cap, 'debt', 0)
-  redis.call('DEL', free)
-  for _ = 1, cap do
-    redis.call('RPUSH', free, '1')
-  end
+  redis.call('HSET', meta, 'cap', cap, 'avail', cap)
 else
   cap = tonumber(cap)
 end
@@ -136,7 +210,8 @@ if memo then
     for v in string.gmatch(done, '[^,]+') do
       first[#first + 1] = tonumber(v)
     end
-    return reply(first) -- nothing reclaimed by this copy
+    first[#first + 1] = 0 -- nothing reclaimed by this copy
+    return first
   end
 end
 
@@ -149,7 +224,7 @@ local function remember(t)
 end
 
 if op == 'init' then
-  return reply({cap, redis.call('LLEN', free) - tonumber(redis.call('HGET', meta, 'debt') or '0')})
+  return reply({cap, avail() + redis.call('LLEN', handoff)})
 end
 
 reclaim()
@@ -168,15 +243,25 @@ if op == 'acquire' then
     return reply({-1, 0, cap})
   end
   register()
-  local avail = redis.call('LLEN', free)
+  fold(cid, inflight)
+  local a = avail()
+  local free = math.max(0, a) + redis.call('LLEN', handoff)
   local take = 0
-  if avail >= n then
+  if free >= n then
     take = n
   elseif ARGV[7] == 'some' then
-    take = avail
+    take = free
   end
-  for _ = 1, take do
-    redis.call('LMOVE', free, held, 'LEFT', 'RIGHT')
+  if take > 0 then
+    local from_counter = math.min(take, math.max(0, a))
+    if from_counter > 0 then
+      redis.call('HINCRBY', meta, 'avail', -from_counter)
+    end
+    local from_list = take - from_counter
+    if from_list > 0 then
+      redis.call('LPOP', handoff, from_list)
+    end
+    redis.call('HINCRBY', holders, cid, take)
   end
   if take < n and ARGV[9] == '1' then
     redis.call('HSET', meta, 'p', 1)
@@ -188,68 +273,79 @@ if op == 'acquire' then
 end
 
 if op == 'release' then
-  -- returns {1, heldAfter, hintMs} or {0, held, hintMs} when this client holds fewer than n
-  local h = redis.call('LLEN', held)
-  if h < n then
-    return reply({0, h, hint()})
+  -- gives back what this client holds, up to n: {given, heldAfter, hintMs}; given < n means
+  -- Redis attributed fewer permits to this client than it released (its lease was lost)
+  fold(cid, inflight)
+  local h = held_by(cid)
+  local give = math.min(n, h)
+  if give > 0 then
+    set_held(cid, h - give)
+    put_back(give)
+    return remember({give, h - give, hint()})
   end
-  for _ = 1, n do
-    give_back(held)
-  end
-  return remember({1, h - n, hint()})
+  return reply({0, h, hint()})
 end
 
 if op == 'trim' then
-  -- after a BLMOVE whose outcome the client could not learn: keep at most n tokens in this
-  -- client's held list, returning the rest; returns {returned}
-  local returned = 0
-  while redis.call('LLEN', held) > n do
-    give_back(held)
-    returned = returned + 1
+  -- reconciles this client's permits with the range [low, high] it may rightly hold: gives back
+  -- the excess above high (a lost reply, a discarded BLMOVE, a late BLMOVE after its lease was
+  -- lost, a release that never arrived); {returned, missing}, missing > 0 when Redis attributes
+  -- fewer than low (they were reclaimed: the client lost its lease). Idempotent.
+  local high = tonumber(ARGV[7])
+  fold(cid, inflight)
+  local h = held_by(cid)
+  if h > high then
+    set_held(cid, high)
+    put_back(h - high)
+    return reply({h - high, 0})
   end
-  return reply({returned})
+  return reply({0, math.max(0, n - h)})
 end
 
 if op == 'drain' then
-  -- all free permits into this client's held list; returns {moved}
+  -- all free permits to this client; returns {moved}
   register()
-  local moved = 0
-  while redis.call('LMOVE', free, held, 'LEFT', 'RIGHT') do
-    moved = moved + 1
+  fold(cid, inflight)
+  local a = avail()
+  local listed = redis.call('LLEN', handoff)
+  local moved = math.max(0, a) + listed
+  if a > 0 then
+    redis.call('HSET', meta, 'avail', 0)
+  end
+  if listed > 0 then
+    redis.call('DEL', handoff)
+  end
+  if moved > 0 then
+    redis.call('HINCRBY', holders, cid, moved)
   end
   return remember({moved})
 end
 
 if op == 'add' then
-  local debt = tonumber(redis.call('HGET', meta, 'debt') or '0')
-  local pay = math.min(debt, n)
-  redis.call('HSET', meta, 'debt', debt - pay, 'cap', cap + n)
-  for _ = 1, n - pay do
-    redis.call('RPUSH', free, '1')
-  end
-  freed = n - pay
+  redis.call('HINCRBY', meta, 'cap', n)
+  put_back(n)
   return remember({cap + n})
 end
 
 if op == 'reduce' then
-  local removed = 0
-  while removed < n and redis.call('LPOP', free) do
-    removed = removed + 1
+  redis.call('HINCRBY', meta, 'cap', 0 - n)
+  local a = redis.call('HINCRBY', meta, 'avail', 0 - n)
+  if a < 0 then
+    -- owed permits are never handed off: take tokens back from the list to pay the debt
+    local back = math.min(redis.call('LLEN', handoff), -a)
+    if back > 0 then
+      redis.call('LPOP', handoff, back)
+      redis.call('HINCRBY', meta, 'avail', back)
+    end
   end
-  redis.call('HINCRBY', meta, 'debt', n - removed)
-  redis.call('HSET', meta, 'cap', cap - n)
   return remember({cap - n})
 end
 
 if op == 'state' then
-  -- {cap, debt, free, held by all listed clients, available}
-  local debt = tonumber(redis.call('HGET', meta, 'debt') or '0')
-  local total = 0
-  for _, c in ipairs(redis.call('ZRANGE', clients, 0, -1)) do -- O(clients): diagnostics only
-    total = total + redis.call('LLEN', prefix .. 'held:' .. c)
-  end
-  local f = redis.call('LLEN', free)
-  return reply({cap, debt, f, total, f - debt})
+  -- {cap, debt, free, held by all clients, available}: O(1), held is what conservation leaves
+  local a = avail()
+  local listed = redis.call('LLEN', handoff)
+  return reply({cap, math.max(0, -a), math.max(0, a) + listed, cap - a - listed, a + listed})
 end
 
 return redis.error_reply('semaphore.lua: unknown op ' .. tostring(op))
