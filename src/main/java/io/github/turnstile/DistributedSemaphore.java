@@ -10,8 +10,8 @@ import java.util.concurrent.TimeUnit;
  * expected. Every public method of {@code Semaphore} is overridden to act on the shared state in
  * Redis; none falls through to the local superclass.
  *
- * <p><b>Permits and ownership.</b> Permits are tokens in a Redis list. A permit is held by a
- * <em>client</em> (one {@link Turnstile}), not by a thread: any thread of the client may release
+ * <p><b>Permits and ownership.</b> A permit is held by a <em>client</em> (one
+ * {@link Turnstile}), not by a thread: any thread of the client may release
  * a permit another of its threads acquired, as with {@code Semaphore}. Unlike {@code Semaphore},
  * a client cannot release more permits than it holds: that throws {@link IllegalStateException}
  * and changes nothing (as Hazelcast's session-aware semaphore does), so a buggy caller can never
@@ -22,10 +22,16 @@ import java.util.concurrent.TimeUnit;
  * {@link Turnstile#semaphore(String, int)} with a different number fails with an error naming
  * both numbers; {@code addPermits}/{@code reducePermits} change the stored capacity.
  *
- * <p><b>Waiting.</b> A waiter blocks inside Redis with {@code BLMOVE} from the free list into its
- * client's held list, so taking a permit and recording who holds it is one atomic step, and Redis
- * serves blocked waiters in FIFO order. A release moves a token back, which hands it to the
- * longest-waiting client inside Redis, in the same step. Within one JVM, threads queue locally in
+ * <p><b>Capacity and cost.</b> Any {@code int} number of permits is fine: the work of every call
+ * in Redis is bounded, whatever its arguments (free and held permits are counters, plus a short
+ * list of hand-off tokens), so a huge capacity or {@code addPermits(Integer.MAX_VALUE)} cannot
+ * stall the shared Redis.
+ *
+ * <p><b>Waiting.</b> A waiter blocks inside Redis with {@code BLMOVE} from a hand-off list into its
+ * client's inflight list, so taking a permit and recording who holds it is one atomic step, and
+ * Redis serves blocked waiters in FIFO order. A release puts the permit on the hand-off list,
+ * which hands it to the longest-waiting client inside Redis, in the same step. Waiters beyond the
+ * client's blocking connections wait by pub/sub instead. Within one JVM, threads queue locally in
  * FIFO order and only one per semaphore waits in Redis. Multi-permit acquisitions cannot deadlock
  * one another: a waiter that must collect permits one by one first takes a per-semaphore mutex,
  * so at most one client ever holds part of what it needs, and it returns partial permits on
@@ -43,7 +49,7 @@ import java.util.concurrent.TimeUnit;
  * <p><b>Leases.</b> While a client holds or waits for permits, a liveness key of the client is
  * renewed by its watchdog (batched with every other lease of the client). When a client dies, its
  * liveness key expires, and the next operation of any other client on the semaphore returns the
- * dead client's permits to the free list, within lease + 1 s; no background process is needed.
+ * dead client's permits to the free ones, within lease + 1 s; no background process is needed.
  * If this client's liveness is lost while it holds permits (a long pause, a network cut), its
  * permits are given to others; its listeners are told, and releasing those permits throws
  * {@link LockLostException}.
@@ -236,7 +242,7 @@ public abstract class DistributedSemaphore extends Semaphore {
    * now are removed when they are released.
    *
    * @param reduction how many permits to remove
-   * @throws IllegalArgumentException if reduction is negative
+   * @throws IllegalArgumentException if reduction is negative or exceeds the capacity (nothing changes)
    */
   @Override
   public abstract void reducePermits(int reduction);
@@ -245,7 +251,8 @@ public abstract class DistributedSemaphore extends Semaphore {
    * Grows the capacity by {@code permits} (first paying off any debt left by reducePermits).
    *
    * @param permits how many permits to add
-   * @throws IllegalArgumentException if permits is negative
+   * @throws IllegalArgumentException if permits is negative, or the capacity would exceed
+   *     {@code Integer.MAX_VALUE} (nothing changes)
    */
   public abstract void addPermits(int permits);
 

@@ -418,7 +418,13 @@ final class Engine implements AutoCloseable {
     long sent = System.nanoTime();
     while (true) {
       long now = System.nanoTime();
-      long wait = Math.max(commandTimeoutNanos - (now - sent), RECHECK_NANOS);
+      if (!topology.isOpen()) {
+        // the connection dropped while the command waits to be re-sent: Redis is unreachable
+        // from now on, without waiting for the command timeout
+        unreachable(call, now, what + " (connection down, reconnecting)", null);
+      }
+      // re-check the connection every RECHECK_NANOS until the command timeout, then keep waiting
+      long wait = Math.max(Math.min(commandTimeoutNanos - (now - sent), RECHECK_NANOS), RECHECK_NANOS);
       boolean deadlineBound = false;
       if (call.timed) {
         long until = Math.max(call.deadline, sent + MIN_REPLY_NANOS);
@@ -435,6 +441,8 @@ final class Engine implements AutoCloseable {
         if (System.nanoTime() - sent >= commandTimeoutNanos) {
           topology.suspect();
           unreachable(call, sent, what + " (no reply within " + options.commandTimeout().toMillis() + " ms)", null);
+        } else if (topology.isOpen()) {
+          call.reachable(); // a slow reply on a live connection is not an outage (yet)
         }
         if (deadlineBound) {
           throw DEADLINE;
@@ -1007,11 +1015,23 @@ final class Engine implements AutoCloseable {
    * @throws TurnstileException if the release failed for good
    */
   <T> T release(CompletableFuture<T> done, String what) {
-    if (topology.isOpen()) {
+    return awaitWhileUp(done, what);
+  }
+
+  /**
+   * Waits for a reply while the connection is up, for at most the command timeout.
+   *
+   * @return the reply, or null if the connection is (or goes) down or no reply came in time
+   * @throws TurnstileException if the command failed for a reason other than an outage
+   */
+  <T> T awaitWhileUp(CompletableFuture<T> done, String what) {
+    long start = System.nanoTime();
+    while (topology.isOpen() && System.nanoTime() - start < commandTimeoutNanos) {
       try {
-        return Waits.get(done, commandTimeoutNanos, false);
+        // in slices: a connection that drops meanwhile ends the wait at once
+        return Waits.get(done, Math.min(RECHECK_NANOS, commandTimeoutNanos - (System.nanoTime() - start)), false);
       } catch (TimeoutException e) {
-        topology.suspect();
+        continue;
       } catch (ExecutionException | CancellationException e) {
         Throwable cause = e instanceof ExecutionException ? unwrap(e.getCause()) : e;
         if (!isTransient(cause)) {
@@ -1020,6 +1040,10 @@ final class Engine implements AutoCloseable {
       } catch (InterruptedException e) {
         throw new AssertionError(e); // not interruptible
       }
+      break;
+    }
+    if (topology.isOpen()) {
+      topology.suspect(); // no reply within the command timeout
     }
     return null;
   }

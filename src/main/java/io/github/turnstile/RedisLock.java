@@ -334,8 +334,11 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
         Long.toString(engine.leaseMillis), "0", l.requestId);
     List<Object> reply;
     try {
-      reply = engine.awaitQuietly(f, describe + " unlock");
+      reply = engine.awaitWhileUp(f, describe + " unlock");
     } catch (TurnstileException e) {
+      reply = null;
+    }
+    if (reply == null) {
       // unanswered: whichever of the hand-off and this release runs first decides; both are idempotent
       engine.retrying(() -> release(l.requestId), leaseEnd);
       next.uncertain = true; // the hand-off may still run: the successor's attempt (same request) replays it

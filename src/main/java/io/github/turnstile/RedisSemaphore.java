@@ -175,6 +175,23 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
   }
 
+  /**
+   * Before an acquire script: a reconciliation that is due runs first. Otherwise the acquire would
+   * fold a permit Redis attributes to this client but the client does not count (say a late
+   * token) into its holdings, be refused for want of it, and leave it stranded.
+   */
+  private void settleFirst() {
+    sync.lock();
+    try {
+      maybeTrim();
+      while (trimming) {
+        trimDone.awaitUninterruptibly(); // one round trip; a failed trim is retried later
+      }
+    } finally {
+      sync.unlock();
+    }
+  }
+
   /** Asks for a reconciliation. */
   private void reconcile() {
     sync.lock();
@@ -197,7 +214,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
     needsTrim = false;
     trimming = true;
-    long low = held + partial;
+    long low = (long) held + partial;
     long high = low + mayAdd;
     trim(low, high).whenComplete((r, e) -> {
       long missing = 0;
@@ -289,6 +306,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
     waiting.incrementAndGet();
     try {
+      settleFirst();
       long sentAt = now();
       track(permits);
       boolean uncertain = false;
@@ -503,6 +521,7 @@ final class RedisSemaphore extends DistributedSemaphore {
         }
         CompletableFuture<Void> fault = engine.faults();
         CompletableFuture<Void> event = sub != null ? sub.next() : null;
+        settleFirst();
         long sentAt = now();
         int asked = permits - got.taken;
         track(asked);
@@ -818,7 +837,11 @@ final class RedisSemaphore extends DistributedSemaphore {
       throw new IllegalArgumentException("reduction must not be negative, was " + reduction);
     }
     engine.checkConnected(describe);
-    engine.awaitQuietly(op("reduce", reduction, ""), describe);
+    long cap = (Long) engine.awaitQuietly(op("reduce", reduction, ""), describe).get(0);
+    if (cap < 0) {
+      throw new IllegalArgumentException("cannot remove " + reduction + " permits from " + describe
+          + ": that is more than its capacity");
+    }
   }
 
   @Override
@@ -827,7 +850,11 @@ final class RedisSemaphore extends DistributedSemaphore {
       throw new IllegalArgumentException("permits must not be negative, was " + permits);
     }
     engine.checkConnected(describe);
-    engine.awaitQuietly(op("add", permits, ""), describe);
+    long cap = (Long) engine.awaitQuietly(op("add", permits, ""), describe).get(0);
+    if (cap < 0) {
+      throw new IllegalArgumentException("cannot add " + permits + " permits to " + describe
+          + ": its capacity would exceed Integer.MAX_VALUE");
+    }
   }
 
   @Override

@@ -257,10 +257,12 @@ public final class Turnstile implements AutoCloseable {
    * Returns the distributed lock of this name: the same instance for as long as it is referenced.
    * Costs no round trip.
    *
-   * @param name the lock's name, shared by every client that uses the lock; non-blank
+   * @param name the lock's name, shared by every client that uses the lock; non-blank, at most
+   *     {@value #MAX_NAME_LENGTH} characters
    * @return the lock
    * @throws NullPointerException if name is null
-   * @throws IllegalArgumentException if name is blank
+   * @throws IllegalArgumentException if name is blank or longer than {@value #MAX_NAME_LENGTH}
+   *     characters
    */
   public DistributedLock lock(String name) {
     checkName(name);
@@ -271,10 +273,12 @@ public final class Turnstile implements AutoCloseable {
    * Returns the distributed read/write lock of this name: the same instance for as long as it is
    * referenced. Costs no round trip.
    *
-   * @param name the lock's name, shared by every client that uses it; non-blank
+   * @param name the lock's name, shared by every client that uses it; non-blank, at most
+   *     {@value #MAX_NAME_LENGTH} characters
    * @return the read/write lock
    * @throws NullPointerException if name is null
-   * @throws IllegalArgumentException if name is blank
+   * @throws IllegalArgumentException if name is blank or longer than {@value #MAX_NAME_LENGTH}
+   *     characters
    */
   public DistributedReadWriteLock readWriteLock(String name) {
     checkName(name);
@@ -285,12 +289,14 @@ public final class Turnstile implements AutoCloseable {
    * Returns the distributed semaphore of this name, creating it in Redis with {@code permits}
    * permits if it does not exist yet. Costs one round trip, which checks the stored capacity.
    *
-   * @param name the semaphore's name, shared by every client that uses it; non-blank
-   * @param permits its capacity; must equal the stored capacity if the semaphore exists
+   * @param name the semaphore's name, shared by every client that uses it; non-blank, at most
+   *     {@value #MAX_NAME_LENGTH} characters
+   * @param permits its capacity, any non-negative {@code int} (the work of every call in Redis is
+   *     bounded whatever the capacity); must equal the stored capacity if the semaphore exists
    * @return the semaphore: the same instance for as long as it is referenced
    * @throws NullPointerException if name is null
-   * @throws IllegalArgumentException if name is blank, permits is negative, or the semaphore
-   *     exists with a different capacity (the message names both)
+   * @throws IllegalArgumentException if name is blank or too long, permits is negative, or the
+   *     semaphore exists with a different capacity (the message names both)
    * @throws TurnstileException if Redis cannot be reached
    */
   public DistributedSemaphore semaphore(String name, int permits) {
@@ -303,10 +309,21 @@ public final class Turnstile implements AutoCloseable {
     return s;
   }
 
+  /**
+   * The longest primitive name, in characters. A name is part of every key and channel of its
+   * primitive, sent with every command, so its length is bounded like every other argument that
+   * becomes work in Redis; the check happens before anything is sent.
+   */
+  public static final int MAX_NAME_LENGTH = 1024;
+
   static void checkName(String name) {
     Objects.requireNonNull(name, "name must not be null");
     if (name.isBlank()) {
       throw new IllegalArgumentException("name must not be blank");
+    }
+    if (name.length() > MAX_NAME_LENGTH) {
+      throw new IllegalArgumentException("name must be at most " + MAX_NAME_LENGTH
+          + " characters (Turnstile.MAX_NAME_LENGTH), was " + name.length());
     }
   }
 

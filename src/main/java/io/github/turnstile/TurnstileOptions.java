@@ -58,9 +58,9 @@ public final class TurnstileOptions {
     this.replicaAckTimeout = b.replicaAckTimeout;
     this.leaseTime = b.leaseTime;
     this.renewInterval = b.renewInterval != null ? b.renewInterval : b.leaseTime.dividedBy(3);
-    if (renewInterval.compareTo(leaseTime) >= 0) {
-      throw new IllegalArgumentException(
-          "renewInterval (" + renewInterval + ") must be shorter than leaseTime (" + leaseTime + ")");
+    if (renewInterval.multipliedBy(2).compareTo(leaseTime) > 0) {
+      throw new IllegalArgumentException("renewInterval (" + renewInterval + ") must be at most half the"
+          + " leaseTime (" + leaseTime + "): a lease must survive one lost renewal (the default is a third)");
     }
     this.keyPrefix = b.keyPrefix;
     this.blockingPoolSize = b.blockingPoolSize;
@@ -243,7 +243,8 @@ public final class TurnstileOptions {
     }
 
     /**
-     * Sets the watchdog's renewal interval. Must be shorter than the lease; default lease / 3.
+     * Sets the watchdog's renewal interval. At most half the lease, so that a lease survives one
+     * lost renewal (checked by {@link #build()}); default lease / 3.
      *
      * @param renewInterval the interval
      * @return this builder
@@ -258,8 +259,8 @@ public final class TurnstileOptions {
     }
 
     /**
-     * Sets the prefix of every key. Must be non-blank and contain no '{' or '}', since keys are
-     * hash-tagged as {@code {prefix:name}}. Default {@code turnstile}.
+     * Sets the prefix of every key. Must be non-blank, at most 64 characters, and contain no '{'
+     * or '}', since keys are hash-tagged as {@code {prefix:name}}. Default {@code turnstile}.
      *
      * @param keyPrefix the prefix
      * @return this builder
@@ -269,6 +270,9 @@ public final class TurnstileOptions {
       if (keyPrefix.isBlank() || keyPrefix.indexOf('{') >= 0 || keyPrefix.indexOf('}') >= 0) {
         throw new IllegalArgumentException(
             "keyPrefix must be non-blank and contain no '{' or '}', was '" + keyPrefix + "'");
+      }
+      if (keyPrefix.length() > 64) {
+        throw new IllegalArgumentException("keyPrefix must be at most 64 characters, was " + keyPrefix.length());
       }
       this.keyPrefix = keyPrefix;
       return this;

@@ -322,12 +322,20 @@ if op == 'drain' then
 end
 
 if op == 'add' then
+  -- {newCap}, or {-1} when the capacity would exceed 2^31 - 1 (an int on the client)
+  if cap + n > 2147483647 then
+    return reply({-1})
+  end
   redis.call('HINCRBY', meta, 'cap', n)
   put_back(n)
   return remember({cap + n})
 end
 
 if op == 'reduce' then
+  -- {newCap}, or {-1} when n exceeds the capacity
+  if n > cap then
+    return reply({-1})
+  end
   redis.call('HINCRBY', meta, 'cap', 0 - n)
   local a = redis.call('HINCRBY', meta, 'avail', 0 - n)
   if a < 0 then
