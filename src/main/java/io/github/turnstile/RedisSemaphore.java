@@ -9,16 +9,14 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.locks.Condition;
-import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * {@link DistributedSemaphore} on the shared {@link Engine} and {@code semaphore.lua}: free permits
  * are a counter plus a few hand-off tokens that waiters {@code BLMOVE} into this client's inflight
  * list; held permits are a counter per client. No script's work grows with the permits involved.
  *
- * <p><b>Accounting.</b> The local count ({@link #heldPermits()}) must never exceed what Redis
- * attributes to this client while its liveness lease is valid: that would admit more holders than
+ * <p><b>Accounting</b> ({@link PermitLedger}). The local count ({@link #heldPermits()}) must never
+ * exceed what Redis attributes to this client while its liveness lease is valid: that would admit more holders than
  * the capacity. So a permit is counted only when a reply says Redis moved it to this client under
  * the lease the client holds now (a late {@code BLMOVE} after a lease loss is not counted).
  * Whatever leaves the count uncertain (a lost reply, a discarded blocking connection, a late
@@ -27,7 +25,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * what it counts ({@code low}), at most that plus what its commands in flight may still add or
  * have not yet given back ({@code high}). Redis gives back the excess above {@code high}, and
  * reports a shortfall below {@code low} (those permits were reclaimed: the lease is lost). Counts
- * and in-flight sums change under {@link #sync}; scripts run in the order they are sent (one
+ * and in-flight sums change under the ledger's lock; scripts run in the order they are sent (one
  * main connection), and a {@code BLMOVE} does not start while a trim is in flight, so no command
  * the range leaves out can run before the trim.
  */
@@ -48,26 +46,8 @@ final class RedisSemaphore extends DistributedSemaphore {
   private final transient Metrics.Primitive metrics;
   private final AtomicInteger waiting = new AtomicInteger();
   private final transient CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
-  /** Guards the counts, the liveness lease, and the reconciliation state below. */
-  private final transient ReentrantLock sync = new ReentrantLock();
-  private final transient Condition trimDone = sync.newCondition();
-  // ---- guarded by sync
-  /** Permits this client holds and may release. */
-  private int held;
-  /** Permits a multi-permit acquisition has collected so far (not releasable yet). */
-  private int partial;
-  /** Permits lost with a lease and not yet released by their holders' threads. */
-  private int lostPermits;
-  /** Incremented at every lease loss: a collection that began before it lost what it collected. */
-  private int lossGeneration;
-  private transient Lease lease;
-  /** Permits that commands in flight may still add to what Redis attributes to this client. */
-  private long mayAdd;
-  /** Drains in flight: they may add any number, so no trim runs meanwhile. */
-  private int draining;
-  private boolean needsTrim;
-  private boolean trimming;
-  // ----
+  /** The count, the liveness lease and the reconciliation state (no Redis in it). */
+  private final transient PermitLedger ledger;
   /**
    * Until when (this JVM's ticker) a waiter may block before it runs a script again: the send
    * time of the latest reply plus its wait hint (see semaphore.lua's hint()). A waiter blocks in
@@ -91,6 +71,31 @@ final class RedisSemaphore extends DistributedSemaphore {
     this.collector = new RedisLock(engine, name, prefix + "collector", describe + " collector",
         Metrics.Primitive.NOOP);
     this.metrics = engine.metrics.primitive("semaphore", name);
+    this.ledger = new PermitLedger(new PermitLedger.Io() {
+      @Override
+      public CompletableFuture<long[]> trim(long low, long high) {
+        return RedisSemaphore.this.trim(low, high)
+            .thenApply(r -> new long[] {(Long) r.get(0), (Long) r.get(1), (Long) r.get(2)});
+      }
+
+      @Override
+      public boolean connected() {
+        return engine.connected();
+      }
+
+      @Override
+      public Lease newLease(long sentAtNanos) {
+        Lease l = new Lease(keys[4], engine.clientId, engine.leaseMillis, 0, "client " + engine.clientId,
+            sentAtNanos, RedisSemaphore.this::leaseLost, metrics);
+        engine.watchdog.register(l);
+        return l;
+      }
+
+      @Override
+      public void stopLease(Lease l) {
+        engine.watchdog.unregister(l);
+      }
+    }, () -> engine.ticker.read());
   }
 
   /** Creates the semaphore in Redis on first use, or checks the stored capacity against {@code requested}. */
@@ -138,122 +143,13 @@ final class RedisSemaphore extends DistributedSemaphore {
     return name;
   }
 
-  // ---------------------------------------------------------------- accounting
-
-  /** A command that may add up to {@code n} permits to Redis's count for this client is sent. */
-  private void track(long n) {
-    sync.lock();
-    try {
-      mayAdd += n;
-    } finally {
-      sync.unlock();
-    }
-  }
-
-  /** Its outcome is known (its permits are counted, or not taken), or given up on ({@code uncertain}). */
-  private void untrack(long n, boolean uncertain) {
-    sync.lock();
-    try {
-      mayAdd -= n;
-      needsTrim |= uncertain;
-      maybeTrim();
-    } finally {
-      sync.unlock();
-    }
-  }
-
-  /** Before a BLMOVE: it must not overtake a trim in flight (it runs on another connection). */
-  private void beginMove() {
-    sync.lock();
-    try {
-      while (trimming) {
-        trimDone.awaitUninterruptibly();
-      }
-      mayAdd++;
-    } finally {
-      sync.unlock();
-    }
-  }
-
-  /**
-   * Before an acquire script: a reconciliation that is due runs first. Otherwise the acquire would
-   * fold a permit Redis attributes to this client but the client does not count (say a late
-   * token) into its holdings, be refused for want of it, and leave it stranded.
-   */
-  private void settleFirst() {
-    sync.lock();
-    try {
-      maybeTrim();
-      while (trimming) {
-        trimDone.awaitUninterruptibly(); // one round trip; a failed trim is retried later
-      }
-    } finally {
-      sync.unlock();
-    }
-  }
-
-  /** Asks for a reconciliation. */
-  private void reconcile() {
-    sync.lock();
-    try {
-      needsTrim = true;
-      maybeTrim();
-    } finally {
-      sync.unlock();
-    }
-  }
-
-  /**
-   * With sync held: if a reconciliation is due, sends {@code trim} with the range Redis may
-   * rightly attribute to this client (see the class documentation). One at a time; while
-   * Redis is unreachable it waits for the next command of this client to end.
-   */
-  private void maybeTrim() {
-    if (!needsTrim || trimming || draining > 0 || !engine.connected()) {
-      return;
-    }
-    needsTrim = false;
-    trimming = true;
-    long low = (long) held + partial;
-    long high = low + mayAdd;
-    trim(low, high).whenComplete((r, e) -> {
-      long missing = 0;
-      Lease l;
-      sync.lock();
-      try {
-        trimming = false;
-        if (e != null) {
-          needsTrim = true; // again, when the next command of this client ends
-        } else {
-          missing = (Long) r.get(1);
-        }
-        l = lease;
-        trimDone.signalAll();
-      } finally {
-        sync.unlock();
-      }
-      if (missing > 0 && l != null) {
-        l.lose("Redis attributed " + missing + " permit(s) fewer to this client than it held:"
-            + " they were reclaimed after its liveness lapsed");
-      }
-    });
-  }
+  // ---------------------------------------------------------------- accounting (see PermitLedger)
 
   private CompletableFuture<List<Object>> trim(long low, long high) {
     return engine.<List<Object>>eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, "trim", engine.clientId,
         Long.toString(engine.leaseMillis), prefix, Integer.toString(initialPermits),
         Long.toString(low), Long.toString(high), "", "0", channel, engine.publishCommand())
         .thenApply(this::reclaims);
-  }
-
-  /**
-   * With sync held: whether permits that a reply says moved to this client may be counted:
-   * the client's liveness lease is alive, and it is {@code expected} (the lease under which a
-   * BLMOVE was sent; {@code null}: any live lease, for a script that refreshed the liveness).
-   */
-  private boolean countable(Lease expected) {
-    Lease l = lease;
-    return l != null && (expected == null || l == expected) && l.alive(now());
   }
 
   // ---------------------------------------------------------------- acquire
@@ -306,9 +202,9 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
     waiting.incrementAndGet();
     try {
-      settleFirst();
+      ledger.settleFirst();
       long sentAt = now();
-      track(permits);
+      ledger.track(permits);
       boolean uncertain = false;
       try {
         CompletableFuture<List<Object>> f = op("acquire", permits, "all", false, engine.newRequestId());
@@ -323,8 +219,8 @@ final class RedisSemaphore extends DistributedSemaphore {
         if (taken == 0) {
           return metrics.outcome(false, start);
         }
-        if (!counted(taken, sentAt)) {
-          uncertain = true;
+        if (!ledger.countScript(taken, sentAt)) {
+          giveBack(taken); // not countable (no live lease): they go back
           return metrics.outcome(false, start);
         }
         try {
@@ -335,31 +231,12 @@ final class RedisSemaphore extends DistributedSemaphore {
         }
         return metrics.outcome(true, start);
       } finally {
-        untrack(permits, uncertain);
+        ledger.untrack(permits, uncertain);
       }
     } finally {
       waiting.decrementAndGet();
       gateExit();
-      maybeStopLease();
-    }
-  }
-
-  /**
-   * Counts {@code taken} permits an acquire script moved to this client (it refreshed the
-   * liveness, so the lease is renewed or started from {@code sentAt}). False if they cannot be
-   * counted (the lease could not be kept): the caller asks for a reconciliation.
-   */
-  private boolean counted(int taken, long sentAt) {
-    sync.lock();
-    try {
-      ensureLease(sentAt);
-      if (!countable(null)) {
-        return false;
-      }
-      held += taken;
-      return true;
-    } finally {
-      sync.unlock();
+      ledger.stopIfIdle(waiting.get() == 0);
     }
   }
 
@@ -421,79 +298,12 @@ final class RedisSemaphore extends DistributedSemaphore {
       throw e;
     } finally {
       waiting.decrementAndGet();
-      maybeStopLease();
-    }
-  }
-
-  /** One gate holder's collection of {@code permits}; {@link #partial} mirrors {@code taken}. */
-  private final class Collection {
-    final int permits;
-    final int generation;
-    int taken;
-
-    Collection(int permits) {
-      this.permits = permits;
-      sync.lock();
-      try {
-        this.generation = lossGeneration;
-      } finally {
-        sync.unlock();
-      }
-    }
-
-    /** Counts permits moved to this client; false if a lease loss voided the collection. */
-    boolean add(int n) {
-      sync.lock();
-      try {
-        if (generation != lossGeneration) {
-          return false;
-        }
-        taken += n;
-        partial += n;
-        return true;
-      } finally {
-        sync.unlock();
-      }
-    }
-
-    /** All collected: they become releasable. */
-    void complete() {
-      sync.lock();
-      try {
-        partial -= taken;
-        held += taken;
-      } finally {
-        sync.unlock();
-      }
-    }
-
-    /** Given up: whatever was collected goes back. */
-    void abandon() {
-      int back;
-      sync.lock();
-      try {
-        back = generation == lossGeneration ? taken : 0;
-        partial -= back;
-      } finally {
-        sync.unlock();
-      }
-      if (back > 0) {
-        giveBack(back);
-      }
-    }
-
-    boolean lost() {
-      sync.lock();
-      try {
-        return generation != lossGeneration;
-      } finally {
-        sync.unlock();
-      }
+      ledger.stopIfIdle(waiting.get() == 0);
     }
   }
 
   private boolean collect(int permits, Engine.Call call) throws InterruptedException {
-    Collection got = new Collection(permits);
+    PermitLedger.Collection got = ledger.collection();
     boolean collecting = false;
     boolean success = false;
     boolean pubsub = false;
@@ -501,9 +311,9 @@ final class RedisSemaphore extends DistributedSemaphore {
     try {
       while (true) {
         if (got.lost()) {
-          got = new Collection(permits); // a lease loss voided what was collected: start again
+          got = ledger.collection(); // a lease loss voided what was collected: start again
         }
-        if (got.taken == permits) {
+        if (got.taken() == permits) {
           confirmReplicated(permits);
           got.complete();
           success = true;
@@ -521,10 +331,10 @@ final class RedisSemaphore extends DistributedSemaphore {
         }
         CompletableFuture<Void> fault = engine.faults();
         CompletableFuture<Void> event = sub != null ? sub.next() : null;
-        settleFirst();
+        ledger.settleFirst();
         long sentAt = now();
-        int asked = permits - got.taken;
-        track(asked);
+        int asked = permits - got.taken();
+        ledger.track(asked);
         boolean uncertain = false;
         List<Object> r;
         try {
@@ -548,20 +358,14 @@ final class RedisSemaphore extends DistributedSemaphore {
             throw e;
           }
           int t = taken(r, permits);
-          sync.lock();
-          try {
-            ensureLease(sentAt);
-          } finally {
-            sync.unlock();
-          }
-          if (t > 0 && !got.add(t)) {
-            uncertain = true; // taken while a lease loss voided this collection
+          if (t > 0 ? !got.addScript(t, sentAt) : refreshed(sentAt)) {
+            giveBack(t); // taken while a lease loss voided this collection: they go back
           }
           hint(sentAt, (Long) r.get(1));
         } finally {
-          untrack(asked, uncertain);
+          ledger.untrack(asked, uncertain);
         }
-        if (got.taken == permits) {
+        if (got.taken() == permits) {
           continue;
         }
         if (!collecting && permits > 1) {
@@ -600,7 +404,10 @@ final class RedisSemaphore extends DistributedSemaphore {
         sub.close();
       }
       if (!success) {
-        got.abandon();
+        int back = got.abandon();
+        if (back > 0) {
+          giveBack(back);
+        }
       }
       if (collecting) {
         try {
@@ -633,33 +440,29 @@ final class RedisSemaphore extends DistributedSemaphore {
    * lease; otherwise, or if the outcome is unknown, a reconciliation gives it back.
    */
   private void takeOne(BlockingPool.Conn conn, long sliceNanos, Engine.Call call, CompletableFuture<Void> fault,
-      Collection got) throws InterruptedException {
+      PermitLedger.Collection got) throws InterruptedException {
     long slice = call.timed ? Math.min(sliceNanos, call.remaining()) : sliceNanos;
     if (slice <= 0) {
       engine.pool.release(conn);
       return;
     }
-    Lease under;
-    sync.lock();
-    try {
-      under = lease;
-    } finally {
-      sync.unlock();
-    }
+    Lease under = ledger.lease();
     double seconds = Engine.seconds(slice);
-    beginMove();
+    ledger.beginMove();
     String token = engine.block(conn,
         c -> c.async().blmove(handoffKey, inflightKey, LMoveArgs.Builder.leftRight(), seconds),
-        slice, call, fault, (late, known) -> untrack(1, !known || late != null)); // a late token is not counted
+        slice, call, fault, (late, known) -> {
+          // the wait was abandoned: a token it took after all is not counted, and goes back
+          if (known && late != null) {
+            giveBack(1);
+          }
+          ledger.untrack(1, !known);
+        });
     if (token != null) {
-      boolean counted;
-      sync.lock();
-      try {
-        counted = countable(under) && got.add(1);
-      } finally {
-        sync.unlock();
+      if (!got.addMove(under)) {
+        giveBack(1); // taken under a lease that is gone: not counted, so it goes back
       }
-      untrack(1, !counted);
+      ledger.untrack(1, false);
     }
   }
 
@@ -685,8 +488,8 @@ final class RedisSemaphore extends DistributedSemaphore {
    * acknowledgement that failed): Redis gives back what it attributes, up to n.
    */
   private void giveBack(int n) {
-    track(n);
-    op("release", n, "").whenComplete((r, e) -> untrack(n, e != null));
+    ledger.track(n);
+    op("release", n, "").whenComplete((r, e) -> ledger.untrack(n, e != null));
   }
 
   /** An acquire still in flight ({@code asked} tracked) that the caller gave up on: returns what it took. */
@@ -695,7 +498,7 @@ final class RedisSemaphore extends DistributedSemaphore {
       if (e == null && (Long) r.get(0) > 0) {
         giveBack((int) (long) (Long) r.get(0));
       }
-      untrack(asked, e != null);
+      ledger.untrack(asked, e != null);
     });
   }
 
@@ -718,28 +521,12 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (permits == 0) {
       return;
     }
-    boolean lost = false;
-    sync.lock();
-    try {
-      if (held < permits) {
-        if (lostPermits <= 0) {
-          throw new IllegalStateException("cannot release " + permits + " permits of " + describe
-              + ": this client holds " + held);
-        }
-        lostPermits = Math.max(0, lostPermits - permits);
-        lost = true;
-      } else {
-        held -= permits;
-      }
-      mayAdd += permits; // Redis may still count them until this release runs
-    } finally {
-      sync.unlock();
-    }
+    boolean lost = !ledger.release(permits, describe);
     long sentAt = now();
     String request = engine.newRequestId(); // the same id for a re-send: it gives back only once
     CompletableFuture<List<Object>> done = engine.retrying(() -> op("release", permits, "", false, request),
-        leaseEnd());
-    done.whenComplete((r, e) -> untrack(permits, e != null));
+        ledger.leaseEnd(engine.leaseMillis));
+    done.whenComplete((r, e) -> ledger.untrack(permits, e != null));
     try {
       if (lost) {
         // whatever Redis still attributes to this client goes back all the same
@@ -756,18 +543,7 @@ final class RedisSemaphore extends DistributedSemaphore {
             "Redis no longer had this client's permits: its lease ran out and they were reclaimed");
       }
     } finally {
-      maybeStopLease();
-    }
-  }
-
-  /** When ({@code System.nanoTime}) this client's liveness lease runs out as far as it knows. */
-  private long leaseEnd() {
-    sync.lock();
-    try {
-      return System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(lease == null ? engine.leaseMillis
-          : Math.max(0, lease.remainingMillis(now())));
-    } finally {
-      sync.unlock();
+      ledger.stopIfIdle(waiting.get() == 0);
     }
   }
 
@@ -796,12 +572,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   @Override
   public int drainPermits() {
     engine.checkConnected(describe);
-    sync.lock();
-    try {
-      draining++;
-    } finally {
-      sync.unlock();
-    }
+    ledger.beginDrain();
     boolean uncertain = false;
     try {
       long sentAt = now();
@@ -813,21 +584,14 @@ final class RedisSemaphore extends DistributedSemaphore {
         throw e;
       }
       int moved = (int) (long) (Long) r.get(0);
-      if (moved > 0 && !counted(moved, sentAt)) {
-        uncertain = true;
+      if (moved > 0 ? !ledger.countScript(moved, sentAt) : refreshed(sentAt)) {
+        giveBack(moved);
         return 0;
       }
       return moved;
     } finally {
-      sync.lock();
-      try {
-        draining--;
-        needsTrim |= uncertain;
-        maybeTrim();
-      } finally {
-        sync.unlock();
-      }
-      maybeStopLease();
+      ledger.endDrain(uncertain);
+      ledger.stopIfIdle(waiting.get() == 0);
     }
   }
 
@@ -859,12 +623,7 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   @Override
   public int heldPermits() {
-    sync.lock();
-    try {
-      return held;
-    } finally {
-      sync.unlock();
-    }
+    return ledger.held();
   }
 
   @Override
@@ -889,52 +648,14 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   // ---------------------------------------------------------------- liveness lease
 
-  /**
-   * With sync held, after a script refreshed this client's liveness key (sent at
-   * {@code sentAtNanos}): make sure the watchdog renews it.
-   */
-  private void ensureLease(long sentAtNanos) {
-    if (lease == null || !lease.alive(now())) {
-      lease = new Lease(keys[4], engine.clientId, engine.leaseMillis, 0, "client " + engine.clientId,
-          sentAtNanos, this::leaseLost, metrics);
-      engine.watchdog.register(lease);
-    } else {
-      lease.confirmed(sentAtNanos);
-    }
-  }
-
-  /** With no permit held and nobody waiting, stop renewing; the liveness key then expires. */
-  private void maybeStopLease() {
-    sync.lock();
-    try {
-      if (lease != null && held == 0 && partial == 0 && waiting.get() == 0 && mayAdd == 0) {
-        engine.watchdog.unregister(lease);
-        lease.end();
-        lease = null;
-      }
-    } finally {
-      sync.unlock();
-    }
+  /** A script refreshed this client's liveness (it took nothing): keep the lease going. Always false. */
+  private boolean refreshed(long sentAtNanos) {
+    ledger.refreshed(sentAtNanos);
+    return false;
   }
 
   private void leaseLost(Lease l, String reason) {
-    engine.watchdog.unregister(l);
-    int lost;
-    sync.lock();
-    try {
-      if (lease == l) {
-        lease = null;
-      }
-      lost = held + partial;
-      lostPermits += held;
-      held = 0;
-      partial = 0;
-      lossGeneration++;
-      needsTrim = true; // give back whatever Redis still attributes to this client
-      maybeTrim();
-    } finally {
-      sync.unlock();
-    }
+    int lost = ledger.lose(l);
     if (lost > 0) {
       metrics.leaseLost();
       List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());

@@ -1,0 +1,508 @@
+package io.github.turnstile;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * The in-JVM half of a {@link RedisSemaphore}, with no Redis in it: how many permits this client
+ * counts, under which liveness lease, what its commands in flight may still change in Redis, and
+ * when a reconciliation ({@code trim}) is due. Kept apart so that its races can be stress-tested
+ * on their own (src/jcstress).
+ *
+ * <p>The rule it keeps: the count never exceeds what Redis attributes to this client while the
+ * lease is valid. A permit is counted only under the lease it was taken under; a lease loss zeroes
+ * the count and voids collections begun before it; whatever leaves the count uncertain asks for a
+ * trim with the range {@code [low, high]} Redis may rightly hold: {@code low} = what is counted,
+ * {@code high} = that plus what commands in flight may still add or have not yet given back. A
+ * {@code BLMOVE} (which runs on another connection than the trim) does not start while a trim is
+ * in flight. Everything here happens under one lock.
+ */
+final class PermitLedger {
+  /** What the ledger needs from the outside world. */
+  interface Io {
+    /** Sends {@code trim low high}; completes with {returned, missing, heldAfter}. */
+    CompletableFuture<long[]> trim(long low, long high);
+
+    /** Whether a trim can be sent now (the connection is up). */
+    boolean connected();
+
+    /** Starts (and registers with the watchdog) a liveness lease confirmed from {@code sentAtNanos}. */
+    Lease newLease(long sentAtNanos);
+
+    /** Stops renewing a lease that is no longer needed, or that was lost. */
+    void stopLease(Lease lease);
+  }
+
+  private final Io io;
+  private final Ticker ticker;
+  private final ReentrantLock lock = new ReentrantLock();
+  private final Condition trimDone = lock.newCondition();
+  // ---- guarded by lock
+  /** Permits this client holds and may release. */
+  private int held;
+  /** Permits multi-permit acquisitions have collected so far (not releasable yet). */
+  private int partial;
+  /** Permits lost with a lease and not yet released by their holders' threads. */
+  private int lost;
+  /** Incremented at every lease loss: a collection begun before it lost what it collected. */
+  private int generation;
+  private Lease lease;
+  /** Permits that commands in flight may still add to what Redis attributes to this client. */
+  private long mayAdd;
+  /** Drains in flight: they may add any number, so no trim runs meanwhile. */
+  private int draining;
+  private boolean needsTrim;
+  private boolean trimming;
+
+  PermitLedger(Io io, Ticker ticker) {
+    this.io = io;
+    this.ticker = ticker;
+  }
+
+  // ---------------------------------------------------------------- commands in flight
+
+  /** A command that may add up to {@code n} permits to Redis's count for this client is sent. */
+  void track(long n) {
+    lock.lock();
+    try {
+      mayAdd += n;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** Its outcome is known (its permits are counted, or none were taken), or given up on ({@code uncertain}). */
+  void untrack(long n, boolean uncertain) {
+    lock.lock();
+    try {
+      mayAdd -= n;
+      needsTrim |= uncertain;
+      maybeTrim();
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Before a BLMOVE: a due reconciliation runs first (counted in {@code high}, the BLMOVE would
+   * mask the very excess the trim is for, while its waiter waits for that permit), and a BLMOVE
+   * must not overtake a trim in flight (it runs on another connection).
+   */
+  void beginMove() {
+    lock.lock();
+    try {
+      maybeTrim();
+      while (trimming) {
+        trimDone.awaitUninterruptibly();
+      }
+      mayAdd++;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** A drain is sent: it may add any number of permits, so trims wait for it. */
+  void beginDrain() {
+    lock.lock();
+    try {
+      draining++;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  void endDrain(boolean uncertain) {
+    lock.lock();
+    try {
+      draining--;
+      needsTrim |= uncertain;
+      maybeTrim();
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** Asks for a reconciliation. */
+  void reconcile() {
+    lock.lock();
+    try {
+      needsTrim = true;
+      maybeTrim();
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Before an acquire script: a reconciliation that is due runs first. Otherwise the acquire would
+   * fold a permit Redis attributes to this client but the client does not count (a late token)
+   * into its holdings, be refused for want of it, and leave it stranded.
+   */
+  void settleFirst() {
+    lock.lock();
+    try {
+      maybeTrim();
+      while (trimming) {
+        trimDone.awaitUninterruptibly(); // one round trip; a failed trim is retried later
+      }
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** With the lock held: if a reconciliation is due, sends it (one at a time). */
+  private void maybeTrim() {
+    if (!needsTrim || trimming || draining > 0 || !io.connected()) {
+      return;
+    }
+    needsTrim = false;
+    trimming = true;
+    long low = (long) held + partial;
+    long high = low + mayAdd;
+    io.trim(low, high).whenComplete((r, e) -> {
+      long missing = 0;
+      Lease l;
+      lock.lock();
+      try {
+        trimming = false;
+        if (e != null) {
+          needsTrim = true; // again, when the next command of this client ends
+        } else {
+          missing = r[1];
+          // Redis still attributes more than is counted: commands in flight may account for it,
+          // or mask an excess; look again once they have ended
+          needsTrim |= r[2] > low;
+        }
+        l = lease;
+        trimDone.signalAll();
+      } finally {
+        lock.unlock();
+      }
+      if (missing > 0 && l != null) {
+        l.lose("Redis attributed " + missing + " permit(s) fewer to this client than it held:"
+            + " they were reclaimed after its liveness lapsed");
+      }
+    });
+  }
+
+  // ---------------------------------------------------------------- counting
+
+  /** With the lock held: the live lease, renewed or started after a script refreshed the liveness. */
+  private void refresh(long sentAtNanos) {
+    if (lease == null || !lease.alive(ticker.read())) {
+      lease = io.newLease(sentAtNanos);
+    } else {
+      lease.confirmed(sentAtNanos);
+    }
+  }
+
+  /** A script sent at {@code sentAtNanos} refreshed this client's liveness (whatever it took). */
+  void refreshed(long sentAtNanos) {
+    lock.lock();
+    try {
+      refresh(sentAtNanos);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Counts {@code n} permits a script sent at {@code sentAtNanos} moved to this client as held
+   * (the script refreshed the liveness, so the lease is renewed or started).
+   *
+   * @return false if they cannot be counted (the caller asks for a reconciliation)
+   */
+  boolean countScript(int n, long sentAtNanos) {
+    lock.lock();
+    try {
+      refresh(sentAtNanos);
+      if (!lease.alive(ticker.read())) {
+        return false;
+      }
+      held += n;
+      return true;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Returns the lease a BLMOVE is sent under (null if none).
+   *
+   * @return the lease a BLMOVE is sent under (null if none)
+   */
+  Lease lease() {
+    lock.lock();
+    try {
+      return lease;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Returns ms the current lease still runs by this client's clock (0 if none).
+   *
+   * @return ms the current lease still runs by this client's clock (0 if none)
+   */
+  long leaseRemainingMillis() {
+    lock.lock();
+    try {
+      return lease == null ? 0 : Math.max(0, lease.remainingMillis(ticker.read()));
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** One acquisition's permits collected so far; they count as {@link #partial} until complete. */
+  final class Collection {
+    private final int generationAtStart;
+    private int taken;
+
+    private Collection(int generationAtStart) {
+      this.generationAtStart = generationAtStart;
+    }
+
+    /**
+     * Returns permits collected so far (valid only while not {@link #lost()}).
+     *
+     * @return permits collected so far (valid only while not {@link #lost()})
+     */
+    int taken() {
+      lock.lock();
+      try {
+        return taken;
+      } finally {
+        lock.unlock();
+      }
+    }
+
+    /**
+     * Counts {@code n} permits a script sent at {@code sentAtNanos} moved to this client.
+     *
+     * @return false if a lease loss voided this collection (then they are not counted)
+     */
+    boolean addScript(int n, long sentAtNanos) {
+      lock.lock();
+      try {
+        refresh(sentAtNanos);
+        return add(n, null);
+      } finally {
+        lock.unlock();
+      }
+    }
+
+    /**
+     * Counts the token a BLMOVE sent under lease {@code under} moved to this client: only if that
+     * lease is still this client's live lease, and no loss voided the collection.
+     *
+     * @return false if it cannot be counted (the caller asks for a reconciliation)
+     */
+    boolean addMove(Lease under) {
+      lock.lock();
+      try {
+        return add(1, under);
+      } finally {
+        lock.unlock();
+      }
+    }
+
+    private boolean add(int n, Lease under) {
+      Lease l = lease;
+      if (generationAtStart != generation || l == null || (under != null && l != under) || !l.alive(ticker.read())) {
+        return false;
+      }
+      taken += n;
+      partial += n;
+      return true;
+    }
+
+    /** All collected: they become releasable. */
+    void complete() {
+      lock.lock();
+      try {
+        if (generationAtStart == generation) {
+          partial -= taken;
+          held += taken;
+        }
+      } finally {
+        lock.unlock();
+      }
+    }
+
+    /**
+     * Given up: returns how many collected permits must be given back (0 if a loss voided them).
+     *
+     * @return how many collected permits must be given back (0 if a loss voided them)
+     */
+    int abandon() {
+      lock.lock();
+      try {
+        if (generationAtStart != generation) {
+          return 0;
+        }
+        partial -= taken;
+        int back = taken;
+        taken = 0;
+        return back;
+      } finally {
+        lock.unlock();
+      }
+    }
+
+    /**
+     * Returns whether a lease loss voided this collection.
+     *
+     * @return whether a lease loss voided this collection
+     */
+    boolean lost() {
+      lock.lock();
+      try {
+        return generationAtStart != generation;
+      } finally {
+        lock.unlock();
+      }
+    }
+  }
+
+  /**
+   * Starts a collection.
+   *
+   * @return a new collection
+   */
+  Collection collection() {
+    lock.lock();
+    try {
+      return new Collection(generation);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  // ---------------------------------------------------------------- release and loss
+
+  /**
+   * Takes {@code permits} off the count before a release is sent (and tracks them: Redis may
+   * count them until the release runs).
+   *
+   * @return false if they were lost with a lease (the release is sent all the same, and the caller
+   *     throws {@link LockLostException})
+   * @throws IllegalStateException if this client holds fewer, and none were lost
+   */
+  boolean release(int permits, String describe) {
+    lock.lock();
+    try {
+      boolean ok;
+      if (held < permits) {
+        if (lost <= 0) {
+          throw new IllegalStateException("cannot release " + permits + " permits of " + describe
+              + ": this client holds " + held);
+        }
+        lost = Math.max(0, lost - permits);
+        ok = false;
+      } else {
+        held -= permits;
+        ok = true;
+      }
+      mayAdd += permits;
+      return ok;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Returns the permits this client holds and may release.
+   *
+   * @return the permits this client holds and may release
+   */
+  int held() {
+    lock.lock();
+    try {
+      return held;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Returns permits collected by acquisitions in progress (for tests).
+   *
+   * @return permits collected by acquisitions in progress (for tests)
+   */
+  int partial() {
+    lock.lock();
+    try {
+      return partial;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Returns whether a reconciliation is due (for tests).
+   *
+   * @return whether a reconciliation is due (for tests)
+   */
+  boolean trimDue() {
+    lock.lock();
+    try {
+      return needsTrim;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** With nothing held, collected, waited for or in flight, stop renewing; the liveness key then expires. */
+  void stopIfIdle(boolean nobodyWaits) {
+    lock.lock();
+    try {
+      if (lease != null && held == 0 && partial == 0 && nobodyWaits && mayAdd == 0) {
+        io.stopLease(lease);
+        lease.end();
+        lease = null;
+      }
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * The lease {@code l} was lost: the count and every collection in progress are void (Redis may
+   * give them to others), and a reconciliation gives back whatever Redis still attributes.
+   *
+   * @return how many counted or collected permits were lost
+   */
+  int lose(Lease l) {
+    io.stopLease(l);
+    lock.lock();
+    try {
+      if (lease == l) {
+        lease = null;
+      }
+      int gone = held + partial;
+      lost += held;
+      held = 0;
+      partial = 0;
+      generation++;
+      needsTrim = true;
+      maybeTrim();
+      return gone;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** When ({@code System.nanoTime}) this client's lease runs out as far as it knows, at most a lease from now. */
+  long leaseEnd(long leaseMillis) {
+    lock.lock();
+    try {
+      return System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(lease == null ? leaseMillis
+          : Math.max(0, lease.remainingMillis(ticker.read())));
+    } finally {
+      lock.unlock();
+    }
+  }
+}
