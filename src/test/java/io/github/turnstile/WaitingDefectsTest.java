@@ -416,11 +416,17 @@ class WaitingDefectsTest {
         && call.millis() <= timeoutMillis + 50, "must return false within t + 50 ms: " + call.describe());
   }
 
-  /** Cuts every connection through the proxy and refuses new ones, waiting until all are closed. */
+  /**
+   * Cuts every connection through the proxy and refuses new ones; returns once the client behind it
+   * has noticed (it tries to reconnect, and is refused), so that what follows runs while the client
+   * knows that Redis is unreachable.
+   */
   private static void disconnect(TcpProxy proxy) {
+    int refused = proxy.refusedCount();
     proxy.setRefuseNew(true);
     proxy.cutAll();
-    TestSupport.await("proxied connections closed", Duration.ofSeconds(5), () -> proxy.connectionCount() == 0);
+    TestSupport.await("proxied connections closed, and a reconnect refused", Duration.ofSeconds(5),
+        () -> proxy.connectionCount() == 0 && proxy.refusedCount() > refused);
   }
 
   // ------------------------------------------------------------ 5. a hand-off unlock during a disconnect
@@ -475,9 +481,9 @@ class WaitingDefectsTest {
       disconnect(proxy);
       long cutAt = System.nanoTime();
       unlock.countDown(); // the owner unlocks during the disconnect
-      // A short outage (300 ms), so that Lettuce's reconnect back-off (1, 2, 4 ... ms) stays short too.
-      TestSupport.await("the unlock to return, or 300 ms", Duration.ofSeconds(10),
-          () -> unlockMillis.get() >= 0 && TestSupport.millisSince(cutAt) >= 300);
+      // A short outage (200 ms), so that Lettuce's reconnect back-off (1, 2, 4 ... ms) stays short too.
+      TestSupport.await("the unlock to return, and 200 ms", Duration.ofSeconds(10),
+          () -> unlockMillis.get() >= 0 && TestSupport.millisSince(cutAt) >= 200);
       proxy.setRefuseNew(false);
       long healedAt = System.nanoTime();
       local.await(3000);

@@ -22,6 +22,9 @@ public final class TcpProxy implements AutoCloseable {
 
     private static final AtomicInteger IDS = new AtomicInteger();
 
+    /** Connections accepted and closed at once because {@link #setRefuseNew refuseNew} was set. */
+    private final AtomicInteger refused = new AtomicInteger();
+
     private final String targetHost;
     private final int targetPort;
     private final ServerSocket listener;
@@ -142,6 +145,14 @@ public final class TcpProxy implements AutoCloseable {
         }
     }
 
+    /**
+     * @return how many connections were refused so far (see {@link #setRefuseNew}); a client that
+     *     tries to reconnect has noticed that its connection is gone
+     */
+    public int refusedCount() {
+        return refused.get();
+    }
+
     /** @return the number of accepted connections currently held back by {@link #setStallNew} */
     public int stalledCount() {
         return stalled.size();
@@ -198,6 +209,9 @@ public final class TcpProxy implements AutoCloseable {
                 continue;
             }
             if (refuseNew || closed) {
+                if (!closed) {
+                    refused.incrementAndGet();
+                }
                 closeQuietly(client);
                 continue;
             }

@@ -121,6 +121,7 @@ class TestingInfraTest {
                 send(s, "PING\r\n");
                 assertClosed(s);
             }
+            assertEquals(1, proxy.refusedCount());
             proxy.setRefuseNew(false);
             assertEquals("PONG", RedisServerProcess.command("127.0.0.1", proxy.port(), "PING"));
         }
