@@ -75,9 +75,10 @@ class WaitingDefectsTest {
   // ------------------------------------------------------------ 1. blocking commands re-sent on reconnect
 
   /**
-   * Reproduced: Lettuce re-sends, after reconnecting, a BLPOP whose reply (the wake token it popped)
-   * was lost; the re-sent BLPOP blocks again on the empty wake list, so the waiter sleeps on a free
-   * lock until it times out, which is the holder's remaining lease (here about 30 s).
+   * Reproduced: a lock waiter whose BLPOP reply (the wake token) is lost sleeps on the free lock for the holder's lease.
+   *
+   * <p>Lettuce re-sends the BLPOP after reconnecting; it blocks again on the empty wake list until it
+   * times out, which is the holder's remaining lease (here about 30 s).
    */
   @Test
   void lockWaiterWhoseWakeReplyIsLostAcquiresPromptlyAfterTheReconnect() throws Exception {
@@ -108,11 +109,12 @@ class WaitingDefectsTest {
   }
 
   /**
-   * Reproduced: the same for the semaphore's BLMOVE. Its permit moved into the waiter's held list
-   * with the reply lost; the re-sent BLMOVE blocks, the waiter does not learn of its permit, and
-   * when the next permit is released the re-sent BLMOVE moves that one too: the waiter believes it
-   * holds one permit while Redis has two in its list, and one stays stranded after its release
-   * (available 1 of 2) until the client's liveness lapses.
+   * Reproduced: a semaphore waiter whose BLMOVE reply is lost does not get its permit, and a second permit is stranded.
+   *
+   * <p>The permit moved into the waiter's held list with the reply lost; Lettuce re-sends the BLMOVE,
+   * which blocks; when the next permit is released it moves that one too: the waiter believes it
+   * holds one permit while Redis lists two, and one stays stranded after its release (available 1
+   * of 2) until the client's liveness lapses.
    */
   @Test
   void semaphoreWaiterWhosePermitReplyIsLostAcquiresPromptlyAndStrandsNothing() throws Exception {
@@ -174,11 +176,13 @@ class WaitingDefectsTest {
   // ------------------------------------------------------------ 2. a reader waiting without an entry
 
   /**
-   * Reproduced: a reader that queued at the read gate behind another reader of its client (so it
-   * made no direct attempt, and so left no waiting-reader entry in Redis) becomes the gate holder
-   * after that reader gives up, and blocks on the read wake list for the writer's remaining lease.
-   * The write release, finding no reader registered as waiting, wakes writers only, and the reader
-   * sleeps for the rest of the writer's 30 s lease on a lock nobody holds.
+   * Reproduced: a reader blocked without a waiting-reader entry misses the write release and sleeps for the writer's lease.
+   *
+   * <p>The reader queued at the read gate behind another reader of its client, so it made no direct
+   * attempt and left no entry in Redis; it becomes the gate holder when that reader gives up, and
+   * blocks on the read wake list for the writer's remaining lease. The write release, finding no
+   * reader registered, wakes writers only, and the reader sleeps for the rest of the writer's 30 s
+   * lease on a lock nobody holds.
    */
   @Test
   void readerQueuedBehindAnotherReaderAcquiresPromptlyAfterTheWriteUnlock() throws Exception {
@@ -222,10 +226,11 @@ class WaitingDefectsTest {
   // ------------------------------------------------------------ 3. WAIT borrowing a blocking connection
 
   /**
-   * Reproduced: with {@code replicaAcks}, the WAIT after a grant borrows a connection from the
-   * blocking pool; with the pool's only connection blocked by another thread's wait, a grant of a
-   * free lock waits for one for the whole command timeout, then gives the lock back and throws
-   * {@code TurnstileException} ("no pooled connection free within the command timeout") after 5 s.
+   * Reproduced: with {@code replicaAcks}, a grant fails after 5 s when the blocking pool is busy, because WAIT borrows from it.
+   *
+   * <p>With the pool's only connection blocked by another thread's wait, a grant of a free lock waits
+   * for a connection for the whole command timeout, then gives the lock back and throws
+   * {@code TurnstileException} ("no pooled connection free within the command timeout").
    */
   @Test
   void replicaAcknowledgementDoesNotWaitForABlockingConnection() throws Exception {
@@ -263,9 +268,11 @@ class WaitingDefectsTest {
   // ------------------------------------------------------------ 4. timed calls overrunning their time
 
   /**
-   * Reproduced: a {@code tryLock(t)} registered as the local successor of the owner keeps waiting
-   * past its deadline for the owner's hand-off, which hangs on a stalled Redis until the 5 s command
-   * timeout; it returns false only then, about 5 s after it was called with t = 1 s.
+   * Reproduced: {@code tryLock(t)} as the owner's local successor overruns t by the command timeout when the hand-off stalls.
+   *
+   * <p>It keeps waiting past its deadline for the owner's hand-off, which hangs on a stalled Redis
+   * until the 5 s command timeout; it returns false only then, about 5 s after it was called with
+   * t = 1 s.
    */
   @Test
   void tryLockWaitingForALocalHandOffKeepsItsDeadline() throws Exception {
@@ -297,9 +304,10 @@ class WaitingDefectsTest {
   }
 
   /**
-   * Reproduced: a {@code tryLock(t)} that has to open a blocking connection waits for the connection
-   * up to BlockingPool's 15 s connect timeout, whatever t (then throws TurnstileException); here
-   * new connections to Redis stall while the existing main connection works.
+   * Reproduced: {@code tryLock(t)} waits up to 15 s, whatever t, for a blocking connection that cannot be opened.
+   *
+   * <p>BlockingPool waits for a new connection up to its 15 s connect timeout, then throws
+   * TurnstileException; here new connections to Redis stall while the existing main connection works.
    */
   @Test
   void tryLockKeepsItsDeadlineWhileOpeningABlockingConnectionStalls() throws Exception {
@@ -323,10 +331,10 @@ class WaitingDefectsTest {
   }
 
   /**
-   * Reproduced, with Redis stalled (the proxy holds every byte back): {@code readLock().tryLock(t)}
-   * makes its direct attempt with the whole 5 s command timeout and throws TurnstileException
-   * after 5 s; {@code writeLock().tryLock(t)} returns false only after waiting another 100 ms for
-   * its withdrawal, at about t + 100 ms.
+   * Reproduced: with Redis stalled, {@code readLock().tryLock(t)} throws after 5 s and {@code writeLock().tryLock(t)} returns at t + 100 ms.
+   *
+   * <p>The proxy holds every byte back. The read side makes its direct attempt with the whole 5 s
+   * command timeout; the write side waits another 100 ms for its withdrawal after its deadline.
    */
   @Test
   void readWriteTryLockKeepsItsDeadlineWhileRedisIsStalled() throws Exception {
@@ -348,11 +356,11 @@ class WaitingDefectsTest {
   }
 
   /**
-   * Reproduced: a {@code tryLock(t)} or {@code tryAcquire(t)} that is blocked in Redis (BLPOP,
-   * BLMOVE) when Redis stalls waits until its deadline + 10 ms for the blocking reply, then 100 ms
-   * more for the answer to its CLIENT UNBLOCK, then makes one more attempt of at least 50 ms:
-   * it returns at about t + 160 ms. A {@code tryAcquire(t)} that starts during the stall is the
-   * control: its attempt keeps the deadline.
+   * Reproduced: {@code tryLock(t)} and {@code tryAcquire(t)} blocked in Redis when it stalls return at about t + 160 ms.
+   *
+   * <p>They wait until the deadline + 10 ms for the blocking reply, then 100 ms more for the answer to
+   * their CLIENT UNBLOCK, then make one more attempt of at least 50 ms. A {@code tryAcquire(t)} that
+   * starts during the stall is the control: its attempt keeps the deadline.
    */
   @Test
   void timedWaitsBlockedInRedisKeepTheirDeadlineWhenRedisStalls() throws Exception {
@@ -383,9 +391,10 @@ class WaitingDefectsTest {
   }
 
   /**
-   * Reproduced: while the connection to Redis is down, {@code tryLock(t)}, {@code tryAcquire(t)}
-   * and both sides' {@code tryLock(t)} throw TurnstileException ("Redis is not reachable") at once
-   * instead of waiting out their time and returning false.
+   * Reproduced: while the connection is down, timed acquisitions throw at once instead of returning false at their deadline.
+   *
+   * <p>{@code tryLock(t)}, {@code tryAcquire(t)} and both sides' {@code tryLock(t)} throw
+   * TurnstileException ("Redis is not reachable").
    */
   @Test
   void timedCallsReturnFalseAtTheirDeadlineWhileTheConnectionIsDown() throws Exception {
@@ -432,10 +441,11 @@ class WaitingDefectsTest {
   // ------------------------------------------------------------ 5. a hand-off unlock during a disconnect
 
   /**
-   * Reproduced: an {@code unlock()} that hands the lock to a waiting thread of the same client while
-   * the connection is down sends nothing and throws TurnstileException; the local waiter's
-   * {@code lock()} throws too, and the lock stays held in Redis until its 30 s lease runs out, so a
-   * waiter of another client does not get it after the network heals.
+   * Reproduced: a hand-off {@code unlock()} during a disconnect throws, sends nothing, and the lock stays held for its lease.
+   *
+   * <p>The unlock hands the lock to a waiting thread of the same client while the connection is down;
+   * the local waiter's {@code lock()} throws too, and the lock stays held in Redis until its 30 s
+   * lease runs out, so a waiter of another client does not get it after the network heals.
    */
   @Test
   void handOffUnlockDuringADisconnectFreesTheLockOnceTheNetworkHeals() throws Exception {
@@ -506,11 +516,12 @@ class WaitingDefectsTest {
   // ------------------------------------------------------------ 6. the fairness streak
 
   /**
-   * Reproduced: once this client's run of local hand-offs reached {@code localHandoffLimit} while a
-   * client that has since crashed was waiting, every later acquisition of this client queues on the
-   * wake list before its first attempt; after the lock has been idle for a lease (its wake token
-   * gone), a {@code tryLock(5 s)} of the free lock sleeps a whole lease (here 2 s) before it
-   * attempts.
+   * Reproduced: after a hand-off streak at the limit, with the other waiter crashed, the free lock takes a whole lease to acquire.
+   *
+   * <p>Once this client's run of local hand-offs reached {@code localHandoffLimit} while a client that
+   * has since crashed was waiting, every later acquisition of this client queues on the wake list
+   * before its first attempt; after the lock has been idle for a lease (its wake token gone), a
+   * {@code tryLock(5 s)} of the free lock sleeps a whole lease (here 2 s) before it attempts.
    */
   @Test
   void aStreakAtTheHandOffLimitDoesNotDelayTheNextAcquisitionOfAFreeLock() throws Exception {
@@ -582,11 +593,13 @@ class WaitingDefectsTest {
   // ------------------------------------------------------------ 7. a Redis restart under load
 
   /**
-   * Reproduced: under lock()/unlock() load of 2 clients x 4 threads, Redis is killed (-9) while a
-   * worker holds the lock and restarted empty 1.5 s later. The holder's unlock (100 ms into the
-   * outage) throws, its local successor's {@code lock()} throws TurnstileException ("Redis is not
-   * reachable"), and so does every {@code lock()} retried while Redis is down; after the restart,
-   * waiters whose BLPOP Lettuce re-sent sleep on the free lock.
+   * Reproduced: under load, {@code lock()} throws while Redis restarts, instead of waiting for it.
+   *
+   * <p>2 clients x 4 threads loop lock()/unlock(); Redis is killed (-9) while a worker holds the lock
+   * and restarted empty 1.5 s later. The holder's unlock (100 ms into the outage) throws, its local
+   * successor's {@code lock()} throws TurnstileException ("Redis is not reachable"), and so does
+   * every {@code lock()} retried while Redis is down. The issue also saw waiters asleep on the free
+   * lock after the restart (8 acquisitions in 7.5 s); this test asserts at least 200 in 3 s.
    */
   @Test
   void lockLoadResumesAfterARedisRestartWithoutExceptions() throws Exception {
@@ -671,9 +684,11 @@ class WaitingDefectsTest {
   // ------------------------------------------------------------ 8. outageTolerance
 
   /**
-   * Reproduced: {@code lock()}, {@code acquire()} and both sides' {@code lock()} throw
-   * TurnstileException ("Redis is not reachable") as soon as the connection is down, instead of
-   * riding through an outage shorter than {@code outageTolerance} and succeeding once it is over.
+   * Reproduced: untimed acquisitions throw as soon as the connection is down, instead of riding through a short outage.
+   *
+   * <p>{@code lock()}, {@code lockInterruptibly()}, {@code acquire()} and both sides' {@code lock()}
+   * throw TurnstileException ("Redis is not reachable") at once; with an outage (1 s) shorter than
+   * {@code outageTolerance} (10 s) they must wait and succeed once it is over.
    */
   @Test
   void untimedAcquisitionsRideThroughAnOutageShorterThanTheTolerance() throws Exception {
@@ -722,9 +737,10 @@ class WaitingDefectsTest {
   }
 
   /**
-   * Reproduced: {@code lock()} throws at once when the connection is down; with
-   * {@code outageTolerance(1 s)} it must keep waiting for about 1 s of continuous unavailability,
-   * then throw TurnstileException holding nothing; after the outage a retry succeeds.
+   * Reproduced: {@code lock()} gives up at once when the connection is down, not after {@code outageTolerance}.
+   *
+   * <p>With {@code outageTolerance(1 s)} it must keep waiting for about 1 s of continuous
+   * unavailability, then throw TurnstileException holding nothing; after the outage a retry succeeds.
    */
   @Test
   void untimedLockGivesUpOnlyAfterTheOutageTolerance() throws Exception {
