@@ -80,7 +80,7 @@ class OutageLoopTest {
   /** How long the load runs after resuming, before the quiescence. */
   private static final long RUN_AFTER_RESUME_MS = 1000;
   /** The longest wait for a resume: well past the lease, so that a waiter asleep until its lease ends still counts as resumed (late). */
-  private static final Duration RESUME_WAIT = Duration.ofSeconds(30);
+  private static final Duration RESUME_WAIT = Duration.ofSeconds(15);
 
   private static TurnstileOptions options() {
     return TurnstileOptions.builder().leaseTime(Duration.ofMillis(LEASE_MS)).build();
