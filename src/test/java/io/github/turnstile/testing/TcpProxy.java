@@ -15,22 +15,30 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * Pure-Java TCP proxy on a loopback port for injecting network faults between a client and a
  * server (typically Redis): pausing traffic, adding latency, dropping replies, cutting
- * connections and refusing new ones. Uses daemon threads, two per proxied connection.
+ * connections, refusing new ones, and stalling new ones while the existing ones keep working.
+ * Uses daemon threads, two per proxied connection.
  */
 public final class TcpProxy implements AutoCloseable {
 
     private static final AtomicInteger IDS = new AtomicInteger();
 
+    /** Connections accepted and closed at once because {@link #setRefuseNew refuseNew} was set. */
+    private final AtomicInteger refused = new AtomicInteger();
+
     private final String targetHost;
     private final int targetPort;
     private final ServerSocket listener;
     private final Set<Link> links = ConcurrentHashMap.newKeySet();
+    /** Accepted connections held back while {@link #setStallNew stallNew} is set. */
+    private final Set<Socket> stalled = ConcurrentHashMap.newKeySet();
     private final Object pauseLock = new Object();
+    private final Object stallLock = new Object();
 
     private volatile boolean paused;
     private volatile long delayMillis;
     private volatile boolean dropReplies;
     private volatile boolean refuseNew;
+    private volatile boolean stallNew;
     private volatile boolean closed;
 
     private TcpProxy(String targetHost, int targetPort, ServerSocket listener) {
@@ -115,10 +123,52 @@ public final class TcpProxy implements AutoCloseable {
         this.refuseNew = refuseNew;
     }
 
-    /** Closes all currently proxied connections (client and server side); new ones are still accepted. */
+    /**
+     * While set, new incoming connections are accepted (the client's connect succeeds) but not
+     * forwarded: nothing they send reaches the server and nothing comes back, as when the network
+     * or the server is too slow to serve a new connection. Connections proxied before keep working.
+     * When cleared, the held-back connections are connected to the server and forwarded; what their
+     * clients sent meanwhile is delivered then, in order.
+     *
+     * @param stallNew whether to stall new connections
+     */
+    public void setStallNew(boolean stallNew) {
+        synchronized (stallLock) {
+            this.stallNew = stallNew;
+            if (stallNew) {
+                return;
+            }
+            for (Socket client : stalled.toArray(new Socket[0])) {
+                stalled.remove(client);
+                forward(client);
+            }
+        }
+    }
+
+    /**
+     * @return how many connections were refused so far (see {@link #setRefuseNew}); a client that
+     *     tries to reconnect has noticed that its connection is gone
+     */
+    public int refusedCount() {
+        return refused.get();
+    }
+
+    /** @return the number of accepted connections currently held back by {@link #setStallNew} */
+    public int stalledCount() {
+        return stalled.size();
+    }
+
+    /**
+     * Closes all currently proxied connections (client and server side), and the connections held
+     * back by {@link #setStallNew}; new ones are still accepted.
+     */
     public void cutAll() {
         for (Link link : links.toArray(new Link[0])) {
             link.close();
+        }
+        for (Socket client : stalled.toArray(new Socket[0])) {
+            stalled.remove(client);
+            closeQuietly(client);
         }
     }
 
@@ -159,27 +209,41 @@ public final class TcpProxy implements AutoCloseable {
                 continue;
             }
             if (refuseNew || closed) {
+                if (!closed) {
+                    refused.incrementAndGet();
+                }
                 closeQuietly(client);
                 continue;
             }
-            Socket server = new Socket();
-            try {
-                client.setTcpNoDelay(true);
-                server.setTcpNoDelay(true);
-                server.connect(new InetSocketAddress(targetHost, targetPort), 5_000);
-            } catch (IOException e) {
-                closeQuietly(server);
-                closeQuietly(client);
-                continue;
+            synchronized (stallLock) {
+                if (stallNew) {
+                    stalled.add(client); // accepted, never read: the client waits for a reply
+                    continue;
+                }
             }
-            Link link = new Link(client, server);
-            links.add(link);
-            if (closed) {
-                link.close();
-                continue;
-            }
-            link.start();
+            forward(client);
         }
+    }
+
+    /** Connects an accepted client to the server and starts forwarding between them. */
+    private void forward(Socket client) {
+        Socket server = new Socket();
+        try {
+            client.setTcpNoDelay(true);
+            server.setTcpNoDelay(true);
+            server.connect(new InetSocketAddress(targetHost, targetPort), 5_000);
+        } catch (IOException e) {
+            closeQuietly(server);
+            closeQuietly(client);
+            return;
+        }
+        Link link = new Link(client, server);
+        links.add(link);
+        if (closed) {
+            link.close();
+            return;
+        }
+        link.start();
     }
 
     /** Waits while paused; returns false if the link or proxy closed meanwhile. */

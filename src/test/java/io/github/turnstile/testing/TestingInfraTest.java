@@ -121,8 +121,44 @@ class TestingInfraTest {
                 send(s, "PING\r\n");
                 assertClosed(s);
             }
+            assertEquals(1, proxy.refusedCount());
             proxy.setRefuseNew(false);
             assertEquals("PONG", RedisServerProcess.command("127.0.0.1", proxy.port(), "PING"));
+        }
+    }
+
+    @Test
+    void proxyStallsNewConnectionsWhileExistingOnesWork() throws Exception {
+        try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
+                Socket existing = new Socket("127.0.0.1", proxy.port())) {
+            existing.setSoTimeout(2_000);
+            assertEquals("+PONG", ping(existing));
+            proxy.setStallNew(true);
+            try (Socket fresh = new Socket("127.0.0.1", proxy.port())) { // the connect itself succeeds
+                fresh.setSoTimeout(300);
+                send(fresh, "PING\r\n");
+                assertThrows(SocketTimeoutException.class, () -> fresh.getInputStream().read());
+                assertEquals("+PONG", ping(existing), "existing connections keep working");
+                long deadline = System.nanoTime() + Duration.ofSeconds(2).toNanos();
+                while (proxy.stalledCount() != 1 && System.nanoTime() < deadline) {
+                    Thread.sleep(10);
+                }
+                assertEquals(1, proxy.stalledCount());
+                proxy.setStallNew(false); // forwarded now: the PING sent meanwhile is answered
+                fresh.setSoTimeout(2_000);
+                assertEquals("+PONG", readLine(fresh.getInputStream()));
+                assertEquals(0, proxy.stalledCount());
+            }
+            proxy.setStallNew(true);
+            try (Socket fresh = new Socket("127.0.0.1", proxy.port())) {
+                fresh.setSoTimeout(2_000);
+                long deadline = System.nanoTime() + Duration.ofSeconds(2).toNanos();
+                while (proxy.stalledCount() != 1 && System.nanoTime() < deadline) {
+                    Thread.sleep(10);
+                }
+                proxy.cutAll(); // cuts the stalled ones too
+                assertClosed(fresh);
+            }
         }
     }
 
