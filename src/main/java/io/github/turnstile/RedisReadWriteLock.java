@@ -154,11 +154,14 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     public void gaveUp(String request) {
-      // Wait (briefly) for the withdrawal, so that when tryLock returns false, readers are no
-      // longer held back on this writer's account.
+      // Wait (briefly, and not at all while Redis is unreachable) for the withdrawal, so that
+      // when tryLock returns false, readers are no longer held back on this writer's account.
       CompletableFuture<Long> cancelled = op(ScriptOutputType.INTEGER, "wcancel", "", request, 0);
+      if (!engine.connected()) {
+        return;
+      }
       try {
-        Waits.get(cancelled, TimeUnit.MILLISECONDS.toNanos(100), false);
+        Waits.get(cancelled, TimeUnit.MILLISECONDS.toNanos(20), false);
       } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException
           | InterruptedException e) {
         // Redis is slow or gone: the entry stops counting within one lease anyway

@@ -53,6 +53,35 @@ class WaitingDefectsTest {
     TestSupport.await("blocked_clients:" + n, Duration.ofSeconds(10), () -> blockedClients(redis) == n);
   }
 
+  /**
+   * Waits until exactly {@code n} waiters wait inside Redis: blocked (BLPOP, BLMOVE) or subscribed
+   * to a wake-up channel (readers always wait by pub/sub).
+   */
+  private static void awaitWaitersInRedis(RedisServerProcess redis, int n) {
+    io.github.turnstile.testing.TestRedis r = io.github.turnstile.testing.TestRedis.of(redis.uri(), redis.host(),
+        redis.port(), "process");
+    TestSupport.await(n + " waiters in Redis", Duration.ofSeconds(10), () -> TestSupport.waitersInRedis(r) == n);
+  }
+
+  /**
+   * Runs both tiers of waiting once in this JVM (a token-list wait and a pub/sub wait, with a pool
+   * of one), so that a timing assertion afterwards does not also measure class loading and JIT.
+   */
+  private static void warmUpWaitingPaths(String uri) throws Exception {
+    try (Turnstile holder = Turnstile.connect(uri);
+        Turnstile waiter = Turnstile.connect(uri, TurnstileOptions.builder().blockingPoolSize(1).build())) {
+      DistributedLock a = holder.lock(unique("warm-a"));
+      DistributedLock b = holder.lock(unique("warm-b"));
+      a.lock();
+      b.lock();
+      Thread other = TestSupport.start("warm-up", () -> waiter.lock(a.name()).tryLock(100, TimeUnit.MILLISECONDS));
+      waiter.lock(b.name()).tryLock(100, TimeUnit.MILLISECONDS);
+      other.join(5000);
+      a.unlock();
+      b.unlock();
+    }
+  }
+
   private static String lockKey(String name) {
     return "{turnstile:" + name + "}:lock";
   }
@@ -204,7 +233,7 @@ class WaitingDefectsTest {
       // the first reader waits (it tried directly, so Redis lists it as waiting), with a deadline
       TimedCall<Boolean> impatient = TimedCall.start("readLock().tryLock(1 s)",
           () -> rw.readLock().tryLock(1, TimeUnit.SECONDS));
-      awaitBlockedClients(redis, 1);
+      awaitWaitersInRedis(redis, 1);
       // the second reader queues behind it at the read gate, without a direct attempt
       TimedCall<Void> reader = TimedCall.start("readLock().lock()", () -> {
         rw.readLock().lock();
@@ -212,7 +241,7 @@ class WaitingDefectsTest {
       });
       TestSupport.awaitWaiting(reader.thread());
       assertTrue(impatient.await(3000) && Boolean.FALSE.equals(impatient.value()), impatient.describe());
-      awaitBlockedClients(redis, 1); // the second reader now blocks in Redis in its place
+      awaitWaitersInRedis(redis, 1); // the second reader now waits in Redis in its place
       unlockWrite.countDown();
       writer.join(5000);
       reader.await(3000);
@@ -318,6 +347,7 @@ class WaitingDefectsTest {
         Turnstile client = Turnstile.connect(proxy.uri(), lease(LONG_LEASE))) {
       DistributedLock held = holderClient.lock(name);
       held.lock();
+      warmUpWaitingPaths(redis.uri());
       DistributedLock lock = client.lock(name);
       proxy.setStallNew(true); // the client's main connection works; a new one hangs in its handshake
       TimedCall<Boolean> call = TimedCall.start("tryLock(200 ms)", () -> lock.tryLock(200, TimeUnit.MILLISECONDS));
