@@ -46,16 +46,18 @@ import org.springframework.integration.support.locks.RenewableLockRegistry;
  *   <li>Every acquisition carries a {@linkplain DistributedLock#fencingToken() fencing token}.</li>
  * </ul>
  *
- * <p><b>Spring Integration versions.</b> Works with Spring Integration 6.5 and 7.x. On 7.x the
- * registry's lock type is Turnstile's {@link DistributedLock}, not Spring Integration's
- * {@code DistributedLock}: Turnstile leases are set per client and renewed while held, so there
- * is no per-call time to live ({@code lock(Duration ttl)}).
+ * <p><b>Spring Integration versions.</b> Works with Spring Integration 6.5 and 7.x. Their
+ * interfaces differ (7.x made them generic in the lock type), so this class implements them as
+ * raw types: a 6.5 class file would reject a generic signature. {@link #obtain(Object)} returns
+ * Turnstile's {@link DistributedLock}, not Spring Integration 7's {@code DistributedLock}:
+ * Turnstile leases are set per client and renewed while held, so there is no per-call time to live
+ * ({@code lock(Duration ttl)}).
  *
  * <p>This class is thread-safe and holds no state besides its {@link Turnstile}, which it does
  * not close.
  */
-public final class TurnstileLockRegistry
-    implements ExpirableLockRegistry<DistributedLock>, RenewableLockRegistry<DistributedLock> {
+@SuppressWarnings("rawtypes") // one class file for Spring Integration 6.5 (plain interfaces) and 7.x (generic)
+public final class TurnstileLockRegistry implements ExpirableLockRegistry, RenewableLockRegistry {
 
   private final Turnstile turnstile;
   private final String prefix;

@@ -119,7 +119,7 @@ public class TurnstileLockRegistryTest {
     try {
       List<Future<?>> futures = new ArrayList<>();
       for (int i = 0; i < 6; i++) {
-        TurnstileLockRegistry registry = i % 2 == 0 ? r1 : r2;
+        LockRegistry<?> registry = i % 2 == 0 ? r1 : r2; // as Spring components and injection points see it
         futures.add(pool.submit(() -> {
           for (int j = 0; j < 15; j++) {
             registry.executeLocked(key, () -> {
@@ -274,7 +274,8 @@ public class TurnstileLockRegistryTest {
     Thread waiter = new Thread(() -> {
       try {
         long start = System.nanoTime();
-        r2.executeLocked(key, () -> {
+        LockRegistry<?> registry = r2;
+        registry.executeLocked(key, () -> {
           waitedMillis[0] = Support.millisSince(start);
           got.countDown();
         });
