@@ -49,7 +49,7 @@ import org.springframework.integration.support.locks.LockRegistry;
  * The same class runs on Spring Boot 3.5 (in a child JVM, SpringCompatibilityTest).
  */
 @ExtendWith(RedisExtension.class)
-class TurnstileAutoConfigurationTest {
+public class TurnstileAutoConfigurationTest {
   private final ApplicationContextRunner runner = new ApplicationContextRunner()
       .withConfiguration(AutoConfigurations.of(TurnstileAutoConfiguration.class));
 
@@ -135,7 +135,7 @@ class TurnstileAutoConfigurationTest {
   }
 
   /** A lock taken through the context's Turnstile is seen held by an independent client. */
-  static void assertSharedWith(Turnstile other, Turnstile fromContext, String name) {
+  public static void assertSharedWith(Turnstile other, Turnstile fromContext, String name) {
     DistributedLock lock = fromContext.lock(name);
     lock.lock();
     try {
@@ -191,14 +191,15 @@ class TurnstileAutoConfigurationTest {
         .withBean(MeterRegistry.class, SimpleMeterRegistry::new)
         .run(context -> {
           MeterRegistry registry = context.getBean(MeterRegistry.class);
-          DistributedLock lock = context.getBean(Turnstile.class).lock(unique("metered"));
+          String name = unique("metered");
+          DistributedLock lock = context.getBean(Turnstile.class).lock(name);
           lock.lock();
           try {
             assertEquals(1L, ((Number) Health.of(context).details.get("leasesHeld")).longValue());
           } finally {
             lock.unlock();
           }
-          assertEquals(1.0, registry.get("turnstile.acquisitions").counter().count());
+          assertEquals(1.0, registry.get("turnstile.acquisitions").tag("name", name).counter().count());
         });
   }
 
