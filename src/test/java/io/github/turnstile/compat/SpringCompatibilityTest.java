@@ -49,7 +49,8 @@ class SpringCompatibilityTest {
       "io.github.turnstile.shedlock.TurnstileLockProviderTest",
       "io.github.turnstile.shedlock.SchedulerLockTwoContextsTest",
       "io.github.turnstile.spring.boot.TurnstileAutoConfigurationTest",
-      "io.github.turnstile.spring.example.ExampleApplicationTest");
+      // the full @SpringBootTest; the two-node example main already runs once, in this JVM's ExampleApplicationTest
+      "io.github.turnstile.spring.example.ExampleApplicationTest#theApplicationRunsOnTurnstile");
 
   @Test
   void springBoot35StackWithTheOldestLettuceAndCaffeine(TestRedis redis) throws IOException {

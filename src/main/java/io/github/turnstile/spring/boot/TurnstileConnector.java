@@ -43,21 +43,6 @@ final class TurnstileConnector implements DisposableBean {
     this.binder = Binder.get(environment);
   }
 
-  /** Where Turnstile connects, for logs and health details (no password). */
-  String target() {
-    if (uri != null && !uri.isBlank()) {
-      return "turnstile.uri";
-    }
-    DataRedis d = DataRedis.bind(binder);
-    if (d.sentinelMaster != null) {
-      return "spring.data.redis sentinel " + d.sentinelMaster + " at " + d.sentinelNodes;
-    }
-    if (!d.clusterNodes.isEmpty()) {
-      return "spring.data.redis cluster at " + d.clusterNodes;
-    }
-    return d.url != null ? "spring.data.redis.url" : "spring.data.redis " + d.host + ":" + d.port;
-  }
-
   Turnstile open(TurnstileOptions options) {
     if (uri != null && !uri.isBlank()) {
       return Turnstile.connect(uri.trim(), options);
