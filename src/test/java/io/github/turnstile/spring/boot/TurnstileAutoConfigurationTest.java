@@ -74,6 +74,7 @@ public class TurnstileAutoConfigurationTest {
         "outage-tolerance", "metrics-name-limit", "enabled")) {
       assertTrue(json.contains("\"name\": \"turnstile." + p + "\""), "turnstile." + p + " in " + json);
     }
+    assertTrue(json.contains("\"name\": \"management.health.turnstile.enabled\""), json);
   }
 
   /** Every property reaches TurnstileOptions; every bean is there and works. */
