@@ -55,7 +55,7 @@ public final class RedisExtension implements ParameterResolver, BeforeAllCallbac
         if (topology == null || topology.value() == RedisTopology.Kind.SINGLE) {
             return handle(extensionContext).redis;
         }
-        return extensionContext.getRoot().getStore(NAMESPACE).getOrComputeIfAbsent(
+        return extensionContext.getRoot().getStore(NAMESPACE).computeIfAbsent(
                 "shared-" + topology.value(), k -> Deployment.start(topology.value()), Deployment.class).redis;
     }
 
@@ -131,7 +131,7 @@ public final class RedisExtension implements ParameterResolver, BeforeAllCallbac
 
     private static Handle handle(ExtensionContext context) {
         return context.getRoot().getStore(NAMESPACE)
-                .getOrComputeIfAbsent(STORE_KEY, key -> new Handle(shared()), Handle.class);
+                .computeIfAbsent(STORE_KEY, key -> new Handle(shared()), Handle.class);
     }
 
     private static Started startRedis() {

@@ -1,0 +1,182 @@
+package io.github.turnstile.spring;
+
+import io.github.turnstile.DistributedLock;
+import io.github.turnstile.LockLostException;
+import io.github.turnstile.Turnstile;
+import java.time.Duration;
+import java.util.Objects;
+import org.springframework.integration.support.locks.ExpirableLockRegistry;
+import org.springframework.integration.support.locks.RenewableLockRegistry;
+
+/**
+ * A Spring Integration lock registry whose locks are Turnstile {@link DistributedLock}s: the
+ * drop-in for {@code RedisLockRegistry} wherever Spring Integration takes a
+ * {@link org.springframework.integration.support.locks.LockRegistry LockRegistry} (aggregators,
+ * resequencers, the {@code LockRegistryLeaderInitiator}, idempotent receivers, file and FTP
+ * filters) or where application code calls {@code executeLocked}.
+ *
+ * <pre>{@code
+ * TurnstileLockRegistry registry = new TurnstileLockRegistry(turnstile);
+ * registry.executeLocked("orders:42", () -> process(order));
+ * }</pre>
+ *
+ * <p><b>Keys.</b> {@link #obtain(Object)} accepts any key; the lock's name is the key's
+ * {@code toString()}, after an optional registry key and a colon. Spring Integration's own
+ * message stores pass non-String keys (UUIDs), which work as is. Use keys whose string form is the
+ * same in every JVM (strings, numbers, UUIDs, enums), since that string is what makes two JVMs
+ * share a lock. Without a registry key, {@code registry.obtain("orders:42")} is the very lock
+ * {@code turnstile.lock("orders:42")} returns, so Spring and plain code can guard the same data.
+ *
+ * <p><b>How it differs from {@code RedisLockRegistry}.</b>
+ * <ul>
+ *   <li>A hold never expires while its holder lives: the client's watchdog renews every lease, so
+ *       {@code unlock()} after a long critical section succeeds, with no "lock was released in
+ *       the store due to expiration" surprise. A holder that dies releases within the lease
+ *       ({@link io.github.turnstile.TurnstileOptions.Builder#leaseTime leaseTime}). If a lease is
+ *       really lost (a partition or pause longer than the lease), {@code unlock()} says so with
+ *       {@link LockLostException}, an {@link IllegalMonitorStateException}.</li>
+ *   <li>Nothing is cached that could be evicted: Turnstile holds lock instances weakly, and a held
+ *       or awaited lock is reachable from its lease or its waiter, so it is never dropped;
+ *       {@link #expireUnusedOlderThan(long)} has nothing to do. Distinct keys never share a local
+ *       lock.</li>
+ *   <li>Waiters block inside Redis on a token list that the releasing client pushes to: no
+ *       spinning, no pub/sub, so nothing to choose between, and it works on one server, on a
+ *       primary with replicas, on Sentinel and on Redis Cluster (every key of a lock shares one
+ *       hash slot).</li>
+ *   <li>Every acquisition carries a {@linkplain DistributedLock#fencingToken() fencing token}.</li>
+ * </ul>
+ *
+ * <p><b>Spring Integration versions.</b> Works with Spring Integration 6.5 and 7.x. Their
+ * interfaces differ (7.x made them generic in the lock type), so this class implements them as
+ * raw types: a 6.5 class file would reject a generic signature. {@link #obtain(Object)} returns
+ * Turnstile's {@link DistributedLock}, not Spring Integration 7's {@code DistributedLock}:
+ * Turnstile leases are set per client and renewed while held, so there is no per-call time to live
+ * ({@code lock(Duration ttl)}).
+ *
+ * <p>This class is thread-safe and holds no state besides its {@link Turnstile}, which it does
+ * not close.
+ */
+@SuppressWarnings("rawtypes") // one class file for Spring Integration 6.5 (plain interfaces) and 7.x (generic)
+public final class TurnstileLockRegistry implements ExpirableLockRegistry, RenewableLockRegistry {
+
+  private final Turnstile turnstile;
+  private final String prefix;
+
+  /**
+   * Creates a registry whose lock names are the keys' string forms.
+   *
+   * @param turnstile the Turnstile the locks come from
+   * @throws NullPointerException if turnstile is null
+   */
+  public TurnstileLockRegistry(Turnstile turnstile) {
+    this.turnstile = Objects.requireNonNull(turnstile, "turnstile");
+    this.prefix = "";
+  }
+
+  /**
+   * Creates a registry whose lock names are {@code registryKey + ":" + key}, as the keys of a
+   * {@code RedisLockRegistry} with that registry key are named (the Redis keys themselves differ:
+   * see the class documentation).
+   *
+   * @param turnstile the Turnstile the locks come from
+   * @param registryKey the namespace of this registry's locks; non-blank
+   * @throws NullPointerException if an argument is null
+   * @throws IllegalArgumentException if registryKey is blank
+   */
+  public TurnstileLockRegistry(Turnstile turnstile, String registryKey) {
+    this.turnstile = Objects.requireNonNull(turnstile, "turnstile");
+    Objects.requireNonNull(registryKey, "registryKey");
+    if (registryKey.isBlank()) {
+      throw new IllegalArgumentException("registryKey must not be blank");
+    }
+    this.prefix = registryKey + ":";
+  }
+
+  /**
+   * Returns the distributed lock for this key: the same instance for as long as it is referenced.
+   * Costs no round trip.
+   *
+   * @param lockKey the key; its {@code toString()} (after the registry key, if any) names the lock
+   * @return the lock
+   * @throws NullPointerException if lockKey is null
+   * @throws IllegalArgumentException if the resulting name is blank
+   */
+  @Override
+  public DistributedLock obtain(Object lockKey) {
+    return turnstile.lock(nameOf(lockKey));
+  }
+
+  /**
+   * Returns the name of the Turnstile lock that {@link #obtain(Object)} returns for this key.
+   *
+   * @param lockKey the key
+   * @return the lock's name
+   * @throws NullPointerException if lockKey is null
+   */
+  public String nameOf(Object lockKey) {
+    Objects.requireNonNull(lockKey, "lockKey");
+    return prefix + lockKey;
+  }
+
+  /**
+   * Does nothing: Turnstile keeps lock instances weakly referenced, so an instance nobody
+   * references is reclaimed by the garbage collector, while a held or awaited one stays reachable
+   * from its lease or its waiting thread and is never dropped. Memory stays bounded without
+   * calling this method, and calling it can never separate a holder from its lock.
+   *
+   * @param age ignored
+   */
+  @Override
+  public void expireUnusedOlderThan(long age) {
+    // nothing is cached strongly: see the javadoc
+  }
+
+  /**
+   * Checks that the current thread holds the lock of this key with a live lease. No round trip is
+   * needed: the client's watchdog renews every lease while it is held, so a hold never runs out
+   * while its holder lives; there is nothing to extend.
+   *
+   * @param lockKey the key
+   * @throws IllegalStateException if the current thread does not hold the lock, or its lease was
+   *     lost (then the cause is the {@link LockLostException})
+   * @throws NullPointerException if lockKey is null
+   */
+  @Override
+  public void renewLock(Object lockKey) {
+    DistributedLock lock = obtain(lockKey);
+    try {
+      lock.fencingToken(); // throws unless the current thread holds it with a live lease
+    } catch (LockLostException e) {
+      throw new IllegalStateException("the lease of '" + lock.name() + "' was lost: " + e.getMessage(), e);
+    } catch (IllegalMonitorStateException e) {
+      throw new IllegalStateException("the current thread does not hold the lock '" + lock.name() + "'", e);
+    }
+  }
+
+  /**
+   * As {@link #renewLock(Object)}. Turnstile's leases have the client's lease time and are renewed
+   * for as long as the lock is held, so the hold outlasts any {@code ttl} while the holder lives;
+   * {@code ttl} is checked, not used.
+   *
+   * @param lockKey the key
+   * @param ttl the time to live asked for; positive
+   * @throws IllegalStateException if the current thread does not hold the lock, or its lease was
+   *     lost
+   * @throws IllegalArgumentException if ttl is not positive
+   * @throws NullPointerException if an argument is null
+   */
+  @Override
+  public void renewLock(Object lockKey, Duration ttl) {
+    Objects.requireNonNull(ttl, "ttl");
+    if (ttl.isNegative() || ttl.isZero()) {
+      throw new IllegalArgumentException("ttl must be positive, was " + ttl);
+    }
+    renewLock(lockKey);
+  }
+
+  @Override
+  public String toString() {
+    return "TurnstileLockRegistry[" + (prefix.isEmpty() ? "" : "registryKey=" + prefix.substring(0, prefix.length() - 1)
+        + ", ") + turnstile + "]";
+  }
+}

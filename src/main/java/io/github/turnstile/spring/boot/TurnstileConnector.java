@@ -1,0 +1,212 @@
+package io.github.turnstile.spring.boot;
+
+import io.github.turnstile.Turnstile;
+import io.github.turnstile.TurnstileOptions;
+import io.lettuce.core.AbstractRedisClient;
+import io.lettuce.core.ClientOptions;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.SocketOptions;
+import io.lettuce.core.TimeoutOptions;
+import io.lettuce.core.cluster.ClusterClientOptions;
+import io.lettuce.core.cluster.ClusterTopologyRefreshOptions;
+import io.lettuce.core.cluster.RedisClusterClient;
+import io.lettuce.core.resource.ClientResources;
+import io.lettuce.core.resource.Delay;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.springframework.beans.factory.DisposableBean;
+import org.springframework.boot.context.properties.bind.Bindable;
+import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.core.env.Environment;
+
+/**
+ * Opens the auto-configured Turnstile: on {@code turnstile.uri} if set (then the Turnstile owns
+ * its Lettuce client), otherwise on a Lettuce client built from Spring Data Redis's
+ * {@code spring.data.redis.*} properties, which this bean owns and shuts down after the Turnstile
+ * is closed (the Turnstile bean depends on this one, so Spring destroys it first).
+ *
+ * <p>The properties are read with Spring Boot's {@link Binder} rather than Spring Boot's own
+ * {@code RedisProperties}/{@code DataRedisProperties} class, which moved between Boot 3 and 4.
+ */
+final class TurnstileConnector implements DisposableBean {
+  private static final String DATA_REDIS = "spring.data.redis";
+
+  private final String uri;
+  private final Binder binder;
+  private volatile Runnable shutdown = () -> { };
+
+  TurnstileConnector(TurnstileProperties properties, Environment environment) {
+    this.uri = properties.getUri();
+    this.binder = Binder.get(environment);
+  }
+
+  Turnstile open(TurnstileOptions options) {
+    if (uri != null && !uri.isBlank()) {
+      return Turnstile.connect(uri.trim(), options);
+    }
+    DataRedis d = DataRedis.bind(binder);
+    ClientResources resources = ClientResources.builder()
+        // as Turnstile.connect: reconnect within 500 ms at most, so that a failover does not cost
+        // holders their leases (Lettuce's default backs off to 30 s)
+        .reconnectDelay(() -> Delay.exponential(Duration.ofMillis(1), Duration.ofMillis(500), 2, TimeUnit.MILLISECONDS))
+        .build();
+    SocketOptions.Builder socket = SocketOptions.builder();
+    if (d.connectTimeout != null) {
+      socket.connectTimeout(d.connectTimeout);
+    }
+    // Turnstile bounds every wait itself: Lettuce's command timeout must not cut blocking waits
+    TimeoutOptions noCommandTimeout = TimeoutOptions.builder().timeoutCommands(false).build();
+    AbstractRedisClient client = null;
+    try {
+      if (d.sentinelMaster == null && !d.clusterNodes.isEmpty()) {
+        List<RedisURI> seeds = new ArrayList<>();
+        for (String node : d.clusterNodes) {
+          RedisURI.Builder b = hostPort(node);
+          seeds.add(d.authenticate(b).withSsl(d.ssl).build());
+        }
+        RedisClusterClient cluster = RedisClusterClient.create(resources, seeds);
+        cluster.setOptions(ClusterClientOptions.builder()
+            .autoReconnect(true)
+            .socketOptions(socket.build())
+            .timeoutOptions(noCommandTimeout)
+            // follow failovers and resharding; adaptive triggers are Lettuce 7's default, not 6's
+            .topologyRefreshOptions(topologyRefresh())
+            .build());
+        client = cluster;
+        shutdown = () -> shutdown(cluster, resources);
+        return Turnstile.create(cluster, options);
+      }
+      RedisURI redisUri;
+      if (d.sentinelMaster != null) {
+        RedisURI.Builder b = RedisURI.builder().withSentinelMasterId(d.sentinelMaster);
+        for (String node : d.sentinelNodes) {
+          RedisURI.Builder s = hostPort(node);
+          if (d.sentinelPassword != null) {
+            if (d.sentinelUsername != null) {
+              s.withAuthentication(d.sentinelUsername, d.sentinelPassword);
+            } else {
+              s.withPassword(d.sentinelPassword);
+            }
+          }
+          b.withSentinel(s.withSsl(d.ssl).build());
+        }
+        redisUri = d.authenticate(b).withDatabase(d.database).withSsl(d.ssl).build();
+      } else if (d.url != null) {
+        redisUri = RedisURI.create(d.url);
+        if (d.ssl) {
+          redisUri.setSsl(true);
+        }
+      } else {
+        redisUri = d.authenticate(RedisURI.builder().withHost(d.host).withPort(d.port))
+            .withDatabase(d.database).withSsl(d.ssl).build();
+      }
+      RedisClient single = RedisClient.create(resources, redisUri);
+      single.setOptions(ClientOptions.builder()
+          .autoReconnect(true)
+          .socketOptions(socket.build())
+          .timeoutOptions(noCommandTimeout)
+          .build());
+      client = single;
+      shutdown = () -> shutdown(single, resources);
+      return Turnstile.create(single, options);
+    } catch (RuntimeException e) {
+      shutdown = () -> { };
+      if (client != null) {
+        client.shutdown();
+      }
+      resources.shutdown(0, 2, TimeUnit.SECONDS).awaitUninterruptibly(3000);
+      throw e;
+    }
+  }
+
+  /**
+   * Lettuce 7 refreshes the topology on every adaptive trigger by default and deprecates asking
+   * for it; Lettuce 6 (Spring Boot 3.5 and 4.0 manage 6.6 and 6.8) does not, so it is asked for.
+   */
+  @SuppressWarnings("deprecation")
+  private static ClusterTopologyRefreshOptions topologyRefresh() {
+    return ClusterTopologyRefreshOptions.builder()
+        .enableAllAdaptiveRefreshTriggers()
+        .enablePeriodicRefresh(Duration.ofSeconds(30))
+        .build();
+  }
+
+  private static RedisURI.Builder hostPort(String node) {
+    String n = node.trim();
+    int colon = n.lastIndexOf(':');
+    if (colon <= 0 || colon == n.length() - 1) {
+      throw new IllegalArgumentException("a Redis node must be host:port, was '" + node + "'");
+    }
+    String host = n.substring(0, colon);
+    if (host.startsWith("[") && host.endsWith("]")) {
+      host = host.substring(1, host.length() - 1); // [IPv6]
+    }
+    return RedisURI.builder().withHost(host).withPort(Integer.parseInt(n.substring(colon + 1)));
+  }
+
+  private static void shutdown(AbstractRedisClient client, ClientResources resources) {
+    client.shutdown();
+    resources.shutdown(0, 2, TimeUnit.SECONDS).awaitUninterruptibly(3000);
+  }
+
+  /** Shuts down the Lettuce client this bean created, if any (after the Turnstile closed). */
+  @Override
+  public void destroy() {
+    Runnable s = shutdown;
+    shutdown = () -> { };
+    s.run();
+  }
+
+  /** The spring.data.redis settings Turnstile honours. */
+  static final class DataRedis {
+    String url;
+    String host;
+    int port;
+    String username;
+    String password;
+    int database;
+    boolean ssl;
+    Duration connectTimeout;
+    String sentinelMaster;
+    List<String> sentinelNodes;
+    String sentinelUsername;
+    String sentinelPassword;
+    List<String> clusterNodes;
+
+    static DataRedis bind(Binder b) {
+      DataRedis d = new DataRedis();
+      d.url = b.bind(DATA_REDIS + ".url", String.class).orElse(null);
+      d.host = b.bind(DATA_REDIS + ".host", String.class).orElse("localhost");
+      d.port = b.bind(DATA_REDIS + ".port", Integer.class).orElse(6379);
+      d.username = b.bind(DATA_REDIS + ".username", String.class).orElse(null);
+      d.password = b.bind(DATA_REDIS + ".password", String.class).orElse(null);
+      d.database = b.bind(DATA_REDIS + ".database", Integer.class).orElse(0);
+      d.ssl = b.bind(DATA_REDIS + ".ssl.enabled", Boolean.class).orElse(false)
+          || b.bind(DATA_REDIS + ".ssl.bundle", String.class).isBound();
+      d.connectTimeout = b.bind(DATA_REDIS + ".connect-timeout", Duration.class).orElse(null);
+      d.sentinelMaster = b.bind(DATA_REDIS + ".sentinel.master", String.class).orElse(null);
+      d.sentinelNodes = b.bind(DATA_REDIS + ".sentinel.nodes", Bindable.listOf(String.class)).orElse(List.of());
+      d.sentinelUsername = b.bind(DATA_REDIS + ".sentinel.username", String.class).orElse(null);
+      d.sentinelPassword = b.bind(DATA_REDIS + ".sentinel.password", String.class).orElse(null);
+      d.clusterNodes = b.bind(DATA_REDIS + ".cluster.nodes", Bindable.listOf(String.class)).orElse(List.of());
+      if (d.sentinelMaster != null && d.sentinelNodes.isEmpty()) {
+        throw new IllegalArgumentException("spring.data.redis.sentinel.master is set but spring.data.redis.sentinel.nodes is not");
+      }
+      return d;
+    }
+
+    RedisURI.Builder authenticate(RedisURI.Builder b) {
+      if (password != null) {
+        if (username != null) {
+          b.withAuthentication(username, password);
+        } else {
+          b.withPassword(password);
+        }
+      }
+      return b;
+    }
+  }
+}

@@ -1,0 +1,341 @@
+package io.github.turnstile.spring.boot;
+
+import io.github.turnstile.TurnstileOptions;
+import java.time.Duration;
+import org.springframework.boot.context.properties.ConfigurationProperties;
+
+/**
+ * The {@code turnstile.*} properties of the auto-configured {@link io.github.turnstile.Turnstile}.
+ * Each one maps to the {@link TurnstileOptions.Builder} method of the same name, with the same
+ * default and the same checks (a wrong value fails the application's start with the builder's
+ * message).
+ *
+ * <pre>
+ * turnstile.uri=redis://localhost:6379
+ * turnstile.lease-time=10s
+ * </pre>
+ */
+@ConfigurationProperties(prefix = "turnstile")
+public class TurnstileProperties {
+
+  /** Whether to auto-configure Turnstile. */
+  private boolean enabled = true;
+
+  /**
+   * Redis to connect to: redis://, rediss://, redis-socket://, redis-sentinel://...#master or
+   * redis-cluster://host:port,host:port. When not set, Turnstile connects where Spring Data Redis's
+   * spring.data.redis.* properties point (one server, Sentinel or Cluster).
+   */
+  private String uri;
+
+  /**
+   * How long a hold survives in Redis without renewal; it bounds how long a crashed holder blocks
+   * others. At least 100 ms.
+   */
+  private Duration leaseTime = Duration.ofSeconds(30);
+
+  /** The watchdog's renewal interval: shorter than the lease time. Default: lease time / 3. */
+  private Duration renewInterval;
+
+  /** First part of every Redis key: {prefix:name}:... No braces. */
+  private String keyPrefix = "turnstile";
+
+  /** Most connections used for blocking waits (one per contended primitive at a time). */
+  private int blockingPoolSize = 16;
+
+  /** How long a command may go unanswered before Redis counts as unreachable. */
+  private Duration commandTimeout = Duration.ofSeconds(5);
+
+  /**
+   * How many grants in a row a lock may pass straight between threads of this JVM before other
+   * JVMs get their turn; 0 turns local hand-off off.
+   */
+  private int localHandoffLimit = 8;
+
+  /**
+   * How long untimed acquisitions (lock(), acquire()) keep waiting while Redis is continuously
+   * unreachable before they throw; 0 fails them as soon as Redis is found unreachable.
+   */
+  private Duration outageTolerance = Duration.ofSeconds(60);
+
+  /**
+   * How many distinct primitive names get a metrics tag of their own; later names are recorded as
+   * name=other.
+   */
+  private int metricsNameLimit = 100;
+
+  /** Replica acknowledgement of every acquisition (WAIT). */
+  private final ReplicaAcks replicaAcks = new ReplicaAcks();
+
+  /** Creates the properties, holding the defaults. */
+  public TurnstileProperties() {}
+
+  /**
+   * Returns whether to auto-configure Turnstile.
+   *
+   * @return whether to auto-configure Turnstile
+   */
+  public boolean isEnabled() {
+    return enabled;
+  }
+
+  /**
+   * Sets whether to auto-configure Turnstile.
+   *
+   * @param enabled whether to auto-configure Turnstile
+   */
+  public void setEnabled(boolean enabled) {
+    this.enabled = enabled;
+  }
+
+  /**
+   * Returns the Redis URI, or null to use Spring Data Redis's settings.
+   *
+   * @return the Redis URI, or null to use Spring Data Redis's settings
+   */
+  public String getUri() {
+    return uri;
+  }
+
+  /**
+   * Sets the Redis URI.
+   *
+   * @param uri the Redis URI, or null to use Spring Data Redis's settings
+   */
+  public void setUri(String uri) {
+    this.uri = uri;
+  }
+
+  /**
+   * Returns the lease time.
+   *
+   * @return the lease time
+   */
+  public Duration getLeaseTime() {
+    return leaseTime;
+  }
+
+  /**
+   * Sets the lease time.
+   *
+   * @param leaseTime the lease time
+   */
+  public void setLeaseTime(Duration leaseTime) {
+    this.leaseTime = leaseTime;
+  }
+
+  /**
+   * Returns the renewal interval, or null for lease time / 3.
+   *
+   * @return the renewal interval, or null for lease time / 3
+   */
+  public Duration getRenewInterval() {
+    return renewInterval;
+  }
+
+  /**
+   * Sets the renewal interval.
+   *
+   * @param renewInterval the renewal interval, or null for lease time / 3
+   */
+  public void setRenewInterval(Duration renewInterval) {
+    this.renewInterval = renewInterval;
+  }
+
+  /**
+   * Returns the key prefix.
+   *
+   * @return the key prefix
+   */
+  public String getKeyPrefix() {
+    return keyPrefix;
+  }
+
+  /**
+   * Sets the key prefix.
+   *
+   * @param keyPrefix the key prefix
+   */
+  public void setKeyPrefix(String keyPrefix) {
+    this.keyPrefix = keyPrefix;
+  }
+
+  /**
+   * Returns the bound on blocking connections.
+   *
+   * @return the bound on blocking connections
+   */
+  public int getBlockingPoolSize() {
+    return blockingPoolSize;
+  }
+
+  /**
+   * Sets the bound on blocking connections.
+   *
+   * @param blockingPoolSize the bound on blocking connections
+   */
+  public void setBlockingPoolSize(int blockingPoolSize) {
+    this.blockingPoolSize = blockingPoolSize;
+  }
+
+  /**
+   * Returns the command timeout.
+   *
+   * @return the command timeout
+   */
+  public Duration getCommandTimeout() {
+    return commandTimeout;
+  }
+
+  /**
+   * Sets the command timeout.
+   *
+   * @param commandTimeout the command timeout
+   */
+  public void setCommandTimeout(Duration commandTimeout) {
+    this.commandTimeout = commandTimeout;
+  }
+
+  /**
+   * Returns the local hand-off limit.
+   *
+   * @return the local hand-off limit
+   */
+  public int getLocalHandoffLimit() {
+    return localHandoffLimit;
+  }
+
+  /**
+   * Sets the local hand-off limit.
+   *
+   * @param localHandoffLimit the local hand-off limit
+   */
+  public void setLocalHandoffLimit(int localHandoffLimit) {
+    this.localHandoffLimit = localHandoffLimit;
+  }
+
+  /**
+   * Returns the outage tolerance of untimed acquisitions.
+   *
+   * @return the outage tolerance of untimed acquisitions
+   */
+  public Duration getOutageTolerance() {
+    return outageTolerance;
+  }
+
+  /**
+   * Sets the outage tolerance of untimed acquisitions.
+   *
+   * @param outageTolerance the outage tolerance of untimed acquisitions
+   */
+  public void setOutageTolerance(Duration outageTolerance) {
+    this.outageTolerance = outageTolerance;
+  }
+
+  /**
+   * Returns how many names get a metrics tag of their own.
+   *
+   * @return how many names get a metrics tag of their own
+   */
+  public int getMetricsNameLimit() {
+    return metricsNameLimit;
+  }
+
+  /**
+   * Sets how many names get a metrics tag of their own.
+   *
+   * @param metricsNameLimit how many names get a metrics tag of their own
+   */
+  public void setMetricsNameLimit(int metricsNameLimit) {
+    this.metricsNameLimit = metricsNameLimit;
+  }
+
+  /**
+   * Returns the replica acknowledgement settings.
+   *
+   * @return the replica acknowledgement settings
+   */
+  public ReplicaAcks getReplicaAcks() {
+    return replicaAcks;
+  }
+
+  /**
+   * Applies these properties to an options builder.
+   *
+   * @param builder the builder
+   * @return the builder
+   * @throws IllegalArgumentException if a value is out of range (the message names it)
+   */
+  TurnstileOptions.Builder applyTo(TurnstileOptions.Builder builder) {
+    builder.leaseTime(leaseTime)
+        .keyPrefix(keyPrefix)
+        .blockingPoolSize(blockingPoolSize)
+        .commandTimeout(commandTimeout)
+        .localHandoffLimit(localHandoffLimit)
+        .outageTolerance(outageTolerance)
+        .metricsNameLimit(metricsNameLimit);
+    if (renewInterval != null) {
+      builder.renewInterval(renewInterval);
+    }
+    if (replicaAcks.getReplicas() > 0) {
+      if (replicaAcks.getTimeout() == null) {
+        throw new IllegalArgumentException("turnstile.replica-acks.timeout must be set when turnstile.replica-acks.replicas"
+            + " is " + replicaAcks.getReplicas());
+      }
+      builder.replicaAcks(replicaAcks.getReplicas(), replicaAcks.getTimeout());
+    }
+    return builder;
+  }
+
+  /** Replica acknowledgement: {@link TurnstileOptions.Builder#replicaAcks}. */
+  public static class ReplicaAcks {
+
+    /**
+     * Replicas that must acknowledge each acquisition (WAIT) before it is returned; 0 turns
+     * acknowledgement off.
+     */
+    private int replicas;
+
+    /** How long an acquisition waits for the acknowledgements; required when replicas > 0. */
+    private Duration timeout;
+
+    /** Creates the settings: off. */
+    public ReplicaAcks() {}
+
+    /**
+     * Returns the replicas that must acknowledge (0: off).
+     *
+     * @return the replicas that must acknowledge (0: off)
+     */
+    public int getReplicas() {
+      return replicas;
+    }
+
+    /**
+     * Sets the replicas that must acknowledge.
+     *
+     * @param replicas the replicas that must acknowledge (0: off)
+     */
+    public void setReplicas(int replicas) {
+      this.replicas = replicas;
+    }
+
+    /**
+     * Returns how long an acquisition waits for acknowledgements.
+     *
+     * @return how long an acquisition waits for acknowledgements
+     */
+    public Duration getTimeout() {
+      return timeout;
+    }
+
+    /**
+     * Sets how long an acquisition waits for acknowledgements.
+     *
+     * @param timeout how long an acquisition waits for acknowledgements
+     */
+    public void setTimeout(Duration timeout) {
+      this.timeout = timeout;
+    }
+  }
+}
