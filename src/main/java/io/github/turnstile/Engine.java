@@ -50,6 +50,12 @@ final class Engine implements AutoCloseable {
   static final long MIN_REPLY_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
   /** How often an outage is re-checked while no reconnect event arrives, and the pause between re-sends after a transient error. */
   private static final long RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+  /**
+   * How long {@code unlock()} and {@code release()} wait for their reply before they finish
+   * locally and leave the release to the background: Redis answers a healthy release in well
+   * under a millisecond, so a longer wait means it is paused, failing over or unreachable.
+   */
+  static final long RELEASE_PATIENCE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
   /** The longest a waiter queues behind other JVMs' waiters before its first attempt (fairness after a streak). */
   static final long QUEUE_FIRST_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
 
@@ -402,15 +408,17 @@ final class Engine implements AutoCloseable {
   private static final Retry RETRY = new Retry();
 
   /**
-   * Waits for a command's reply on behalf of {@code call}. A reply that takes longer than the
-   * command timeout makes Redis count as unreachable, but the wait goes on (the command is still
-   * queued and Lettuce re-sends it after a reconnect) until the reply comes, the call's deadline
-   * passes (never before {@link #MIN_REPLY_NANOS} after sending), or an untimed call's outage
-   * tolerance is used up.
+   * Waits for a command's reply on behalf of {@code call}, until the reply comes, the call's
+   * deadline passes (never before {@link #MIN_REPLY_NANOS} after sending), the command fails, or
+   * the command timeout passes without a reply. A connection that drops meanwhile makes Redis
+   * count as unreachable at once. A command unanswered for the command timeout is given up on
+   * (not cancelled: it may still run) and the caller sends it again: on a Cluster whose master
+   * failed, a command queued for the dead master's connection would otherwise wait for that node
+   * to come back.
    *
    * @throws DeadlinePassed when a timed call's deadline passed first
-   * @throws Retry when the command failed transiently (its outcome is unknown; the caller may
-   *     send it again once Redis answers)
+   * @throws Retry when the command failed transiently, or got no reply within the command
+   *     timeout; its outcome is unknown (it may even still run), and the caller may send it again
    * @throws TurnstileException when the command failed for good, or the outage tolerance is used up
    */
   <T> T awaitReply(CompletableFuture<T> f, Call call, String what)
@@ -438,14 +446,13 @@ final class Engine implements AutoCloseable {
         call.reachable();
         return value;
       } catch (TimeoutException e) {
+        if (deadlineBound) {
+          throw DEADLINE;
+        }
         if (System.nanoTime() - sent >= commandTimeoutNanos) {
           topology.suspect();
           unreachable(call, sent, what + " (no reply within " + options.commandTimeout().toMillis() + " ms)", null);
-        } else if (topology.isOpen()) {
-          call.reachable(); // a slow reply on a live connection is not an outage (yet)
-        }
-        if (deadlineBound) {
-          throw DEADLINE;
+          throw RETRY;
         }
       } catch (ExecutionException | CancellationException e) {
         Throwable cause = e instanceof ExecutionException ? unwrap(e.getCause()) : e;
@@ -849,6 +856,11 @@ final class Engine implements AutoCloseable {
         sub.close();
         return null;
       } catch (Retry r) {
+        // no confirmation, or it failed: the subscriber connection may be stuck (reconnecting to a
+        // node that is gone); replace it, so that this and every other waiter on it subscribes anew
+        if (!sub.ready.isDone()) {
+          subscriptions.reset(sub.node);
+        }
         if (!pauseUnlessExpired(call)) {
           sub.close();
           return null;
@@ -1006,9 +1018,9 @@ final class Engine implements AutoCloseable {
 
   /**
    * Waits for a release's reply, but never through an outage: if Redis is unreachable (the
-   * connection is down, or no reply within the command timeout), this returns null at once, so
-   * {@code unlock()} and {@code release()} finish locally, and the release goes on in the
-   * background ({@code done}).
+   * connection is down, or goes down) or slow (no reply within {@link #RELEASE_PATIENCE_NANOS}),
+   * this returns null, so {@code unlock()} and {@code release()} finish locally, and the release
+   * goes on in the background ({@code done}).
    *
    * @param done the release, re-sent after transient failures (see {@link #retrying})
    * @return the reply, or null if the release was left to complete in the background
@@ -1019,17 +1031,19 @@ final class Engine implements AutoCloseable {
   }
 
   /**
-   * Waits for a reply while the connection is up, for at most the command timeout.
+   * Waits for a reply while the connection is up, for at most {@link #RELEASE_PATIENCE_NANOS}
+   * (or the command timeout, if shorter).
    *
    * @return the reply, or null if the connection is (or goes) down or no reply came in time
    * @throws TurnstileException if the command failed for a reason other than an outage
    */
   <T> T awaitWhileUp(CompletableFuture<T> done, String what) {
     long start = System.nanoTime();
-    while (topology.isOpen() && System.nanoTime() - start < commandTimeoutNanos) {
+    long patience = Math.min(commandTimeoutNanos, RELEASE_PATIENCE_NANOS);
+    while (topology.isOpen() && System.nanoTime() - start < patience) {
       try {
         // in slices: a connection that drops meanwhile ends the wait at once
-        return Waits.get(done, Math.min(RECHECK_NANOS, commandTimeoutNanos - (System.nanoTime() - start)), false);
+        return Waits.get(done, Math.min(RECHECK_NANOS, patience - (System.nanoTime() - start)), false);
       } catch (TimeoutException e) {
         continue;
       } catch (ExecutionException | CancellationException e) {
@@ -1041,9 +1055,6 @@ final class Engine implements AutoCloseable {
         throw new AssertionError(e); // not interruptible
       }
       break;
-    }
-    if (topology.isOpen()) {
-      topology.suspect(); // no reply within the command timeout
     }
     return null;
   }
@@ -1063,13 +1074,29 @@ final class Engine implements AutoCloseable {
 
   private <T> void retry(CompletableFuture<T> f, Supplier<CompletableFuture<T>> send, long untilNanos,
       CompletableFuture<T> result) {
+    // No reply within the command timeout counts as a transient failure: the copy may be queued
+    // for a dead Cluster master's connection. A later reply of it is ignored (the command is
+    // idempotent: the copy that runs second answers "already done").
+    CompletableFuture<T> bounded = new CompletableFuture<>();
     f.whenComplete((v, e) -> {
+      if (e == null) {
+        bounded.complete(v);
+      } else {
+        bounded.completeExceptionally(e);
+      }
+    });
+    bounded.orTimeout(commandTimeoutNanos, TimeUnit.NANOSECONDS);
+    bounded.whenComplete((v, e) -> {
       if (e == null) {
         result.complete(v);
         return;
       }
       Throwable cause = unwrap(e);
-      if (!isTransient(cause) || closed || System.nanoTime() - untilNanos >= 0) {
+      if (cause instanceof TimeoutException) {
+        topology.suspect();
+      }
+      if (!(isTransient(cause) || cause instanceof TimeoutException) || closed
+          || System.nanoTime() - untilNanos >= 0) {
         LOG.log(Level.DEBUG, "gave up re-sending a release: {0}", cause.toString());
         result.completeExceptionally(cause);
         return;

@@ -264,6 +264,20 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     engine.notifyLost(new LeaseLostEvent(name, l.token, l.holder, reason, l.lostAtMillis), all);
   }
 
+  /**
+   * A release that completed after {@code unlock()} returned found the lease already gone: the
+   * hold was not exclusive at the end. Reported as a lease loss (listeners, WARNING), since the
+   * caller could not be told by an exception.
+   */
+  void lateLoss(Lease l) {
+    metrics.leaseLost();
+    List<LeaseLossListener> all = new java.util.ArrayList<>(engine.options.leaseLossListeners());
+    all.addAll(listeners);
+    engine.notifyLost(new LeaseLostEvent(name, l.token, l.holder, "Redis no longer had this acquisition"
+        + " when its release arrived (sent while Redis was unreachable): the lease had expired or was taken over",
+        System.currentTimeMillis()), all);
+  }
+
   private LockLostException lostException(Lease l) {
     return local.lost(l);
   }
@@ -311,9 +325,18 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
       // because Redis is unreachable (the successor attempts, riding through the outage)
       next.complete(waitsOn ? LocalOwnership.Successor.QUEUE : LocalOwnership.Successor.ATTEMPT);
     }
-    Long result = engine.release(engine.retrying(new First<>(released, () -> release(l.requestId)), leaseEnd),
-        describe + " unlock");
-    if (result != null && result == 0L) {
+    CompletableFuture<Long> done = engine.retrying(new First<>(released, () -> release(l.requestId)), leaseEnd);
+    Long result = engine.release(done, describe + " unlock");
+    if (result == null) {
+      // finished locally; if the release, when it arrives, finds the lease already gone, say so
+      done.thenAccept(r -> {
+        if (r == 0L) {
+          lateLoss(l);
+        }
+      });
+      return;
+    }
+    if (result == 0L) {
       l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
       throw lostException(l);
     }

@@ -380,9 +380,24 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (!h.lease.end()) {
         throw lost(h.lease);
       }
-      Long result = engine.release(engine.retrying(new RedisLock.First<>(released,
-          () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0)), leaseEnd), describe + " unlock");
-      if (result != null && result == 0L) {
+      CompletableFuture<Long> done = engine.retrying(new RedisLock.First<>(released,
+          () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0)), leaseEnd);
+      Long result = engine.release(done, describe + " unlock");
+      if (result == null) {
+        // finished locally; if the release, when it arrives, finds the hold already gone, say so
+        done.thenAccept(r -> {
+          if (r == 0L) {
+            metrics.leaseLost();
+            List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
+            all.addAll(listeners);
+            engine.notifyLost(new LeaseLostEvent(name, h.lease.token, h.lease.holder, "Redis no longer had this"
+                + " read hold when its release arrived (sent while Redis was unreachable): the lease had expired",
+                System.currentTimeMillis()), all);
+          }
+        });
+        return;
+      }
+      if (result == 0L) {
         h.lease.lose("Redis no longer had this read hold at unlock: the lease expired");
         throw lost(h.lease);
       }

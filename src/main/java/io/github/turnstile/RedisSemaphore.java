@@ -347,7 +347,10 @@ final class RedisSemaphore extends DistributedSemaphore {
             asked = 0; // tracked until its reply, by giveBackWhenDone
             return false;
           } catch (Engine.Retry e) {
-            uncertain = true; // it may have taken permits before its connection failed
+            // it may have taken permits (or still run, if unanswered): what it took goes back,
+            // and if its outcome stays unknown a reconciliation settles it
+            giveBackWhenDone(f, asked);
+            asked = 0;
             if (!engine.pauseUnlessExpired(call)) {
               return false;
             }
@@ -535,7 +538,19 @@ final class RedisSemaphore extends DistributedSemaphore {
       }
       List<Object> r = engine.release(done, describe + " release");
       if (r == null) {
-        return; // Redis unreachable: it completes in the background, or the reconciliation settles it
+        // Redis unreachable or slow: it completes in the background; if it then finds fewer
+        // permits than released, they had been reclaimed: say so
+        done.thenAccept(late -> {
+          if ((Long) late.get(0) < permits) {
+            metrics.leaseLost();
+            List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
+            all.addAll(listeners);
+            engine.notifyLost(new LeaseLostEvent(name, 0, "client " + engine.clientId, "Redis no longer had "
+                + permits + " permit(s) of this client when its release arrived: they had been reclaimed",
+                System.currentTimeMillis()), all);
+          }
+        });
+        return;
       }
       hint(sentAt, (Long) r.get(2));
       if ((Long) r.get(0) < permits) {

@@ -257,6 +257,21 @@ final class Subscriptions implements AutoCloseable {
   }
 
   /**
+   * Replaces a node's subscriber connection that did not confirm a subscription in time: it is
+   * closed, its subscriptions count as lost, and their waiters subscribe again on a new one.
+   */
+  void reset(Node node) {
+    lock.lock();
+    try {
+      if (nodes.remove(node.name, node)) {
+        node.close();
+      }
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
    * Closes the subscriber connections of nodes that are no longer masters (a Cluster failover):
    * their subscriptions count as lost, and their waiters subscribe again on the new master.
    */
