@@ -451,9 +451,14 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /** Runs a script by EVALSHA, falling back to EVAL (which also loads it) on NOSCRIPT. */
+  /**
+   * Runs a script by EVALSHA, falling back to EVAL (which also loads it) on NOSCRIPT. An ACL
+   * refusal (of the EVALSHA, or of a command inside the script) fails it with an
+   * {@link AclRefusal} that names the refused command.
+   */
   <T> CompletableFuture<T> eval(Script s, ScriptOutputType type, String[] keys, String... args) {
     CompletableFuture<T> first = async.<T>evalsha(s.sha, type, keys, args).toCompletableFuture();
+    boolean[] fellBack = new boolean[1];
     return first.handle((value, error) -> {
           if (error == null) {
             return CompletableFuture.completedFuture(value);
@@ -461,11 +466,17 @@ final class Engine implements AutoCloseable {
           Throwable cause = unwrap(error);
           if (cause instanceof RedisNoScriptException
               || (cause.getMessage() != null && cause.getMessage().startsWith("NOSCRIPT"))) {
+            fellBack[0] = true;
             return async.<T>eval(s.body, type, keys, args).toCompletableFuture();
           }
           return CompletableFuture.<T>failedFuture(cause);
         })
-        .thenCompose(f -> f);
+        .thenCompose(f -> f)
+        .exceptionallyCompose(error -> {
+          AclRefusal refused = AclRefusal.of(unwrap(error), fellBack[0] ? "eval" : "evalsha", s,
+              topology.publishCommand());
+          return CompletableFuture.failedFuture(refused != null ? refused : error);
+        });
   }
 
   static Throwable unwrap(Throwable error) {
@@ -595,6 +606,10 @@ final class Engine implements AutoCloseable {
   }
 
   static TurnstileException failure(String what, Throwable cause) {
+    AclRefusal refused = AclRefusal.of(cause, null, null, null);
+    if (refused != null) {
+      return refused.in(what); // a configuration error: never retried, names the refused command
+    }
     if (cause instanceof TurnstileException) {
       return (TurnstileException) cause;
     }
@@ -875,6 +890,10 @@ final class Engine implements AutoCloseable {
     try {
       return pool.tryBorrow(topology.nodeOf(key), Math.min(call.remaining(), commandTimeoutNanos));
     } catch (TurnstileException e) {
+      AclRefusal refused = AclRefusal.of(e, null, null, null);
+      if (refused != null) {
+        throw refused; // e.g. no CLIENT ID for this user: a configuration error, not a busy pool
+      }
       LOG.log(Level.DEBUG, "no blocking connection: {0}", e.toString());
       return null;
     }
@@ -915,6 +934,8 @@ final class Engine implements AutoCloseable {
    * finds out whether Redis is reachable). On interrupt, at the deadline, or on a fault event
    * the command is abandoned without waiting: CLIENT UNBLOCK, and {@code onAbandon} is told
    * later what it did after all.
+   *
+   * @throws AclRefusal if Redis refused the command to this user (ACL): it did not run
    */
   <T> T block(BlockingPool.Conn conn,
       java.util.function.Function<StatefulRedisConnection<String, String>, io.lettuce.core.RedisFuture<T>> command,
@@ -946,6 +967,11 @@ final class Engine implements AutoCloseable {
       pool.release(conn);
       return value;
     } catch (CompletionException | CancellationException e) {
+      AclRefusal refused = AclRefusal.of(e, null, null, null);
+      if (refused != null) {
+        pool.release(conn); // refused before it ran: nothing to reconcile, the connection is idle
+        throw refused; // a configuration error: retrying would spin, not wait
+      }
       pool.discard(conn);
       onAbandon.abandoned(null, false);
       topology.suspect();
