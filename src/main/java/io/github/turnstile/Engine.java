@@ -812,6 +812,9 @@ final class Engine implements AutoCloseable {
         }
         pause(CompletableFuture.anyOf(event, fault), slice, call);
       }
+    } catch (AclRefusal e) {
+      // a blocking command or connection refused (the attempt's own refusals name the primitive)
+      throw e.getMessage().startsWith(c.describe()) ? e : e.in(c.describe());
     } finally {
       if (sub != null) {
         sub.close();
