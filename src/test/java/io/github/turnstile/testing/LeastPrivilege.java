@@ -88,6 +88,7 @@ public final class LeastPrivilege {
             "ping", "Turnstile checks the cluster connection when it connects",
             "info", "Turnstile reads the server version (sharded pub/sub from 7.0); Lettuce's topology refresh reads INFO of every node",
             "cluster|nodes", "Lettuce's topology refresh",
+            "cluster|myid", "Lettuce's cluster connection asks its node's id when it connects (to drop stale ones)",
             "asking", "Lettuce follows ASK redirects while a slot migrates");
 
     /** The command scripts publish with: {@code publish}, or {@code spublish} on a Redis 7 Cluster. */
