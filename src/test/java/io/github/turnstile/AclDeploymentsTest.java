@@ -90,11 +90,14 @@ class AclDeploymentsTest {
 
   /** The workload went through every tier it is meant to (INFO commandstats, added up over the nodes). */
   private static void assertUsed(List<RedisServerProcess> nodes, String... commands) {
+    // Redis 6.2 counts subcommands under their container (cmdstat_client)
+    boolean subcommands = LeastPrivilege.major(nodes.get(0).version()) >= 7;
     for (String c : commands) {
+      String counted = subcommands || !c.contains("|") ? c : c.substring(0, c.indexOf('|'));
       long calls = 0;
       for (RedisServerProcess node : nodes) {
-        for (String line : node.command("INFO", "commandstats").split("\r?\n")) {
-          if (line.startsWith("cmdstat_" + c + ":calls=")) {
+        for (String line : node.command("INFO", "commandstats").split("\\r?\\n")) {
+          if (line.startsWith("cmdstat_" + counted + ":calls=")) {
             calls += Long.parseLong(line.substring(line.indexOf('=') + 1, line.indexOf(',')));
           }
         }

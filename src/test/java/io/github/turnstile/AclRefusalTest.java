@@ -89,13 +89,18 @@ class AclRefusalTest {
     return t;
   }
 
-  /** {@code call} throws at once a TurnstileException naming {@code command}. */
-  private static TurnstileException assertRefused(String command, Executable call) {
+  /**
+   * {@code call} throws at once a TurnstileException naming {@code command} (for a subcommand on
+   * Redis 6.2, whose refusal names only the container, {@code client}: that is what is named).
+   */
+  private TurnstileException assertRefused(String command, Executable call) {
     long start = System.nanoTime();
     TurnstileException e = assertThrows(TurnstileException.class, call);
     long ms = millisSince(start);
-    assertTrue(e.getMessage().contains("Redis refused '" + command + "'")
-        && e.getMessage().contains("(ACL)"), "names the refused command '" + command + "': " + e.getMessage());
+    String named = command.contains("|") && LeastPrivilege.major(server.version()) < 7
+        ? command.substring(0, command.indexOf('|')) : command;
+    assertTrue(e.getMessage().contains("Redis refused '" + named + "'")
+        && e.getMessage().contains("(ACL)"), "names the refused command '" + named + "': " + e.getMessage());
     assertTrue(ms < PROMPT_MS, "refused at once, not waited out: " + ms + " ms; " + e.getMessage());
     return e;
   }
@@ -248,6 +253,8 @@ class AclRefusalTest {
         null, null).command);
     assertEquals("client|id", map("NOPERM this user has no permissions to run the 'client|id' command", null, null)
         .command);
+    assertEquals("client", map("NOPERM this user has no permissions to run the 'client' command or its subcommand",
+        null, null).command, "Redis 6.2 names only the container of a subcommand");
     // a key or channel outside the user's patterns: the message names no command, so the one sent is named
     assertEquals("evalsha", map("NOPERM this user has no permissions to access one of the keys used as arguments",
         "evalsha", null).command);

@@ -323,7 +323,12 @@ public final class LeastPrivilege {
 
     /**
      * Returns the refusals in a server's {@code ACL LOG}, one line each ("reason object context
-     * username"), ignoring Lettuce's fire-and-forget {@code CLIENT SETINFO} (Redis 7.2+).
+     * username"), ignoring Lettuce's fire-and-forget {@code CLIENT SETINFO}: logged as
+     * {@code client|setinfo} by Redis 7.2+, and as {@code client} by Redis 6.2, which checks the ACL
+     * before it finds the subcommand unknown and logs only the container (Redis 7.0 rejects the
+     * unknown subcommand first and logs nothing; Redis 7 always logs {@code client|<sub>}, so a bare
+     * {@code client} is this one). On 6.2 that hides a refused CLIENT subcommand from this check;
+     * the 7.x runs still see it.
      *
      * @param aclLogReply the reply of {@code ACL LOG}, as {@link RedisServerProcess#command} decodes it
      * @return the refusals
@@ -356,7 +361,8 @@ public final class LeastPrivilege {
     }
 
     private static void add(List<String> out, Map<String, String> entry) {
-        if (!"client|setinfo".equals(entry.get("object"))) {
+        String object = entry.get("object");
+        if (!"client|setinfo".equals(object) && !"client".equals(object)) {
             out.add(String.join(" ", entry.values()));
         }
     }
