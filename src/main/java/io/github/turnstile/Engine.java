@@ -466,9 +466,14 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /** Runs a script by EVALSHA, falling back to EVAL (which also loads it) on NOSCRIPT. */
+  /**
+   * Runs a script by EVALSHA, falling back to EVAL (which also loads it) on NOSCRIPT. An ACL
+   * refusal (of the EVALSHA, or of a command inside the script) fails it with an
+   * {@link AclRefusal} that names the refused command.
+   */
   <T> CompletableFuture<T> eval(Script s, ScriptOutputType type, String[] keys, String... args) {
     CompletableFuture<T> first = async.<T>evalsha(s.sha, type, keys, args).toCompletableFuture();
+    boolean[] fellBack = new boolean[1];
     return first.handle((value, error) -> {
           if (error == null) {
             return CompletableFuture.completedFuture(value);
@@ -476,11 +481,17 @@ final class Engine implements AutoCloseable {
           Throwable cause = unwrap(error);
           if (cause instanceof RedisNoScriptException
               || (cause.getMessage() != null && cause.getMessage().startsWith("NOSCRIPT"))) {
+            fellBack[0] = true;
             return async.<T>eval(s.body, type, keys, args).toCompletableFuture();
           }
           return CompletableFuture.<T>failedFuture(cause);
         })
-        .thenCompose(f -> f);
+        .thenCompose(f -> f)
+        .exceptionallyCompose(error -> {
+          AclRefusal refused = AclRefusal.of(unwrap(error), fellBack[0] ? "eval" : "evalsha", s,
+              topology.publishCommand());
+          return CompletableFuture.failedFuture(refused != null ? refused : error);
+        });
   }
 
   static Throwable unwrap(Throwable error) {
@@ -610,6 +621,10 @@ final class Engine implements AutoCloseable {
   }
 
   static TurnstileException failure(String what, Throwable cause) {
+    AclRefusal refused = AclRefusal.of(cause, null, null, null);
+    if (refused != null) {
+      return refused.in(what); // a configuration error: never retried, names the refused command
+    }
     if (cause instanceof TurnstileException) {
       return (TurnstileException) cause;
     }
@@ -812,6 +827,9 @@ final class Engine implements AutoCloseable {
         }
         pause(CompletableFuture.anyOf(event, fault), slice, call);
       }
+    } catch (AclRefusal e) {
+      // a blocking command or connection refused (the attempt's own refusals name the primitive)
+      throw e.getMessage().startsWith(c.describe()) ? e : e.in(c.describe());
     } finally {
       if (sub != null) {
         sub.close();
@@ -895,6 +913,10 @@ final class Engine implements AutoCloseable {
     try {
       return pool.tryBorrow(topology.nodeOf(key), Math.min(call.remaining(), commandTimeoutNanos));
     } catch (TurnstileException e) {
+      AclRefusal refused = AclRefusal.of(e, null, null, null);
+      if (refused != null) {
+        throw refused; // e.g. no CLIENT ID for this user: a configuration error, not a busy pool
+      }
       LOG.log(Level.DEBUG, "no blocking connection: {0}", e.toString());
       return null;
     }
@@ -936,6 +958,8 @@ final class Engine implements AutoCloseable {
    * the command is abandoned without waiting: CLIENT UNBLOCK, and {@code onAbandon} is told
    * later what it did after all. Whenever this does not return a reply, {@code onAbandon} is
    * called exactly once, now or later ({@code (null, true)} for a server-side timeout).
+   *
+   * @throws AclRefusal if Redis refused the command to this user (ACL): it did not run
    */
   <T> T block(BlockingPool.Conn conn,
       java.util.function.Function<StatefulRedisConnection<String, String>, io.lettuce.core.RedisFuture<T>> command,
@@ -970,6 +994,12 @@ final class Engine implements AutoCloseable {
       }
       return value;
     } catch (CompletionException | CancellationException e) {
+      AclRefusal refused = AclRefusal.of(e, null, null, null);
+      if (refused != null) {
+        pool.release(conn); // refused before it ran: nothing to reconcile, the connection is idle
+        onAbandon.abandoned(null, true);
+        throw refused; // a configuration error: retrying would spin, not wait
+      }
       pool.discard(conn);
       onAbandon.abandoned(null, false);
       topology.suspect();

@@ -104,6 +104,13 @@ final class Subscriptions implements AutoCloseable {
     final Map<String, Sub> subs = new ConcurrentHashMap<>();
     /** Unsubscriptions sent and not yet confirmed, per channel; guarded by lock. */
     final Map<String, Integer> leaving = new HashMap<>();
+    /**
+     * Completes once the last SUBSCRIBE/UNSUBSCRIBE was handed to the connection; guarded by lock.
+     * Each send is chained on it, so sends go out in call order even while the connection is still
+     * opening (callbacks on one future run last-registered first: an UNSUBSCRIBE chained on
+     * {@link #connection} would overtake its SUBSCRIBE and leave the channel subscribed).
+     */
+    private CompletableFuture<StatefulRedisPubSubConnection<String, String>> dispatched;
     volatile boolean dead;
 
     Node(String name) {
@@ -113,6 +120,7 @@ final class Subscriptions implements AutoCloseable {
         c.addListener(this);
         return c;
       }, connector);
+      this.dispatched = connection;
     }
 
     private void event(String channel) {
@@ -173,12 +181,39 @@ final class Subscriptions implements AutoCloseable {
       dropped(channel);
     }
 
+    /** Sends SUBSCRIBE or UNSUBSCRIBE (sharded on a Redis 7 Cluster), after every earlier send; call under lock. */
     CompletableFuture<Void> send(String channel, boolean subscribe) {
-      return connection.thenCompose(c -> {
-        if (sharded) {
-          return (subscribe ? c.async().ssubscribe(channel) : c.async().sunsubscribe(channel)).toCompletableFuture();
+      String command = (sharded ? "s" : "") + (subscribe ? "" : "un") + "subscribe";
+      CompletableFuture<Void> reply = new CompletableFuture<>();
+      dispatched = dispatched.thenApply(c -> {
+        try {
+          io.lettuce.core.RedisFuture<Void> f;
+          if (sharded) {
+            f = subscribe ? c.async().ssubscribe(channel) : c.async().sunsubscribe(channel);
+          } else {
+            f = subscribe ? c.async().subscribe(channel) : c.async().unsubscribe(channel);
+          }
+          f.whenComplete((v, e) -> {
+            if (e == null) {
+              reply.complete(null);
+            } else {
+              reply.completeExceptionally(e);
+            }
+          });
+        } catch (RuntimeException e) {
+          reply.completeExceptionally(e);
         }
-        return (subscribe ? c.async().subscribe(channel) : c.async().unsubscribe(channel)).toCompletableFuture();
+        return c;
+      });
+      dispatched.whenComplete((c, e) -> {
+        if (e != null) {
+          reply.completeExceptionally(e); // the connection could not be opened
+        }
+      });
+      return reply.exceptionallyCompose(e -> {
+        // an ACL refusal (the command, or a channel outside the user's patterns) names the command
+        AclRefusal refused = AclRefusal.of(e, command, null, null);
+        return CompletableFuture.failedFuture(refused != null ? refused : e);
       });
     }
 

@@ -108,8 +108,14 @@ abstract class Topology implements AutoCloseable {
       return c;
     } catch (RedisException e) {
       c.close();
-      throw new TurnstileException("cannot talk to Redis (" + what + "): " + e.getMessage(), e);
+      throw refusedOr(e, "cannot talk to Redis (" + what + ")");
     }
+  }
+
+  /** {@code e} as an {@link AclRefusal} naming the refused command if it is one, else wrapped. */
+  static TurnstileException refusedOr(RedisException e, String what) {
+    AclRefusal refused = AclRefusal.of(e, null, null, null);
+    return refused != null ? refused.in(what) : new TurnstileException(what + ": " + e.getMessage(), e);
   }
 
   /**
@@ -193,7 +199,7 @@ abstract class Topology implements AutoCloseable {
     try {
       return connect.get();
     } catch (RedisException e) {
-      throw new TurnstileException("cannot connect to Redis (" + what + "): " + e.getMessage(), e);
+      throw refusedOr(e, "cannot connect to Redis (" + what + ")");
     }
   }
 
@@ -349,13 +355,22 @@ abstract class Topology implements AutoCloseable {
       this.client = client;
       this.shutdown = shutdown;
       this.main = main;
-      this.sharded = majorVersion(main.sync().info("server")) >= 7;
+      this.sharded = majorVersion(serverInfo(main)) >= 7;
       // Any connection of the cluster client that comes back after a drop: the node may be up again.
       this.events = new ConnectionEvents(c -> true);
       client.addListener(events);
       this.topologyEvents = client.getResources().eventBus().get()
           .filter(e -> e instanceof ClusterTopologyChangedEvent)
           .subscribe(e -> recovered());
+    }
+
+    private static String serverInfo(StatefulRedisClusterConnection<String, String> main) {
+      try {
+        return main.sync().info("server");
+      } catch (RedisException e) {
+        main.close();
+        throw refusedOr(e, "cannot talk to Redis (cluster connection)");
+      }
     }
 
     /** The major version in an INFO server reply (0 if absent). */

@@ -82,6 +82,23 @@ public final class RedisExtension implements ParameterResolver, BeforeAllCallbac
                     c.close();
                 });
             }
+            if (kind == RedisTopology.Kind.ACL_USER) {
+                RedisServerProcess server = RedisServerProcess.start();
+                try {
+                    String password = "pw-" + Long.toHexString(System.nanoTime());
+                    LeastPrivilege.createUser(server, LeastPrivilege.Deployment.STANDALONE, LeastPrivilege.USER,
+                            password, rules -> rules);
+                    TestRedis redis = TestRedis.asUser(server, LeastPrivilege.USER, password,
+                            "redis-server process, README's ACL user");
+                    System.err.println("[turnstile-testing] Redis " + server.version() + " as ACL user "
+                            + LeastPrivilege.USER + ": " + String.join(" ", LeastPrivilege.readmeLine(
+                                    LeastPrivilege.Deployment.STANDALONE)));
+                    return new Deployment(redis, server);
+                } catch (RuntimeException | Error e) {
+                    server.close();
+                    throw e;
+                }
+            }
             RedisSentinelProcesses s = RedisSentinelProcesses.start();
             System.err.println("[turnstile-testing] Redis Sentinel " + s.uri());
             return new Deployment(TestRedis.ofNodes(s.uri(), List.of(s.primary()), "redis sentinel processes"), s);

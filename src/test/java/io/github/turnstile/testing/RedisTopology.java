@@ -20,7 +20,13 @@ public @interface RedisTopology {
         /** 3 masters + 3 replicas from redis-server processes, shared by every CLUSTER class in the JVM. */
         CLUSTER,
         /** 1 primary, 1 replica, 3 sentinels from redis-server processes, shared likewise. */
-        SENTINEL
+        SENTINEL,
+        /**
+         * One redis-server process of its own, which Turnstile reaches as the least-privilege user
+         * of the README's {@code ACL SETUSER} line ({@link TestRedis#uri()} carries its
+         * credentials); the tests' own commands run as the default user ({@link TestRedis#asUser}).
+         */
+        ACL_USER
     }
 
     /** @return the deployment */

@@ -27,13 +27,36 @@ public final class TestRedis {
     private final int port;
     private final String source;
     private final List<RedisServerProcess> nodes; // the masters of a deployment; empty for a single server
+    private final String adminUri; // the URI whose credentials command() uses: uri(), or an admin's
 
     private TestRedis(String uri, String host, int port, String source, List<RedisServerProcess> nodes) {
+        this(uri, host, port, source, nodes, uri);
+    }
+
+    private TestRedis(String uri, String host, int port, String source, List<RedisServerProcess> nodes,
+            String adminUri) {
         this.uri = Objects.requireNonNull(uri, "uri");
         this.host = host;
         this.port = port;
         this.source = Objects.requireNonNull(source, "source");
         this.nodes = List.copyOf(nodes);
+        this.adminUri = adminUri;
+    }
+
+    /**
+     * One server that Turnstile reaches as a restricted ACL user, while the tests' own commands
+     * ({@link #command}, {@link #infoSum}, {@link #commandOnEachMaster}) go through the server's
+     * default user, which may run anything (INFO, PUBSUB, CLIENT LIST, ACL LOG).
+     *
+     * @param server the server, whose default user is unrestricted
+     * @param user the ACL user {@link #uri()} authenticates as
+     * @param password its password
+     * @param source where it came from
+     * @return the value
+     */
+    public static TestRedis asUser(RedisServerProcess server, String user, String password, String source) {
+        String uri = "redis://" + user + ":" + password + "@" + server.host() + ":" + server.port();
+        return new TestRedis(uri, server.host(), server.port(), source, List.of(server), server.uri());
     }
 
     private TestRedis(String uri, String host, int port, String source) {
@@ -140,7 +163,8 @@ public final class TestRedis {
 
     /**
      * Runs one command over a fresh raw socket (see {@link RedisServerProcess#command(String, int, String...)}),
-     * authenticating and selecting the database first if the URI says so.
+     * authenticating and selecting the database first if the URI says so (for a value made by
+     * {@link #asUser}: as the server's default user).
      *
      * @param args command name and arguments
      * @return the decoded reply
@@ -150,7 +174,7 @@ public final class TestRedis {
         if (host == null || port <= 0) {
             throw new IllegalStateException("host/port unknown for " + uri);
         }
-        URI parsed = URI.create(uri);
+        URI parsed = URI.create(adminUri);
         if ("rediss".equalsIgnoreCase(parsed.getScheme())) {
             throw new IllegalStateException("raw commands over TLS are not supported: " + uri);
         }

@@ -1,0 +1,111 @@
+package io.github.turnstile;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import io.github.turnstile.testing.LeastPrivilege;
+import io.github.turnstile.testing.LeastPrivilege.Deployment;
+import io.github.turnstile.testing.RedisServerProcess;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The README's {@code ACL SETUSER} lines grant exactly what Turnstile runs: the commands of every
+ * Lua script (parsed from the resources), plus the fixed list of what Turnstile's Java code and
+ * Lettuce send ({@link LeastPrivilege}); no category, no key or channel beyond the prefix. A new
+ * command in a script fails this test until the README says so. Then Redis itself must accept
+ * the lines.
+ */
+class AclLineTest {
+
+  @Test
+  void standaloneLineGrantsExactlyWhatTurnstileRuns() {
+    check(Deployment.STANDALONE);
+  }
+
+  @Test
+  void clusterLineGrantsExactlyWhatTurnstileRuns() {
+    check(Deployment.CLUSTER);
+  }
+
+  private static void check(Deployment d) {
+    List<String> line = LeastPrivilege.readmeLine(d);
+    Map<String, String> required = LeastPrivilege.required(d);
+    Set<String> granted = new TreeSet<>();
+    List<String> problems = new ArrayList<>();
+    assertEquals(LeastPrivilege.USER, line.get(0), "the README's user name");
+    List<String> rules = line.subList(1, line.size());
+    if (rules.size() < 4 || !rules.get(0).equals("reset") || !rules.get(1).equals("on")
+        || !rules.get(2).startsWith(">")) {
+      problems.add("the line must start 'ACL SETUSER turnstile reset on >PASSWORD' (the line is the whole user)");
+    }
+    List<String> keys = new ArrayList<>();
+    List<String> channels = new ArrayList<>();
+    boolean channelsReset = false;
+    for (String rule : rules.subList(Math.min(3, rules.size()), rules.size())) {
+      if (rule.startsWith("+") && !rule.startsWith("+@")) {
+        if (!granted.add(rule.substring(1))) {
+          problems.add("granted twice: " + rule);
+        }
+      } else if (rule.startsWith("~")) {
+        keys.add(rule);
+      } else if (rule.equals("resetchannels")) {
+        channelsReset = true;
+      } else if (rule.startsWith("&")) {
+        if (!channelsReset) {
+          problems.add(rule + " before 'resetchannels' (Redis 6.2 refuses it after reset grants allchannels)");
+        }
+        channels.add(rule);
+      } else {
+        problems.add("not a least-privilege rule: '" + rule + "' (grant single commands, '~{turnstile:*' and"
+            + " '&{turnstile:*' only: no category, allkeys, allchannels or other pattern)");
+      }
+    }
+    if (!keys.equals(List.of("~{turnstile:*"))) {
+      problems.add("key patterns should be exactly ~{turnstile:* (every key is {prefix:name}:...): " + keys);
+    }
+    if (!channels.equals(List.of("&{turnstile:*"))) {
+      problems.add("channel patterns should be exactly &{turnstile:*: " + channels);
+    }
+    for (Map.Entry<String, String> e : required.entrySet()) {
+      if (!granted.contains(e.getKey())) {
+        problems.add("missing +" + e.getKey() + " (" + e.getValue() + ")");
+      }
+    }
+    for (String g : granted) {
+      if (!required.containsKey(g)) {
+        problems.add("+" + g + " is granted but nothing uses it (neither a script nor"
+            + " LeastPrivilege's list of Java/Lettuce commands): remove it");
+      }
+    }
+    if (!problems.isEmpty()) {
+      fail("README.md's ACL SETUSER line for " + d + " does not match what Turnstile runs:\n  - "
+          + String.join("\n  - ", problems)
+          + "\nUpdate the line in README.md, section \"Least privilege (Redis ACL)\" (and, for a command sent"
+          + " from Java code or by Lettuce, the list in src/test/java/io/github/turnstile/testing/"
+          + "LeastPrivilege.java). Required: +" + String.join(" +", required.keySet()));
+    }
+  }
+
+  /** Redis accepts both lines as they are (the Cluster one needs Redis 7: sharded pub/sub). */
+  @Test
+  void redisAcceptsTheLines() {
+    try (RedisServerProcess server = RedisServerProcess.start()) {
+      String version = server.version();
+      LeastPrivilege.createUser(server, Deployment.STANDALONE, "standalone", "pw", r -> r);
+      String user = server.command("ACL", "GETUSER", "standalone");
+      assertTrue(user.contains("{turnstile:*"), user);
+      if (LeastPrivilege.major(version) < 7) {
+        System.err.println("[turnstile-testing] SKIPPED AclLineTest: the Cluster ACL line needs Redis >= 7"
+            + " (sharded pub/sub commands); this redis-server is " + version);
+        return;
+      }
+      LeastPrivilege.createUser(server, Deployment.CLUSTER, "cluster", "pw", r -> r);
+    }
+  }
+}

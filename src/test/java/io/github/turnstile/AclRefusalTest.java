@@ -1,0 +1,312 @@
+package io.github.turnstile;
+
+import static io.github.turnstile.TestSupport.millisSince;
+import static io.github.turnstile.TestSupport.unique;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.turnstile.testing.LeastPrivilege;
+import io.github.turnstile.testing.LeastPrivilege.Deployment;
+import io.github.turnstile.testing.RedisServerProcess;
+import io.lettuce.core.RedisCommandExecutionException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.function.UnaryOperator;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.function.Executable;
+
+/**
+ * A user that lacks one permission of the README's line gets a {@link TurnstileException} that
+ * names the refused command, at once: never after waiting through the outage tolerance (60 s
+ * here), from {@code lock()}, {@code acquire()} and the timed and untimed tries alike; and a
+ * refusal leaves nothing behind (no blocked connection, no permit taken). Then the messages of
+ * Redis 6.2, 7.0 and 7.2+ are each mapped to the command.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class AclRefusalTest {
+  /** Far below the outage tolerance: a refusal is reported, not waited out. */
+  private static final long PROMPT_MS = 5_000;
+  private static final String PASSWORD = "acl-refusal-test";
+
+  private RedisServerProcess server;
+  /** A client of the README's full user: holds what the restricted clients wait for. */
+  private Turnstile full;
+  private final List<Turnstile> opened = new ArrayList<>();
+  private int users;
+
+  @BeforeAll
+  void start() {
+    server = RedisServerProcess.start();
+    LeastPrivilege.createUser(server, Deployment.STANDALONE, "full", PASSWORD, r -> r);
+    full = Turnstile.connect(uri("full"));
+  }
+
+  @AfterEach
+  void closeRestricted() {
+    opened.forEach(Turnstile::close);
+    opened.clear();
+  }
+
+  @AfterAll
+  void stop() {
+    if (full != null) {
+      full.close();
+    }
+    if (server != null) {
+      server.close();
+    }
+  }
+
+  private String uri(String user) {
+    return "redis://" + user + ":" + PASSWORD + "@" + server.host() + ":" + server.port();
+  }
+
+  /** The README's rules without {@code rule} (which must be there). */
+  private static UnaryOperator<List<String>> without(String rule) {
+    return rules -> {
+      List<String> out = new ArrayList<>(rules);
+      assertTrue(out.remove(rule), "the README line grants " + rule);
+      return out;
+    };
+  }
+
+  /** A Turnstile connected as a new user: the README's line, edited. */
+  private Turnstile restricted(UnaryOperator<List<String>> edit) {
+    String user = "restricted-" + (++users);
+    LeastPrivilege.createUser(server, Deployment.STANDALONE, user, PASSWORD, edit);
+    Turnstile t = Turnstile.connect(uri(user), TurnstileOptions.builder()
+        .outageTolerance(Duration.ofSeconds(60)).build());
+    opened.add(t);
+    return t;
+  }
+
+  /**
+   * {@code call} throws at once a TurnstileException naming {@code command} (for a subcommand on
+   * Redis 6.2, whose refusal names only the container, {@code client}: that is what is named).
+   */
+  private TurnstileException assertRefused(String command, Executable call) {
+    long start = System.nanoTime();
+    TurnstileException e = assertThrows(TurnstileException.class, call);
+    long ms = millisSince(start);
+    String named = command.contains("|") && LeastPrivilege.major(server.version()) < 7
+        ? command.substring(0, command.indexOf('|')) : command;
+    assertTrue(e.getMessage().contains("Redis refused '" + named + "'")
+        && e.getMessage().contains("(ACL)"), "names the refused command '" + named + "': " + e.getMessage());
+    assertTrue(ms < PROMPT_MS, "refused at once, not waited out: " + ms + " ms; " + e.getMessage());
+    return e;
+  }
+
+  private long blockedClients() {
+    String info = server.command("INFO", "clients");
+    for (String line : info.split("\r?\n")) {
+      if (line.startsWith("blocked_clients:")) {
+        return Long.parseLong(line.substring("blocked_clients:".length()).trim());
+      }
+    }
+    throw new AssertionError(info);
+  }
+
+  // ---------------------------------------------------------------- against Redis
+
+  @Test
+  void withoutEvalsha() {
+    Turnstile t = restricted(without("+evalsha"));
+    DistributedLock lock = t.lock(unique("no-evalsha"));
+    assertRefused("evalsha", lock::lock);
+    assertRefused("evalsha", lock::lockInterruptibly);
+    assertRefused("evalsha", () -> lock.tryLock(10, TimeUnit.SECONDS));
+    assertRefused("evalsha", lock::tryLock);
+    assertEquals(0, lock.getHoldCount());
+    assertRefused("evalsha", () -> t.semaphore(unique("no-evalsha"), 1));
+    assertRefused("evalsha", () -> t.readWriteLock(unique("no-evalsha")).readLock().lock());
+  }
+
+  @Test
+  void withoutBlpop() throws Exception {
+    String name = unique("no-blpop");
+    DistributedLock held = full.lock(name);
+    held.lock();
+    try {
+      DistributedLock lock = restricted(without("+blpop")).lock(name);
+      assertRefused("blpop", lock::lock);
+      assertRefused("blpop", () -> lock.tryLock(10, TimeUnit.SECONDS));
+      assertEquals(0, lock.getHoldCount());
+      assertEquals(0, blockedClients(), "no connection left blocked");
+    } finally {
+      held.unlock();
+    }
+  }
+
+  @Test
+  void withoutBlmove() throws Exception {
+    String name = unique("no-blmove");
+    DistributedSemaphore taken = full.semaphore(name, 1);
+    taken.acquire();
+    DistributedSemaphore sem = restricted(without("+blmove")).semaphore(name, 1);
+    try {
+      assertRefused("blmove", sem::acquire);
+      assertRefused("blmove", sem::acquireUninterruptibly);
+      assertRefused("blmove", () -> sem.tryAcquire(10, TimeUnit.SECONDS));
+      assertEquals(0, blockedClients(), "no connection left blocked");
+    } finally {
+      taken.release();
+    }
+    assertEquals(1, sem.availablePermits(), "the refusals took no permit");
+    assertTrue(sem.tryAcquire(), "a free permit is taken without BLMOVE");
+    sem.release();
+  }
+
+  /** Without the channel pattern, a waiter by pub/sub (a reader always is) is refused SUBSCRIBE. */
+  @Test
+  void withoutChannelPattern() throws Exception {
+    String name = unique("no-channel");
+    DistributedReadWriteLock held = full.readWriteLock(name);
+    held.writeLock().lock();
+    try {
+      DistributedReadWriteLock rw = restricted(without("&{turnstile:*")).readWriteLock(name);
+      TurnstileException e = assertRefused("subscribe", () -> rw.readLock().lock());
+      assertTrue(e.getMessage().contains("channel"), e.getMessage());
+      assertRefused("subscribe", () -> rw.readLock().tryLock(10, TimeUnit.SECONDS));
+      assertEquals(0, rw.getReadHoldCount());
+    } finally {
+      held.writeLock().unlock();
+    }
+  }
+
+  /** A command inside a script: Redis 6.2/7.0 name only the line, Turnstile reads the command there. */
+  @Test
+  void withoutACommandOfAScript() {
+    DistributedLock lock = restricted(without("+time")).lock(unique("no-time"));
+    TurnstileException e = assertRefused("time", lock::lock);
+    assertTrue(e.getMessage().contains("lock_acquire.lua line " + lineOf(Script.LOCK_ACQUIRE, "redis.call('TIME')")),
+        e.getMessage());
+  }
+
+  /** The computed command of a script (the publish command), in a write release that wakes readers. */
+  @Test
+  void withoutPublish() throws Exception {
+    String name = unique("no-publish");
+    DistributedReadWriteLock rw = restricted(without("+publish")).readWriteLock(name);
+    rw.writeLock().lock();
+    DistributedReadWriteLock other = full.readWriteLock(name);
+    Thread reader = TestSupport.start("reader", () -> other.readLock().tryLock(1, TimeUnit.SECONDS));
+    TestSupport.await("the reader to wait", Duration.ofSeconds(5),
+        () -> "1".equals(server.command("ZCARD", "{turnstile:" + name + "}:rw:rwait")));
+    TurnstileException e = assertRefused("publish", () -> rw.writeLock().unlock());
+    assertTrue(e.getMessage().contains("rwlock.lua line " + lineOf(Script.RWLOCK, "redis.call(publish, rch")),
+        e.getMessage());
+    reader.join();
+  }
+
+  /** Blocking connections are set up with CLIENT SETNAME and CLIENT ID: refused, not a silent fallback. */
+  @Test
+  void withoutClientId() throws Exception {
+    String name = unique("no-client-id");
+    DistributedLock held = full.lock(name);
+    held.lock();
+    try {
+      DistributedLock lock = restricted(without("+client|id")).lock(name);
+      assertRefused("client|id", lock::lock);
+      assertRefused("client|id", () -> lock.tryLock(10, TimeUnit.SECONDS));
+    } finally {
+      held.unlock();
+    }
+  }
+
+  @Test
+  void withoutClientSetname() {
+    String user = "restricted-setname";
+    LeastPrivilege.createUser(server, Deployment.STANDALONE, user, PASSWORD, without("+client|setname"));
+    assertRefused("client|setname", () -> Turnstile.connect(uri(user)).close());
+  }
+
+  private static int lineOf(Script s, String text) {
+    String[] lines = s.body.split("\n", -1);
+    for (int i = 0; i < lines.length; i++) {
+      if (lines[i].contains(text)) {
+        return i + 1;
+      }
+    }
+    throw new AssertionError(text + " not in " + s);
+  }
+
+  // ---------------------------------------------------------------- the messages of each Redis version
+
+  private static AclRefusal map(String message, String sent, Script script) {
+    return AclRefusal.of(new RedisCommandExecutionException(message), sent, script, "PUBLISH");
+  }
+
+  @Test
+  void plainCommandRefusals() {
+    assertEquals("blmove", map("NOPERM this user has no permissions to run the 'blmove' command", null, null).command);
+    assertEquals("blmove", map("NOPERM User turnstile has no permissions to run the 'blmove' command", null, null).command);
+    assertEquals("blpop", map("NOPERM this user has no permissions to run the 'blpop' command or its subcommand",
+        null, null).command);
+    assertEquals("client|id", map("NOPERM this user has no permissions to run the 'client|id' command", null, null)
+        .command);
+    assertEquals("client", map("NOPERM this user has no permissions to run the 'client' command or its subcommand",
+        null, null).command, "Redis 6.2 names only the container of a subcommand");
+    // a key or channel outside the user's patterns: the message names no command, so the one sent is named
+    assertEquals("evalsha", map("NOPERM this user has no permissions to access one of the keys used as arguments",
+        "evalsha", null).command);
+    assertEquals("subscribe", map("NOPERM No permissions to access a channel", "subscribe", null).command);
+    AclRefusal unnamed = map("NOPERM No permissions to access a key", null, null);
+    assertNull(unnamed.command);
+    assertTrue(unnamed.getMessage().startsWith("Redis refused a command to this user (ACL): NOPERM"), unnamed.getMessage());
+  }
+
+  @Test
+  void scriptRefusalsOfEachVersion() {
+    int time = lineOf(Script.LOCK_ACQUIRE, "redis.call('TIME')");
+    String sha = Script.LOCK_ACQUIRE.sha;
+    for (String message : List.of(
+        // 7.0
+        "ERR The user executing the script can't run this command or subcommand script: " + sha
+            + ", on @user_script:" + time + ".",
+        // 6.2
+        "ERR Error running script (call to f_" + sha + "): @user_script:" + time + ": @user_script: " + time
+            + ": The user executing the script can't run this command or subcommand",
+        // 7.2 and later name the command themselves
+        "ERR ACL failure in script: User turnstile has no permissions to run the 'time' command script: " + sha
+            + ", on @user_script:" + time + ".")) {
+      AclRefusal r = map(message, "evalsha", Script.LOCK_ACQUIRE);
+      assertEquals("time", r.command, message);
+      assertTrue(r.getMessage().startsWith("Redis refused 'time' (lock_acquire.lua line " + time + ") to this user (ACL): "),
+          r.getMessage());
+    }
+    // a key outside the patterns, inside a script (7.0): the command on that line
+    int hmget = lineOf(Script.LOCK_ACQUIRE, "redis.call('HMGET'");
+    assertEquals("hmget", map("ERR The user executing the script can't access at least one of the keys mentioned in"
+        + " the command arguments script: x, on @user_script:" + hmget + ".", "evalsha", Script.LOCK_ACQUIRE).command);
+    // the computed command: the publish command
+    int publish = lineOf(Script.LOCK_RELEASE, "redis.call(ARGV[5]");
+    assertEquals("publish", map("ERR The user executing the script can't publish to the channel mentioned in the"
+        + " command script: x, on @user_script:" + publish + ".", "evalsha", Script.LOCK_RELEASE).command);
+  }
+
+  @Test
+  void otherErrorsAreNoRefusals() {
+    assertNull(map("ERR wrong number of arguments for 'evalsha' command", "evalsha", null));
+    assertNull(map("LOADING Redis is loading the dataset in memory", null, null));
+    assertNull(AclRefusal.of(new TurnstileException("cannot talk: The user executing the script can't"), null, null,
+        null), "only Redis's own errors are read");
+    assertFalse(Engine.isTransient(new RedisCommandExecutionException("NOPERM this user has no permissions to run"
+        + " the 'blpop' command")), "a refusal is no outage");
+    assertFalse(Engine.isTransient(map("NOPERM this user has no permissions to run the 'blpop' command", null, null)));
+    // wrapped by a connection's set-up: found in the cause, prefixed once per layer that names itself
+    TurnstileException setup = new TurnstileException("cannot set up a blocking connection: NOPERM ...",
+        new RedisCommandExecutionException("NOPERM this user has no permissions to run the 'client|id' command"));
+    AclRefusal r = AclRefusal.of(setup, null, null, null);
+    assertEquals("client|id", r.command);
+    assertEquals("lock 'x': " + r.getMessage(), Engine.failure("lock 'x'", r).getMessage());
+  }
+}

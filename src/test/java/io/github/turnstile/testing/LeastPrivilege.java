@@ -1,0 +1,383 @@
+package io.github.turnstile.testing;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+
+/**
+ * The one place that says which Redis commands Turnstile needs, for the README's
+ * {@code ACL SETUSER} lines (section "Least privilege") and the tests that hold the README to
+ * them.
+ *
+ * <p>The commands come from three places: Lettuce itself when it connects, Turnstile's Java code
+ * (both listed here by hand, per deployment), and the Lua scripts (read from
+ * {@code src/main/resources/io/github/turnstile/lua/*.lua}: every {@code redis.call('X', ...)}).
+ * A script may compute its command only for the publish command, passed as an argument that the
+ * script's header documents as "the publish command" ({@code PUBLISH}, or {@code SPUBLISH} on a
+ * Redis 7 Cluster); any other computed command fails {@link #scriptCommands()}.
+ *
+ * <p>A new command in a script, or in the lists below, makes {@code AclLineTest} fail until the
+ * README's lines say the same; the contract suites then run as the user those lines create.
+ */
+public final class LeastPrivilege {
+    private LeastPrivilege() {}
+
+    /** The deployments with a line of their own in the README. */
+    public enum Deployment {
+        /** One server, or the data nodes of a Sentinel deployment. */
+        STANDALONE,
+        /** A Redis Cluster of Redis 7 or later (sharded pub/sub). */
+        CLUSTER
+    }
+
+    /** The README's user name. */
+    public static final String USER = "turnstile";
+
+    /**
+     * Commands sent by Turnstile's Java code and by Lettuce, on one server or a Sentinel
+     * deployment's data nodes, each with why. Lettuce's own {@code HELLO 3 AUTH user password}
+     * needs no permission (Redis lets every user authenticate), nor does Lettuce's
+     * {@code CLIENT SETINFO} on Redis 7.2+ (sent fire-and-forget, its refusal ignored).
+     */
+    private static final Map<String, String> STANDALONE_CLIENT = ordered(
+            "client|setname", "Turnstile names every connection (CLIENT LIST shows turnstile:<id>:...)",
+            "client|id", "the id of each blocking connection, to unblock it",
+            "client|unblock", "a waiter that gives up (interrupt, deadline, recovery) leaves its BLPOP/BLMOVE at once",
+            "evalsha", "every script",
+            "eval", "a script after NOSCRIPT (restart, SCRIPT FLUSH)",
+            "blpop", "lock and write-lock waiters block on the wake list",
+            "blmove", "semaphore waiters take a permit in one step",
+            "hset", "a lock waiter that queues without attempting marks its client as waiting",
+            "hdel", "a lock waiter that gives up clears that mark",
+            "hexists", "isLocked()",
+            "pexpire", "replicaAcks: the write that WAIT then counts",
+            "wait", "replicaAcks",
+            "subscribe", "waiters past the blocking pool, and readers, wait by pub/sub",
+            "unsubscribe", "the last local waiter on a channel leaves it");
+
+    /** As {@link #STANDALONE_CLIENT}, on a Redis 7 Cluster. */
+    private static final Map<String, String> CLUSTER_CLIENT = ordered(
+            "client|setname", "Turnstile names its blocking and subscriber connections",
+            "client|id", "the id of each blocking connection, to unblock it",
+            "client|unblock", "a waiter that gives up leaves its BLPOP/BLMOVE at once",
+            "evalsha", "every script",
+            "eval", "a script after NOSCRIPT (restart, SCRIPT FLUSH)",
+            "blpop", "lock and write-lock waiters block on the wake list",
+            "blmove", "semaphore waiters take a permit in one step",
+            "hset", "a lock waiter that queues without attempting marks its client as waiting",
+            "hdel", "a lock waiter that gives up clears that mark",
+            "hexists", "isLocked()",
+            "pexpire", "replicaAcks: the write that WAIT then counts",
+            "wait", "replicaAcks",
+            "ssubscribe", "waiters past the blocking pool, and readers, wait by sharded pub/sub",
+            "sunsubscribe", "the last local waiter on a shard channel leaves it",
+            "ping", "Turnstile checks the cluster connection when it connects",
+            "info", "Turnstile reads the server version (sharded pub/sub from 7.0); Lettuce's topology refresh reads INFO of every node",
+            "cluster|nodes", "Lettuce's topology refresh",
+            "cluster|myid", "Lettuce's cluster connection asks its node's id when it connects (to drop stale ones)",
+            "asking", "Lettuce follows ASK redirects while a slot migrates");
+
+    /** The command scripts publish with: {@code publish}, or {@code spublish} on a Redis 7 Cluster. */
+    public static String publishCommand(Deployment d) {
+        return d == Deployment.CLUSTER ? "spublish" : "publish";
+    }
+
+    private static Map<String, String> ordered(String... pairs) {
+        Map<String, String> m = new LinkedHashMap<>();
+        for (int i = 0; i < pairs.length; i += 2) {
+            m.put(pairs[i], pairs[i + 1]);
+        }
+        return Collections.unmodifiableMap(m);
+    }
+
+    /**
+     * Returns the commands Turnstile's Java code and Lettuce send, with why.
+     *
+     * @param d the deployment
+     * @return command (lower case, {@code container|sub} for subcommands) to the reason it is needed
+     */
+    public static Map<String, String> clientCommands(Deployment d) {
+        return d == Deployment.CLUSTER ? CLUSTER_CLIENT : STANDALONE_CLIENT;
+    }
+
+    // ------------------------------------------------------------------ the scripts
+
+    private static final Pattern CALL = Pattern.compile("redis\\.p?call\\(\\s*");
+    private static final Pattern LITERAL = Pattern.compile("['\"]([A-Za-z|]+)['\"]");
+    private static final Pattern EXPRESSION = Pattern.compile("([A-Za-z_][A-Za-z0-9_]*(?:\\[\\d+\\])?)");
+    private static final Pattern LOCALS = Pattern.compile("(?m)^[ \\t]*local[ \\t]+([A-Za-z_][\\w, \\t]*?)[ \\t]*=[ \\t]*(.+)$");
+
+    /** The directory of the scripts, from the project's base directory. */
+    public static Path scriptDir() {
+        return baseDir().resolve("src/main/resources/io/github/turnstile/lua");
+    }
+
+    private static Path baseDir() {
+        String basedir = System.getProperty("basedir");
+        return basedir != null ? Path.of(basedir) : Path.of("").toAbsolutePath();
+    }
+
+    /**
+     * Every command the scripts call, with where ({@code "lock_acquire.lua:35"}). A computed
+     * command counts as {@code "<publish>"} when it is the documented publish command; any other
+     * computed command throws.
+     *
+     * @return command (lower case) to the places that call it
+     * @throws IllegalStateException if a script computes a command that is not the publish command
+     */
+    public static Map<String, List<String>> scriptCommands() {
+        Map<String, List<String>> out = new TreeMap<>();
+        List<Path> scripts;
+        try (Stream<Path> files = Files.list(scriptDir())) {
+            scripts = files.filter(p -> p.toString().endsWith(".lua")).sorted().toList();
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot list " + scriptDir(), e);
+        }
+        if (scripts.isEmpty()) {
+            throw new IllegalStateException("no .lua script under " + scriptDir());
+        }
+        for (Path p : scripts) {
+            String text;
+            try {
+                text = Files.readString(p);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+            String name = p.getFileName().toString();
+            Set<String> publish = publishExpressions(text);
+            String[] lines = text.split("\n", -1);
+            for (int i = 0; i < lines.length; i++) {
+                String code = stripComment(lines[i]);
+                Matcher call = CALL.matcher(code);
+                while (call.find()) {
+                    String rest = code.substring(call.end());
+                    String where = name + ":" + (i + 1);
+                    Matcher lit = LITERAL.matcher(rest);
+                    if (lit.lookingAt()) {
+                        out.computeIfAbsent(lit.group(1).toLowerCase(Locale.ROOT), k -> new ArrayList<>()).add(where);
+                        continue;
+                    }
+                    Matcher expr = EXPRESSION.matcher(rest);
+                    String e = expr.lookingAt() ? expr.group(1) : rest;
+                    if (!publish.contains(e)) {
+                        throw new IllegalStateException(where + " calls redis.call(" + e + ", ...): a computed"
+                                + " command name. Only the publish command (an ARGV the script's header documents"
+                                + " as \"the publish command\", or a local assigned from it) may be computed;"
+                                + " write any other command as a literal, so that the ACL test sees it. Line: "
+                                + lines[i].trim());
+                    }
+                    out.computeIfAbsent("<publish>", k -> new ArrayList<>()).add(where);
+                }
+            }
+        }
+        return out;
+    }
+
+    /** ARGV[n] documented as "the publish command" in the header, and locals assigned from them. */
+    private static Set<String> publishExpressions(String text) {
+        Set<String> found = new TreeSet<>();
+        Matcher doc = Pattern.compile("(?m)^--\\s*(ARGV\\[\\d+\\])\\s+(.*)$").matcher(text);
+        while (doc.find()) {
+            if (doc.group(2).toLowerCase(Locale.ROOT).contains("publish command")) {
+                found.add(doc.group(1));
+            }
+        }
+        Matcher local = LOCALS.matcher(text);
+        while (local.find()) {
+            String[] names = local.group(1).split("\\s*,\\s*");
+            String[] values = stripComment(local.group(2)).split("\\s*,\\s*");
+            for (int i = 0; i < Math.min(names.length, values.length); i++) {
+                if (found.contains(values[i].trim())) {
+                    found.add(names[i].trim());
+                }
+            }
+        }
+        return found;
+    }
+
+    /** A Lua line without its {@code --} comment (quotes respected). */
+    private static String stripComment(String line) {
+        char quote = 0;
+        for (int i = 0; i < line.length(); i++) {
+            char c = line.charAt(i);
+            if (quote != 0) {
+                if (c == '\\') {
+                    i++;
+                } else if (c == quote) {
+                    quote = 0;
+                }
+            } else if (c == '\'' || c == '"') {
+                quote = c;
+            } else if (c == '-' && i + 1 < line.length() && line.charAt(i + 1) == '-') {
+                return line.substring(0, i);
+            }
+        }
+        return line;
+    }
+
+    /**
+     * Returns every command Turnstile needs on {@code d}: the client's and the scripts'.
+     *
+     * @param d the deployment
+     * @return command (lower case) to why or where it is used
+     */
+    public static Map<String, String> required(Deployment d) {
+        Map<String, String> all = new TreeMap<>(clientCommands(d));
+        for (Map.Entry<String, List<String>> e : scriptCommands().entrySet()) {
+            String cmd = e.getKey().equals("<publish>") ? publishCommand(d) : e.getKey();
+            all.merge(cmd, "scripts: " + String.join(", ", e.getValue()), (a, b) -> a + "; " + b);
+        }
+        return all;
+    }
+
+    // ------------------------------------------------------------------ the README
+
+    /**
+     * Returns the README's {@code ACL SETUSER} line for {@code d}, split into arguments after
+     * {@code ACL SETUSER} (the user name first). The Cluster line is the one whose preceding
+     * comment line (a line starting with {@code #}) mentions "Cluster"; there is exactly one of
+     * each.
+     *
+     * @param d the deployment
+     * @return the arguments, e.g. {@code [turnstile, reset, on, >CHANGE-ME, ~{turnstile:*, ...]}
+     */
+    public static List<String> readmeLine(Deployment d) {
+        List<String> lines;
+        Path readme = baseDir().resolve("README.md");
+        try {
+            lines = Files.readAllLines(readme);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot read " + readme, e);
+        }
+        List<List<String>> found = new ArrayList<>();
+        String comment = "";
+        for (String line : lines) {
+            String t = line.trim();
+            if (t.startsWith("#")) {
+                comment = t;
+            } else if (t.startsWith("ACL SETUSER ")) {
+                boolean cluster = comment.contains("Cluster");
+                if (cluster == (d == Deployment.CLUSTER)) {
+                    found.add(List.of(t.substring("ACL SETUSER ".length()).trim().split("\\s+")));
+                }
+                comment = "";
+            } else if (!t.isEmpty()) {
+                comment = "";
+            }
+        }
+        if (found.size() != 1) {
+            throw new IllegalStateException("README.md should have exactly one ACL SETUSER line for " + d
+                    + " (the Cluster one after a '# ... Cluster ...' comment line), found " + found.size());
+        }
+        return found.get(0);
+    }
+
+    /**
+     * Returns the README line for {@code d} as {@code ACL SETUSER} arguments, with {@code password}
+     * in place of the README's placeholder and {@code user} as the user name.
+     *
+     * @param d the deployment
+     * @param user the user name to create
+     * @param password the password to set
+     * @return {@code ["ACL", "SETUSER", user, ...]}, ready for {@link RedisServerProcess#command}
+     */
+    public static List<String> setUser(Deployment d, String user, String password) {
+        List<String> args = new ArrayList<>(List.of("ACL", "SETUSER", user));
+        for (String rule : readmeLine(d).subList(1, readmeLine(d).size())) {
+            args.add(rule.startsWith(">") ? ">" + password : rule);
+        }
+        return args;
+    }
+
+    /**
+     * Creates {@code user} from the README line on {@code server}, through its default user.
+     *
+     * @param server the server
+     * @param d the deployment whose line to use
+     * @param user the user name
+     * @param password its password
+     * @param edit changes to the rules before they are sent (e.g. remove {@code "+blmove"}); may be empty
+     */
+    public static void createUser(RedisServerProcess server, Deployment d, String user, String password,
+            java.util.function.UnaryOperator<List<String>> edit) {
+        List<String> args = edit.apply(setUser(d, user, password));
+        String reply = server.command(args.toArray(new String[0]));
+        if (!"OK".equals(reply)) {
+            throw new IllegalStateException("ACL SETUSER " + user + " failed on " + server + ": " + reply);
+        }
+    }
+
+    /**
+     * Returns the refusals in a server's {@code ACL LOG}, one line each ("reason object context
+     * username"), ignoring Lettuce's fire-and-forget {@code CLIENT SETINFO}: logged as
+     * {@code client|setinfo} by Redis 7.2+, and as {@code client} by Redis 6.2, which checks the ACL
+     * before it finds the subcommand unknown and logs only the container (Redis 7.0 rejects the
+     * unknown subcommand first and logs nothing; Redis 7 always logs {@code client|<sub>}, so a bare
+     * {@code client} is this one). On 6.2 that hides a refused CLIENT subcommand from this check;
+     * the 7.x runs still see it.
+     *
+     * @param aclLogReply the reply of {@code ACL LOG}, as {@link RedisServerProcess#command} decodes it
+     * @return the refusals
+     */
+    public static List<String> refusals(String aclLogReply) {
+        List<String> out = new ArrayList<>();
+        if (aclLogReply == null || aclLogReply.isEmpty()) {
+            return out;
+        }
+        List<String> tokens = Arrays.asList(aclLogReply.split("\n"));
+        Map<String, String> entry = null;
+        for (int i = 0; i + 1 < tokens.size(); i++) {
+            String k = tokens.get(i);
+            if (k.equals("count")) {
+                if (entry != null) {
+                    add(out, entry);
+                }
+                entry = new LinkedHashMap<>();
+            }
+            if (entry != null && (k.equals("reason") || k.equals("object") || k.equals("context")
+                    || k.equals("username"))) {
+                entry.put(k, tokens.get(i + 1));
+                i++;
+            }
+        }
+        if (entry != null) {
+            add(out, entry);
+        }
+        return out;
+    }
+
+    private static void add(List<String> out, Map<String, String> entry) {
+        String object = entry.get("object");
+        if (!"client|setinfo".equals(object) && !"client".equals(object)) {
+            out.add(String.join(" ", entry.values()));
+        }
+    }
+
+    /**
+     * Returns the major version of a {@code redis_version} string ({@code "7.0.15"} gives 7; 0 if unknown).
+     *
+     * @param version the version
+     * @return its major number
+     */
+    public static int major(String version) {
+        try {
+            return Integer.parseInt(version.substring(0, version.indexOf('.')));
+        } catch (RuntimeException e) {
+            return 0;
+        }
+    }
+}
