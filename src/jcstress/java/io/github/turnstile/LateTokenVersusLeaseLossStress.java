@@ -47,6 +47,10 @@ public class LateTokenVersusLeaseLossStress {
     @Override
     public void stopLease(Lease lease) {
     }
+
+    @Override
+    public void watchRecoveries(boolean on) {
+    }
   }, Ticker.SYSTEM);
   private final Lease under;
   private final PermitLedger.Collection collection;

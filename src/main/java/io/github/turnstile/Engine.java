@@ -308,6 +308,58 @@ final class Engine implements AutoCloseable {
   void recovered() {
     subscriptions.prune(topology::isMaster);
     faults.fire();
+    // A failover can lose writes that the old primary acknowledged but had not yet replicated.
+    // Releases are idempotent by request id, so the recent ones are sent again: a lost release
+    // would otherwise leave the hold to expire with its lease while waiters wait for it.
+    long now = System.nanoTime();
+    for (java.util.Map.Entry<String, Replay> e : replays.entrySet()) {
+      if (now - e.getValue().untilNanos >= 0) {
+        replays.remove(e.getKey(), e.getValue());
+      } else {
+        e.getValue().resend.run();
+      }
+    }
+    for (Runnable hook : recoveryHooks) {
+      hook.run();
+    }
+  }
+
+  /** A release to send again after a recovery, until its lease would have run out anyway. */
+  private static final class Replay {
+    final long untilNanos;
+    final Runnable resend;
+
+    Replay(long untilNanos, Runnable resend) {
+      this.untilNanos = untilNanos;
+      this.resend = resend;
+    }
+  }
+
+  /** The latest release per hold key, sent again on recovery (see {@link #recovered()}). */
+  private final java.util.concurrent.ConcurrentHashMap<String, Replay> replays =
+      new java.util.concurrent.ConcurrentHashMap<>();
+  /** Run on recovery: primitives with state to reconcile after a failover (a semaphore's count). */
+  private final java.util.Set<Runnable> recoveryHooks = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+  /**
+   * Remembers a release of the hold at {@code key}, to be sent again ({@code resend}) after a
+   * recovery until {@code untilNanos}. One per key (the latest); expired ones are dropped.
+   */
+  void replayOnRecovery(String key, long untilNanos, Runnable resend) {
+    if (replays.size() > 4096) {
+      long now = System.nanoTime();
+      replays.values().removeIf(r -> now - r.untilNanos >= 0);
+    }
+    replays.put(key, new Replay(untilNanos, resend));
+  }
+
+  /** Adds or removes a hook run after every recovery. */
+  void onRecovery(Runnable hook, boolean on) {
+    if (on) {
+      recoveryHooks.add(hook);
+    } else {
+      recoveryHooks.remove(hook);
+    }
   }
 
   /**
@@ -322,8 +374,15 @@ final class Engine implements AutoCloseable {
           || m.startsWith("NOREPLICAS") || m.startsWith("UNBLOCKED") || m.startsWith("MOVED")
           || m.startsWith("ASK") || m.startsWith("NOTBUSY");
     }
+    if (t instanceof AclRefusal) {
+      return false;
+    }
+    if (t instanceof TurnstileException) {
+      // our own wrapper (e.g. "cannot connect to Redis (subscriber connection ...)"): as its cause
+      return t instanceof Unavailable || (t.getCause() != null && t.getCause() != t && isTransient(t.getCause()));
+    }
     return t instanceof RedisException || t instanceof CancellationException
-        || t instanceof java.io.IOException || t instanceof Unavailable;
+        || t instanceof java.io.IOException || t instanceof TimeoutException;
   }
 
   /** Redis cannot be used right now (e.g. no master is known for a slot); retried like a lost connection. */

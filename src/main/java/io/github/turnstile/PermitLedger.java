@@ -33,6 +33,13 @@ final class PermitLedger {
 
     /** Stops renewing a lease that is no longer needed, or that was lost. */
     void stopLease(Lease lease);
+
+    /**
+     * While this client holds, waits for or reconciles permits ({@code on}), a recovery (a
+     * failover may have lost releases the old primary had not replicated) asks for a
+     * reconciliation: {@link #reconcile()}.
+     */
+    void watchRecoveries(boolean on);
   }
 
   private final Io io;
@@ -193,6 +200,7 @@ final class PermitLedger {
   private void refresh(long sentAtNanos) {
     if (lease == null || !lease.alive(ticker.read())) {
       lease = io.newLease(sentAtNanos);
+      io.watchRecoveries(true);
     } else {
       lease.confirmed(sentAtNanos);
     }
@@ -463,6 +471,9 @@ final class PermitLedger {
         io.stopLease(lease);
         lease.end();
         lease = null;
+        if (!needsTrim && !trimming) {
+          io.watchRecoveries(false);
+        }
       }
     } finally {
       lock.unlock();

@@ -326,6 +326,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
       next.complete(waitsOn ? LocalOwnership.Successor.QUEUE : LocalOwnership.Successor.ATTEMPT);
     }
     CompletableFuture<Long> done = engine.retrying(new First<>(released, () -> release(l.requestId)), leaseEnd);
+    engine.replayOnRecovery(lockKey, leaseEnd, () -> release(l.requestId));
     Long result = engine.release(done, describe + " unlock");
     if (result == null) {
       // finished locally; if the release, when it arrives, finds the lease already gone, say so

@@ -382,6 +382,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       }
       CompletableFuture<Long> done = engine.retrying(new RedisLock.First<>(released,
           () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0)), leaseEnd);
+      engine.replayOnRecovery(prefix + "rd:" + request, leaseEnd,
+          () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0));
       Long result = engine.release(done, describe + " unlock");
       if (result == null) {
         // finished locally; if the release, when it arrives, finds the hold already gone, say so

@@ -48,6 +48,8 @@ final class RedisSemaphore extends DistributedSemaphore {
   private final transient CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
   /** The count, the liveness lease and the reconciliation state (no Redis in it). */
   private final transient PermitLedger ledger;
+  /** After a recovery (a failover may have lost releases): reconcile with what Redis records. */
+  private final transient Runnable reconcileOnRecovery = () -> ledger().reconcile();
   /**
    * Until when (this JVM's ticker) a waiter may block before it runs a script again: the send
    * time of the latest reply plus its wait hint (see semaphore.lua's hint()). A waiter blocks in
@@ -74,8 +76,11 @@ final class RedisSemaphore extends DistributedSemaphore {
     this.ledger = new PermitLedger(new PermitLedger.Io() {
       @Override
       public CompletableFuture<long[]> trim(long low, long high) {
+        // bounded: a trim queued for a dead Cluster master's connection must not hold up the
+        // acquires and BLMOVEs that wait for it (it is idempotent; a due trim is sent again)
         return RedisSemaphore.this.trim(low, high)
-            .thenApply(r -> new long[] {(Long) r.get(0), (Long) r.get(1), (Long) r.get(2)});
+            .thenApply(r -> new long[] {(Long) r.get(0), (Long) r.get(1), (Long) r.get(2)})
+            .orTimeout(engine.options.commandTimeout().toMillis(), TimeUnit.MILLISECONDS);
       }
 
       @Override
@@ -94,6 +99,11 @@ final class RedisSemaphore extends DistributedSemaphore {
       @Override
       public void stopLease(Lease l) {
         engine.watchdog.unregister(l);
+      }
+
+      @Override
+      public void watchRecoveries(boolean on) {
+        engine.onRecovery(reconcileOnRecovery, on);
       }
     }, () -> engine.ticker.read());
   }
@@ -136,6 +146,10 @@ final class RedisSemaphore extends DistributedSemaphore {
   private List<Object> reclaims(List<Object> reply) {
     Metrics.reclaimed(metrics, describe, (Long) reply.get(reply.size() - 1));
     return reply.subList(0, reply.size() - 1);
+  }
+
+  private PermitLedger ledger() {
+    return ledger;
   }
 
   @Override

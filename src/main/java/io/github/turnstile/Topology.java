@@ -176,6 +176,9 @@ abstract class Topology implements AutoCloseable {
    */
   void suspect() {}
 
+  /** A connection of the main client dropped (it reconnects by itself). */
+  void lostConnection() {}
+
   /** Closes the main connection and (if owned) the client. */
   @Override
   public abstract void close();
@@ -258,6 +261,8 @@ abstract class Topology implements AutoCloseable {
     public void onRedisDisconnected(RedisChannelHandler<?, ?> connection) {
       if (neverReconnect.remove(connection)) {
         connection.closeAsync();
+      } else if (watched.test(connection)) {
+        lostConnection();
       }
     }
 
@@ -343,6 +348,9 @@ abstract class Topology implements AutoCloseable {
     private final ConnectionEvents events;
     private final reactor.core.Disposable topologyEvents;
     private final boolean sharded;
+    private final java.util.concurrent.atomic.AtomicBoolean watching = new java.util.concurrent.atomic.AtomicBoolean();
+    private volatile long watchUntil;
+    private volatile boolean closed;
 
     Cluster(RedisClusterClient client, Runnable shutdown, String clientName) {
       this(client, shutdown, openMain(() -> client.connect(StringCodec.UTF8), c -> c.sync().ping(),
@@ -490,8 +498,38 @@ abstract class Topology implements AutoCloseable {
       }
     }
 
+    /**
+     * A node connection dropped: its master may be dead, and Lettuce's adaptive refresh is
+     * rate-limited (30 s by default), while commands queued to the dead master get no MOVED. So
+     * the topology is re-read every 250 ms for a while (10 s after the last drop), and a failover
+     * is noticed within a fraction of a second of the promotion, not at the next command timeout.
+     */
+    @Override
+    void lostConnection() {
+      watchUntil = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+      if (watching.compareAndSet(false, true)) {
+        scheduleRefresh();
+      }
+    }
+
+    private void scheduleRefresh() {
+      try {
+        client.getResources().eventExecutorGroup().schedule(() -> {
+          if (closed || System.nanoTime() - watchUntil >= 0) {
+            watching.set(false);
+            return;
+          }
+          client.refreshPartitionsAsync();
+          scheduleRefresh();
+        }, 250, java.util.concurrent.TimeUnit.MILLISECONDS);
+      } catch (RuntimeException e) {
+        watching.set(false); // the client is shutting down
+      }
+    }
+
     @Override
     public void close() {
+      closed = true;
       topologyEvents.dispose();
       client.removeListener(events);
       for (RedisClient c : blockingClients.values()) {

@@ -206,7 +206,9 @@ class OutageLoopTest {
           long namedAt = System.nanoTime();
           killed[0] = primary;
           promoted[0] = replica;
-          return new Injected(start, promotedAt, "namedBySentinelsMs=" + History.millis(namedAt - promotedAt));
+          // clients find the new primary through the sentinels: Redis answers them again once the
+          // sentinels name it
+          return new Injected(start, namedAt, "namedBySentinelsMs=" + History.millis(namedAt - promotedAt));
         }
 
         @Override
@@ -215,7 +217,7 @@ class OutageLoopTest {
           killed[0].command("REPLICAOF", promoted[0].host(), Integer.toString(promoted[0].port()));
           sentinel.awaitHealthy();
         }
-      }, FAILOVER_RESUME_BOUND_MS, "promotion", false);
+      }, RESUME_BOUND_MS, "sentinels-named", false);
     }
   }
 
