@@ -308,6 +308,7 @@ final class Engine implements AutoCloseable {
   void recovered() {
     subscriptions.prune(topology::isMaster);
     faults.fire();
+    watchdog.renewNow(); // a restart without persistence: holders learn of their loss at once
     // A failover can lose writes that the old primary acknowledged but had not yet replicated.
     // Releases are idempotent by request id, so the recent ones are sent again: a lost release
     // would otherwise leave the hold to expire with its lease while waiters wait for it.
@@ -483,6 +484,8 @@ final class Engine implements AutoCloseable {
   <T> T awaitReply(CompletableFuture<T> f, Call call, String what)
       throws InterruptedException, DeadlinePassed, Retry {
     long sent = System.nanoTime();
+    CompletableFuture<Void> fault = faults();
+    CompletableFuture<Object> either = CompletableFuture.anyOf(f, fault);
     while (true) {
       long now = System.nanoTime();
       if (!topology.isOpen()) {
@@ -501,7 +504,13 @@ final class Engine implements AutoCloseable {
         }
       }
       try {
-        T value = Waits.get(f, wait, call.interruptible);
+        Waits.get(either, wait, call.interruptible);
+        if (!f.isDone()) {
+          // A recovery event (a reconnect, a new Cluster topology) while the command waits: it
+          // may be queued for a connection that will not answer (a dead master's); send again.
+          throw RETRY;
+        }
+        T value = Waits.get(f, 0, call.interruptible);
         call.reachable();
         return value;
       } catch (TimeoutException e) {
