@@ -314,10 +314,14 @@ final class Engine implements AutoCloseable {
     // would otherwise leave the hold to expire with its lease while waiters wait for it.
     long now = System.nanoTime();
     for (java.util.Map.Entry<String, Replay> e : replays.entrySet()) {
-      if (now - e.getValue().untilNanos >= 0) {
-        replays.remove(e.getKey(), e.getValue());
-      } else {
-        e.getValue().resend.run();
+      Replay r = e.getValue();
+      if (now - r.untilNanos >= 0) {
+        replays.remove(e.getKey(), r);
+      }
+      for (Replay x = r; x != null; x = x.previous) {
+        if (now - x.untilNanos < 0) {
+          x.resend.run();
+        }
       }
     }
     for (Runnable hook : recoveryHooks) {
@@ -325,14 +329,19 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /** A release to send again after a recovery, until its lease would have run out anyway. */
+  /**
+   * A release to send again after a recovery, until its lease would have run out anyway; with the
+   * release before it on the same key (a short chain: a lost hand-off leaves the handing hold).
+   */
   private static final class Replay {
     final long untilNanos;
     final Runnable resend;
+    final Replay previous;
 
-    Replay(long untilNanos, Runnable resend) {
+    Replay(long untilNanos, Runnable resend, Replay previous) {
       this.untilNanos = untilNanos;
       this.resend = resend;
+      this.previous = previous;
     }
   }
 
@@ -344,14 +353,15 @@ final class Engine implements AutoCloseable {
 
   /**
    * Remembers a release of the hold at {@code key}, to be sent again ({@code resend}) after a
-   * recovery until {@code untilNanos}. One per key (the latest); expired ones are dropped.
+   * recovery until {@code untilNanos}: the latest two per key; expired ones are dropped.
    */
   void replayOnRecovery(String key, long untilNanos, Runnable resend) {
     if (replays.size() > 4096) {
       long now = System.nanoTime();
       replays.values().removeIf(r -> now - r.untilNanos >= 0);
     }
-    replays.put(key, new Replay(untilNanos, resend));
+    replays.compute(key, (k, last) -> new Replay(untilNanos, resend,
+        last == null ? null : new Replay(last.untilNanos, last.resend, null)));
   }
 
   /** Adds or removes a hook run after every recovery. */
