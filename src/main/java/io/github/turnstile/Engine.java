@@ -327,7 +327,13 @@ final class Engine implements AutoCloseable {
     for (Runnable hook : recoveryHooks) {
       hook.run();
     }
+    for (Runnable retry : pendingRetries) {
+      retry.run();
+    }
   }
+
+  /** Releases waiting for a reply, to be sent again at the next recovery event (see {@link #retrying}). */
+  private final java.util.Set<Runnable> pendingRetries = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   /**
    * A release to send again after a recovery, until its lease would have run out anyway; with the
@@ -1194,6 +1200,11 @@ final class Engine implements AutoCloseable {
       }
     });
     bounded.orTimeout(commandTimeoutNanos, TimeUnit.NANOSECONDS);
+    // a recovery event (a reconnect, a new Cluster topology) while the copy waits: send it again
+    // now rather than after the command timeout
+    Runnable onRecovery = () -> bounded.completeExceptionally(new TimeoutException("recovery event"));
+    pendingRetries.add(onRecovery);
+    bounded.whenComplete((v, e) -> pendingRetries.remove(onRecovery));
     bounded.whenComplete((v, e) -> {
       if (e == null) {
         result.complete(v);

@@ -22,8 +22,12 @@ import java.util.concurrent.locks.ReentrantLock;
 final class PermitLedger {
   /** What the ledger needs from the outside world. */
   interface Io {
-    /** Sends {@code trim low high}; completes with {returned, missing, heldAfter}. */
-    CompletableFuture<long[]> trim(long low, long high);
+    /**
+     * Sends {@code trim low high seq}; completes with {returned, missing, heldAfter}. Redis
+     * ignores a trim whose {@code seq} is not above the last one it ran for this client (one
+     * given up on, and delivered late).
+     */
+    CompletableFuture<long[]> trim(long low, long high, long seq);
 
     /** Whether a trim can be sent now (the connection is up). */
     boolean connected();
@@ -62,6 +66,8 @@ final class PermitLedger {
   private int draining;
   private boolean needsTrim;
   private boolean trimming;
+  /** The sequence number of the last trim sent. */
+  private long trimSeq;
 
   PermitLedger(Io io, Ticker ticker) {
     this.io = io;
@@ -143,6 +149,27 @@ final class PermitLedger {
   }
 
   /**
+   * After a recovery event (a failover may have lost releases the old primary had not
+   * replicated): reconcile. A trim in flight may be queued for a connection that will not answer
+   * (a dead Cluster master's): it is given up on, so that acquisitions do not wait for it, and a
+   * new one (with a higher sequence number, which makes Redis ignore the old one should it ever
+   * arrive) runs before the next acquire or BLMOVE.
+   */
+  void recovered() {
+    lock.lock();
+    try {
+      if (trimming) {
+        trimming = false;
+        trimDone.signalAll();
+      }
+      needsTrim = true;
+      maybeTrim();
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
    * Before an acquire script: a reconciliation that is due runs first. Otherwise the acquire would
    * fold a permit Redis attributes to this client but the client does not count (a late token)
    * into its holdings, be refused for want of it, and leave it stranded.
@@ -168,11 +195,15 @@ final class PermitLedger {
     trimming = true;
     long low = (long) held + partial;
     long high = low + mayAdd;
-    io.trim(low, high).whenComplete((r, e) -> {
+    long seq = ++trimSeq;
+    io.trim(low, high, seq).whenComplete((r, e) -> {
       long missing = 0;
       Lease l;
       lock.lock();
       try {
+        if (seq != trimSeq || !trimming) {
+          return; // given up on at a recovery (see recovered()); a later trim supersedes it
+        }
         trimming = false;
         if (e != null) {
           needsTrim = true; // again, when the next command of this client ends
@@ -501,6 +532,18 @@ final class PermitLedger {
       needsTrim = true;
       maybeTrim();
       return gone;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  @Override
+  public String toString() {
+    lock.lock();
+    try {
+      return "PermitLedger{held=" + held + ", partial=" + partial + ", lost=" + lost + ", mayAdd=" + mayAdd
+          + ", draining=" + draining + ", needsTrim=" + needsTrim + ", trimming=" + trimming
+          + ", lease=" + (lease != null) + '}';
     } finally {
       lock.unlock();
     }

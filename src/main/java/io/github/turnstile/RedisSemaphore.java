@@ -49,7 +49,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   /** The count, the liveness lease and the reconciliation state (no Redis in it). */
   private final transient PermitLedger ledger;
   /** After a recovery (a failover may have lost releases): reconcile with what Redis records. */
-  private final transient Runnable reconcileOnRecovery = () -> ledger().reconcile();
+  private final transient Runnable reconcileOnRecovery = () -> ledger().recovered();
   /**
    * Until when (this JVM's ticker) a waiter may block before it runs a script again: the send
    * time of the latest reply plus its wait hint (see semaphore.lua's hint()). A waiter blocks in
@@ -75,10 +75,10 @@ final class RedisSemaphore extends DistributedSemaphore {
     this.metrics = engine.metrics.primitive("semaphore", name);
     this.ledger = new PermitLedger(new PermitLedger.Io() {
       @Override
-      public CompletableFuture<long[]> trim(long low, long high) {
+      public CompletableFuture<long[]> trim(long low, long high, long seq) {
         // bounded: a trim queued for a dead Cluster master's connection must not hold up the
-        // acquires and BLMOVEs that wait for it (it is idempotent; a due trim is sent again)
-        return RedisSemaphore.this.trim(low, high)
+        // acquires and BLMOVEs that wait for it (a due trim is sent again, with a higher seq)
+        return RedisSemaphore.this.trim(low, high, seq)
             .thenApply(r -> new long[] {(Long) r.get(0), (Long) r.get(1), (Long) r.get(2)})
             .orTimeout(engine.options.commandTimeout().toMillis(), TimeUnit.MILLISECONDS);
       }
@@ -159,10 +159,10 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   // ---------------------------------------------------------------- accounting (see PermitLedger)
 
-  private CompletableFuture<List<Object>> trim(long low, long high) {
+  private CompletableFuture<List<Object>> trim(long low, long high, long seq) {
     return engine.<List<Object>>eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, "trim", engine.clientId,
         Long.toString(engine.leaseMillis), prefix, Integer.toString(initialPermits),
-        Long.toString(low), Long.toString(high), "", "0", channel, engine.publishCommand())
+        Long.toString(low), Long.toString(high), "", Long.toString(seq), channel, engine.publishCommand())
         .thenApply(this::reclaims);
   }
 
@@ -672,7 +672,7 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   @Override
   public String toString() {
-    return "DistributedSemaphore[" + name + ", permits held by this client = " + heldPermits() + "]";
+    return "DistributedSemaphore[" + name + ", permits held by this client = " + heldPermits() + ", " + ledger + "]";
   }
 
   // ---------------------------------------------------------------- liveness lease
