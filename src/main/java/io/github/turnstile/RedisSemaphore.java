@@ -672,7 +672,7 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   @Override
   public String toString() {
-    return "DistributedSemaphore[" + name + ", permits held by this client = " + heldPermits() + ", " + ledger + "]";
+    return "DistributedSemaphore[" + name + ", permits held by this client = " + heldPermits() + "]";
   }
 
   // ---------------------------------------------------------------- liveness lease
