@@ -213,6 +213,46 @@ class SemaphoreAccountingTest {
   }
 
   /**
+   * 2d: the reconciliation after a BLMOVE of unknown outcome runs while a release of the same
+   * client is still in flight, so its range has slack (the release may not have run yet): the
+   * BLMOVE's token falls inside the range and must still be given back once the release is done.
+   */
+  @Test
+  void trimWithAReleaseInFlightSettlesAfterIt() throws Exception {
+    String name = unique("acct-slack");
+    TcpProxy proxy = proxy();
+    Client a = client("A", proxy.uri(), name, 2);
+    Client b = client("B", redis.uri(), name, 2);
+    Hold ha1 = acquire(a, 1);
+    Hold hb = acquire(b, 1);
+    AtomicReference<Hold> ha2 = new AtomicReference<>();
+    Thread waiter = TestSupport.start("A-waiter", () -> ha2.set(acquire(a, 1)));
+    int blocking = awaitBlocked(a);
+    assertTrue(proxy.setDropReplies(blocking, true));
+    release(b, hb, 1); // moves into A's inflight list; A never hears of it
+    awaitAttributed(a, 2);
+    int main = port(a, "main");
+    assertTrue(proxy.setPaused(main, true)); // A's release waits in the proxy...
+    Thread releaser = TestSupport.start("A-releaser", () -> release(a, ha1, 1));
+    TestSupport.awaitWaiting(releaser);
+    assertTrue(proxy.cut(blocking)); // ...when the BLMOVE's outcome becomes unknown: A asks for a trim
+    Thread.sleep(100);
+    assertTrue(proxy.setPaused(main, false)); // the release runs, then the trim
+    releaser.join(10_000);
+    waiter.join(10_000);
+    assertFalse(waiter.isAlive(), "A's waiter returned");
+    checkAttribution(a);
+    Hold hb2 = tryAcquire(b, 1, 500); // A holds 1 of 2
+    check(hb2 != null, "B gets the second permit while A holds one (capacity 2)");
+    checkAttribution(a);
+    release(a, ha2.get(), 1);
+    if (hb2 != null) {
+      release(b, hb2, 1);
+    }
+    quiescence(2, a, b);
+  }
+
+  /**
    * 3: a BLMOVE whose reply was lost is re-sent on an auto-reconnected blocking connection and
    * moves a second token.
    */
