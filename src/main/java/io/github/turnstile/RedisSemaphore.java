@@ -226,6 +226,15 @@ final class RedisSemaphore extends DistributedSemaphore {
           needsTrim = true; // again, when the next command of this client ends
         } else {
           missing = (Long) r.get(1);
+          if ((Long) r.get(2) > low) {
+            // Redis still attributes more than this client counted, within the slack its commands
+            // in flight allowed: once they have ended, trim again (each ends with untrack), or now
+            // if none is left; otherwise a permit that none of them explains stays stranded
+            needsTrim = true;
+            if (mayAdd == 0) {
+              maybeTrim();
+            }
+          }
         }
         l = lease;
         trimDone.signalAll();

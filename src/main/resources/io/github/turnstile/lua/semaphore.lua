@@ -289,17 +289,19 @@ end
 if op == 'trim' then
   -- reconciles this client's permits with the range [low, high] it may rightly hold: gives back
   -- the excess above high (a lost reply, a discarded BLMOVE, a late BLMOVE after its lease was
-  -- lost, a release that never arrived); {returned, missing}, missing > 0 when Redis attributes
-  -- fewer than low (they were reclaimed: the client lost its lease). Idempotent.
+  -- lost, a release that never arrived); {returned, missing, attributed}, missing > 0 when Redis
+  -- attributes fewer than low (they were reclaimed: the client lost its lease), attributed = what
+  -- Redis attributes to the client afterwards (more than low: the client trims again once its
+  -- commands in flight have ended, or the excess would stay stranded). Idempotent.
   local high = tonumber(ARGV[7])
   fold(cid, inflight)
   local h = held_by(cid)
   if h > high then
     set_held(cid, high)
     put_back(h - high)
-    return reply({h - high, 0})
+    return reply({h - high, 0, high})
   end
-  return reply({0, math.max(0, n - h)})
+  return reply({0, math.max(0, n - h), h})
 end
 
 if op == 'drain' then
