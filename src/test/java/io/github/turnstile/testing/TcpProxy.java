@@ -177,6 +177,14 @@ public final class TcpProxy implements AutoCloseable {
         return true;
     }
 
+    /**
+     * @return the ports Redis sees the currently open proxied connections come from (see
+     *     {@link #setDropReplies(int, boolean)})
+     */
+    public int[] serverSidePorts() {
+        return links.stream().mapToInt(l -> l.server.getLocalPort()).toArray();
+    }
+
     private Link link(int serverSidePort) {
         for (Link link : links) {
             if (link.server.getLocalPort() == serverSidePort) {
