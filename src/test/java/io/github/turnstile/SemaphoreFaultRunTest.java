@@ -52,6 +52,8 @@ class SemaphoreFaultRunTest {
   private static final int CLIENTS = 3;
   private static final int THREADS = 4;
   private static final long LEASE_MS = 2000;
+  /** Every 8-12 s of faults, a stretch this long without any. */
+  private static final long QUIET_MS = 3000;
   /** The longest any fault may leave every thread without an acquisition (2 leases + 1 s). */
   private static final long MAX_RECOVERY_MS = 2 * LEASE_MS + 1000;
   /** The run stops after this long even if it has not made its acquisitions (it then fails). */
@@ -114,6 +116,7 @@ class SemaphoreFaultRunTest {
       faults.put(f, new AtomicLong());
     }
     List<Long> faultEnds = new CopyOnWriteArrayList<>();
+    List<long[]> quiet = new CopyOnWriteArrayList<>();
     List<String> faultLog = new CopyOnWriteArrayList<>();
     AtomicLong lastAcquired = new AtomicLong(System.nanoTime());
     AtomicLong acquisitions = new AtomicLong();
@@ -148,10 +151,19 @@ class SemaphoreFaultRunTest {
         Random rnd = new Random(seed);
         int dumps = 0;
         long safety = started + TimeUnit.SECONDS.toNanos(MAX_SECONDS);
+        long nextQuiet = System.nanoTime() + TimeUnit.SECONDS.toNanos(8 + rnd.nextInt(5));
         while (acquisitions.get() < target && System.nanoTime() - safety < 0 && errors.isEmpty()) {
-          Thread.sleep(150 + rnd.nextInt(350)); // one fault at a time, with a quiet stretch between
+          Thread.sleep(150 + rnd.nextInt(350)); // one fault at a time, with a pause between
           if (acquisitions.get() >= target) {
             break;
+          }
+          if (System.nanoTime() - nextQuiet >= 0) {
+            // a quiet stretch: no fault, so nothing reconciles a stranded permit by chance
+            long from = System.nanoTime();
+            Thread.sleep(QUIET_MS);
+            quiet.add(new long[] {from, System.nanoTime()});
+            nextQuiet = System.nanoTime() + TimeUnit.SECONDS.toNanos(8 + rnd.nextInt(5));
+            continue;
           }
           Fault f = Fault.values()[rnd.nextInt(Fault.values().length)];
           long at = System.nanoTime();
@@ -212,6 +224,18 @@ class SemaphoreFaultRunTest {
         }
       }
       faultLog.forEach(l -> System.out.println("fault at " + l));
+      // utilization: in the last 2 s of every quiet stretch, 12 threads that want 3 permits hold
+      // all 3 at some instant; a permit stranded in Redis (attributed to a live client that does
+      // not count it) would keep them below
+      List<String> underused = new ArrayList<>();
+      for (long[] w : quiet) {
+        long from = w[1] - TimeUnit.MILLISECONDS.toNanos(QUIET_MS - 1000);
+        int max = maxConcurrent(history.holds(), from, w[1]);
+        if (max < CAPACITY) {
+          underused.add("at most " + max + " permits held from " + History.millis(from - started) + " to "
+              + History.millis(w[1] - started) + " ms");
+        }
+      }
       long losses = clients.stream().mapToLong(c -> c.losses.size()).sum();
       History.Report r = history.checkAndPrint("semaphore-random-faults", "semaphore", CAPACITY);
       List<Long> rec = new ArrayList<>(r.recoveryMillis());
@@ -220,10 +244,10 @@ class SemaphoreFaultRunTest {
           "RELIABILITY-FAULTS scenario=semaphore-random-faults seed=%d clients=%d threads=%d capacity=%d"
               + " leaseMs=%d acquisitions=%d byOp=%s refusedOrTimedOut=%d faults=%s lossEvents=%d"
               + " lockLostOnRelease=%d releasesUnreachable=%d available=%d holdersLeft=%d recoveryMs(p50/p99/max)=%s/%s/%s"
-              + " elapsedMs=%d",
+              + " quietStretches=%d underused=%d elapsedMs=%d",
           seed, CLIENTS, CLIENTS * THREADS, CAPACITY, LEASE_MS, r.acquisitions(), new TreeMap<>(byOp), refused.get(),
           faults, losses, lostOnRelease.get(), releaseUnreachable.get(), available, holdersLeft,
-          percentile(rec, 50), percentile(rec, 99), percentile(rec, 100), elapsedMs));
+          percentile(rec, 50), percentile(rec, 99), percentile(rec, 100), quiet.size(), underused.size(), elapsedMs));
       assertEquals(List.of(), errors, "unexpected errors in the workers");
       assertTrue(r.acquisitions() >= target, "made " + r.acquisitions() + " of " + target + " acquisitions");
       assertEquals(0, r.overCapacity(), "valid holders exceeded the capacity: " + r.summaryLine());
@@ -234,10 +258,35 @@ class SemaphoreFaultRunTest {
       // attributed to a live client that does not count it, stalled every thread for up to 17 s)
       assertTrue(r.maxRecoveryMillis() <= MAX_RECOVERY_MS, "worst recovery " + r.maxRecoveryMillis()
           + " ms > " + MAX_RECOVERY_MS + " ms: " + r.summaryLine());
+      assertEquals(List.of(), underused, "every permit in use during quiet stretches");
       for (Client c : clients) {
         c.turnstile.close();
       }
     }
+  }
+
+  /** The most permits the holds held at one instant within [from, to]. */
+  private static int maxConcurrent(List<History.Hold> holds, long from, long to) {
+    List<long[]> events = new ArrayList<>();
+    int current = 0;
+    for (History.Hold h : holds) {
+      if (h.endNanos() - from <= 0 || h.startNanos() - to >= 0) {
+        continue;
+      }
+      if (h.startNanos() - from <= 0) {
+        current += h.permits();
+      } else {
+        events.add(new long[] {h.startNanos(), h.permits()});
+      }
+      events.add(new long[] {h.endNanos(), -h.permits()});
+    }
+    events.sort((a, b) -> a[0] != b[0] ? Long.compare(a[0], b[0]) : Long.compare(a[1], b[1]));
+    int max = current;
+    for (long[] e : events) {
+      current += (int) e[1];
+      max = Math.max(max, current);
+    }
+    return max;
   }
 
   /** availablePermits(), or -1 while the client is still reconnecting after the last fault. */
