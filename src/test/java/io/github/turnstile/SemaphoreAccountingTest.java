@@ -317,6 +317,40 @@ class SemaphoreAccountingTest {
     quiescence(2, a, b);
   }
 
+  /**
+   * 4b: after a lease loss, another thread of the same client acquires under a new lease before
+   * the thread whose permit was lost releases it: that release must not give back (in Redis or
+   * in the count) the permit of the new holder.
+   */
+  @Test
+  void releaseOfALostPermitDoesNotFreeANewHoldersPermit() throws Exception {
+    String name = unique("acct-lost-release");
+    Client a = client("A", redis.uri(), name, 2);
+    Client b = client("B", redis.uri(), name, 2);
+    Hold lost = acquire(a, 1); // thread X
+    a.jumpClockUntilLost();
+    TestSupport.await("A told of the loss", Duration.ofSeconds(5), () -> !a.losses.isEmpty());
+    Hold fresh = acquire(a, 1); // thread Y, under a new lease
+    checkAttribution(a);
+    long end = System.nanoTime();
+    try {
+      a.sem.release(); // X releases the permit it lost
+      violations.add("the release of the lost permit did not throw LockLostException");
+    } catch (LockLostException expected) {
+      // told
+    }
+    lost.end(Math.min(end, a.lossInstant(lost.start)));
+    checkAttribution(a);
+    Hold hb = tryAcquire(b, 2, 500); // Y still holds 1 of 2
+    check(hb == null, "B cannot take 2 permits while A's new holder holds 1 (capacity 2)");
+    release(a, fresh, 1);
+    if (hb != null) {
+      release(b, hb, 2);
+    }
+    check(a.losses.size() == 1, "A told of one loss, was told of " + a.losses.size());
+    quiescence(2, a, b);
+  }
+
   // ------------------------------------------------------------------ clients and holds
 
   /** A proxy to Redis, closed after the clients (so they do not try to reconnect through it). */
