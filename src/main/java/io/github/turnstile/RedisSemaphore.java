@@ -717,9 +717,10 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   /**
    * Returns {@code permits} permits. The count drops at once. If this client's lease was lost,
-   * whatever Redis still attributes to it is given back all the same, and the caller hears of the
-   * loss. If Redis is unreachable, the release completes in the background (same request id, so
-   * a re-send gives back once).
+   * permits lost with it are released first (the caller hears of the loss): for them a
+   * reconciliation gives back whatever Redis still attributes to this client beyond what it counts,
+   * never a permit that another thread acquired since. If Redis is unreachable, the release
+   * completes in the background (same request id, so a re-send gives back once).
    */
   @Override
   public void release(int permits) {
@@ -727,42 +728,53 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (permits == 0) {
       return;
     }
-    boolean lost = false;
+    // Permits lost with a lease are released first: permits are not tied to threads, and this
+    // may be the release of a lost permit while another thread holds one taken since under a new
+    // lease. No "release" goes to Redis for a lost permit (it would free that thread's permit): a
+    // reconciliation gives back whatever Redis still attributes to this client beyond what it
+    // counts (a loss only this client saw), never a permit it counts.
+    int fromLost;
+    int fromHeld;
     sync.lock();
     try {
-      if (held < permits) {
-        if (lostPermits <= 0) {
-          throw new IllegalStateException("cannot release " + permits + " permits of " + describe
-              + ": this client holds " + held);
-        }
-        lostPermits = Math.max(0, lostPermits - permits);
-        lost = true;
-      } else {
-        held -= permits;
+      fromLost = Math.min(permits, lostPermits);
+      fromHeld = Math.min(permits - fromLost, held);
+      if (fromLost == 0 && fromHeld < permits) {
+        throw new IllegalStateException("cannot release " + permits + " permits of " + describe
+            + ": this client holds " + held);
       }
-      mayAdd += permits; // Redis may still count them until this release runs
+      lostPermits -= fromLost;
+      held -= fromHeld;
+      mayAdd += fromHeld; // Redis may still count them until this release runs
+      if (fromLost > 0) {
+        needsTrim = true;
+        maybeTrim();
+      }
     } finally {
       sync.unlock();
     }
+    LockLostException lost = fromLost == 0 ? null : new LockLostException(name, 0, System.currentTimeMillis(),
+        "this client's lease on the semaphore was lost and its permits were given to others");
+    if (fromHeld == 0) {
+      maybeStopLease();
+      throw lost;
+    }
     long sentAt = now();
     String request = engine.newRequestId(); // the same id for a re-send: it gives back only once
-    CompletableFuture<List<Object>> done = engine.retrying(() -> op("release", permits, "", false, request),
+    CompletableFuture<List<Object>> done = engine.retrying(() -> op("release", fromHeld, "", false, request),
         leaseEnd());
-    done.whenComplete((r, e) -> untrack(permits, e != null));
+    done.whenComplete((r, e) -> untrack(fromHeld, e != null));
     try {
-      if (lost) {
-        // whatever Redis still attributes to this client goes back all the same
-        throw new LockLostException(name, 0, System.currentTimeMillis(),
-            "this client's lease on the semaphore was lost and its permits were given to others");
-      }
       List<Object> r = engine.release(done, describe + " release");
-      if (r == null) {
-        return; // Redis unreachable: it completes in the background, or the reconciliation settles it
-      }
-      hint(sentAt, (Long) r.get(2));
-      if ((Long) r.get(0) < permits) {
-        throw new LockLostException(name, 0, System.currentTimeMillis(),
-            "Redis no longer had this client's permits: its lease ran out and they were reclaimed");
+      if (r != null) {
+        hint(sentAt, (Long) r.get(2));
+        if ((Long) r.get(0) < fromHeld && lost == null) {
+          lost = new LockLostException(name, 0, System.currentTimeMillis(),
+              "Redis no longer had this client's permits: its lease ran out and they were reclaimed");
+        }
+      } // else Redis unreachable: it completes in the background, or the reconciliation settles it
+      if (lost != null) {
+        throw lost;
       }
     } finally {
       maybeStopLease();
