@@ -188,6 +188,12 @@ class SemaphoreFaultRunTest {
         }
       }
       elapsedMs = TestSupport.millisSince(started);
+      if (workers.stream().anyMatch(Thread::isAlive)) {
+        System.out.println("workers still running 30 s after the stop; faults:");
+        faultLog.forEach(System.out::println);
+        dumpState(redis, name, clients);
+        dumpThreads();
+      }
       for (Thread th : workers) {
         assertFalse(th.isAlive(), th.getName() + " finished");
       }
