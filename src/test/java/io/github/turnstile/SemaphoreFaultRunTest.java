@@ -69,6 +69,8 @@ class SemaphoreFaultRunTest {
     final TcpProxy proxy;
     /** Instants (nanoTime) at which this client declared its lease lost while holding permits. */
     final List<Long> losses = new CopyOnWriteArrayList<>();
+    /** The loss events' reasons, each after the instant it was declared. */
+    final List<String> reasons = new CopyOnWriteArrayList<>();
     volatile long clockOffset;
 
     Client(String label, String uri, TcpProxy proxy, String name) {
@@ -77,7 +79,11 @@ class SemaphoreFaultRunTest {
       this.turnstile = Turnstile.connect(uri, TurnstileOptions.builder().leaseTime(Duration.ofMillis(LEASE_MS))
           .build());
       this.sem = turnstile.semaphore(name, CAPACITY);
-      sem.addLeaseLossListener(e -> losses.add(SemaphoreAccountingTest.declaredAt(e)));
+      sem.addLeaseLossListener(e -> {
+        long at = SemaphoreAccountingTest.declaredAt(e);
+        losses.add(at);
+        reasons.add(at + " " + e.reason());
+      });
     }
 
     /** The first loss this client declared at or after {@code startNanos}, or Long.MAX_VALUE. */
@@ -234,7 +240,11 @@ class SemaphoreFaultRunTest {
       // all 3 at some instant; a permit stranded in Redis (attributed to a live client that does
       // not count it) would keep them below
       List<String> underused = new ArrayList<>();
+      long lastStart = raw.stream().mapToLong(RawHold::start).max().orElse(started);
       for (long[] w : quiet) {
+        if (lastStart - w[1] < 0) {
+          continue; // the run reached its acquisitions during this stretch: the workers stopped
+        }
         long from = w[1] - TimeUnit.MILLISECONDS.toNanos(QUIET_MS - 1000);
         int max = maxConcurrent(history.holds(), from, w[1]);
         if (max < CAPACITY) {
@@ -244,6 +254,9 @@ class SemaphoreFaultRunTest {
       }
       long losses = clients.stream().mapToLong(c -> c.losses.size()).sum();
       History.Report r = history.checkAndPrint("semaphore-random-faults", "semaphore", CAPACITY);
+      if (r.overCapacity() > 0) {
+        explainOverCapacity(raw, started, faultLog);
+      }
       List<Long> rec = new ArrayList<>(r.recoveryMillis());
       rec.sort(null);
       System.out.println(String.format(Locale.ROOT,
@@ -269,6 +282,49 @@ class SemaphoreFaultRunTest {
         c.turnstile.close();
       }
     }
+  }
+
+  /** Prints the holds valid at the first instant where they exceed the capacity, and what their clients saw. */
+  private static void explainOverCapacity(List<RawHold> raw, long started, List<String> faultLog) {
+    List<long[]> events = new ArrayList<>();
+    List<RawHold> holds = new ArrayList<>(raw);
+    for (int i = 0; i < holds.size(); i++) {
+      RawHold h = holds.get(i);
+      long end = Math.min(h.end, h.client.lossAfter(h.start));
+      events.add(new long[] {h.start, h.permits, i});
+      events.add(new long[] {Math.max(h.start, end), -h.permits, i});
+    }
+    events.sort((a, b) -> a[0] != b[0] ? Long.compare(a[0], b[0]) : Long.compare(a[1], b[1]));
+    int current = 0;
+    for (long[] e : events) {
+      current += (int) e[1];
+      if (current > CAPACITY) {
+        long at = e[0];
+        System.out.println("over capacity at " + micros(at - started) + " us (" + current + " permits); valid holds then:");
+        for (RawHold h : holds) {
+          long end = Math.min(h.end, h.client.lossAfter(h.start));
+          if (h.start - at <= 0 && end - at > 0) {
+            System.out.println("  " + h.client.label + " " + h.permits + " permit(s) from " + micros(h.start - started)
+                + " to " + micros(h.end - started) + " us; losses of " + h.client.label + " at "
+                + h.client.losses.stream().map(l -> micros(l - started)).toList() + " us");
+          }
+        }
+        for (RawHold h : holds) {
+          long end = Math.min(h.end, h.client.lossAfter(h.start));
+          if (h.start - at <= 0 && end - at > 0) {
+            h.client.reasons.forEach(x -> System.out.println("  " + h.client.label + " loss: " + x));
+          }
+        }
+        long ms = History.millis(at - started);
+        faultLog.stream().filter(l -> Math.abs(Long.parseLong(l.trim().split(" ")[0]) - ms) < 5000)
+            .forEach(l -> System.out.println("  fault at " + l));
+        return;
+      }
+    }
+  }
+
+  private static long micros(long nanos) {
+    return TimeUnit.NANOSECONDS.toMicros(nanos);
   }
 
   /** The most permits the holds held at one instant within [from, to]. */
