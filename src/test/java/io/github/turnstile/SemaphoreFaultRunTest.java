@@ -86,10 +86,13 @@ class SemaphoreFaultRunTest {
       });
     }
 
+    /** Set after the run: the instants its losses were declared, from the engine's log. */
+    volatile List<Long> precise;
+
     /** The first loss this client declared at or after {@code startNanos}, or Long.MAX_VALUE. */
     long lossAfter(long startNanos) {
       long first = Long.MAX_VALUE;
-      for (long l : losses) {
+      for (long l : precise != null ? precise : losses) {
         if (l - startNanos >= 0 && (first == Long.MAX_VALUE || l - first < 0)) {
           first = l;
         }
@@ -106,7 +109,34 @@ class SemaphoreFaultRunTest {
   }
 
   /** One acquisition as its thread saw it: from the acquire's return to the release call. */
-  private record RawHold(Client client, int permits, long start, long end) { }
+  private record RawHold(Client client, int permits, long start, long end, boolean lostOnRelease) { }
+
+  /**
+   * Timestamps every lease loss on the thread that declares it: the engine logs "Turnstile lease
+   * lost" synchronously right after the loss (the listener runs later, on the event thread, and
+   * its event carries only a millisecond time). Holds end, and are judged to start after a loss
+   * or not, by this instant.
+   */
+  private static final class LossLog extends java.util.logging.Handler {
+    final Map<String, List<Long>> byClientId = new ConcurrentHashMap<>();
+
+    @Override
+    public void publish(java.util.logging.LogRecord r) {
+      long now = System.nanoTime();
+      Object[] p = r.getParameters();
+      if (r.getMessage() != null && r.getMessage().startsWith("Turnstile lease lost") && p != null && p.length > 2) {
+        String holder = String.valueOf(p[2]);
+        byClientId.computeIfAbsent(holder.substring(holder.lastIndexOf(' ') + 1),
+            k -> new CopyOnWriteArrayList<>()).add(now);
+      }
+    }
+
+    @Override
+    public void flush() {}
+
+    @Override
+    public void close() {}
+  }
 
   @Test
   void validHoldersNeverExceedCapacityUnderRandomFaults() throws Exception {
@@ -134,6 +164,9 @@ class SemaphoreFaultRunTest {
     AtomicBoolean stop = new AtomicBoolean();
     long started = System.nanoTime();
     long elapsedMs;
+    LossLog lossLog = new LossLog();
+    java.util.logging.Logger turnstileLog = java.util.logging.Logger.getLogger("io.github.turnstile");
+    turnstileLog.addHandler(lossLog);
     try (RedisServerProcess redis = RedisServerProcess.start();
         TcpProxy p1 = TcpProxy.start(redis.host(), redis.port());
         TcpProxy p2 = TcpProxy.start(redis.host(), redis.port())) {
@@ -212,6 +245,13 @@ class SemaphoreFaultRunTest {
       long available = available(probe);
       long holdersLeft = holdersLeft(redis, name);
       history.leaked(CAPACITY - available);
+      turnstileLog.removeHandler(lossLog);
+      for (Client c : clients) {
+        List<Long> p = lossLog.byClientId.getOrDefault(c.turnstile.engine().clientId, List.of());
+        // each event that reached the listener (permits were held) was logged; the log also has
+        // losses with nothing held, which end no hold
+        c.precise = p.size() >= c.losses.size() ? p : null;
+      }
       // every loss event has been delivered by now: a hold is valid until its release, or until
       // its client declared its lease lost, whichever came first
       for (RawHold h : raw) {
@@ -305,8 +345,10 @@ class SemaphoreFaultRunTest {
           long end = Math.min(h.end, h.client.lossAfter(h.start));
           if (h.start - at <= 0 && end - at > 0) {
             System.out.println("  " + h.client.label + " " + h.permits + " permit(s) from " + micros(h.start - started)
-                + " to " + micros(h.end - started) + " us; losses of " + h.client.label + " at "
-                + h.client.losses.stream().map(l -> micros(l - started)).toList() + " us");
+                + " to " + micros(h.end - started) + " us" + (h.lostOnRelease ? " (its release threw LockLostException)" : "")
+                + "; losses of " + h.client.label + " at "
+                + (h.client.precise != null ? h.client.precise : h.client.losses).stream().map(l -> micros(l - started)).toList()
+                + " us (listener-derived: " + h.client.losses.stream().map(l -> micros(l - started)).toList() + ")");
           }
         }
         for (RawHold h : holds) {
@@ -533,14 +575,16 @@ class SemaphoreFaultRunTest {
         sleep(hold);
       }
       long end = System.nanoTime();
+      boolean lost = false;
       try {
         c.sem.release(permits);
       } catch (LockLostException e) {
         lostOnRelease.incrementAndGet(); // its loss event ends the hold
+        lost = true;
       } catch (TurnstileException e) {
         releaseUnreachable.incrementAndGet(); // completes in the background
       }
-      holds.add(new RawHold(c, permits, start, end));
+      holds.add(new RawHold(c, permits, start, end, lost));
     }
   }
 
