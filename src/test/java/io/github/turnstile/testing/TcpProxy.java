@@ -172,6 +172,78 @@ public final class TcpProxy implements AutoCloseable {
         }
     }
 
+    /**
+     * While set, replies on the one proxied connection whose server-side socket has local port
+     * {@code serverSidePort} are read and discarded (as {@link #setDropReplies(boolean)}, for one
+     * connection). Redis shows that port as the client's {@code addr} in {@code CLIENT LIST}, so
+     * a test can pick one connection of a client (say its blocking connection) by name.
+     *
+     * @param serverSidePort the port Redis sees the proxied connection come from
+     * @param dropReplies whether to drop that connection's replies
+     * @return false if no such connection is open
+     */
+    public boolean setDropReplies(int serverSidePort, boolean dropReplies) {
+        Link link = link(serverSidePort);
+        if (link == null) {
+            return false;
+        }
+        link.dropReplies = dropReplies;
+        return true;
+    }
+
+    /**
+     * Holds back, or lets through again, the traffic of one proxied connection (both directions),
+     * as {@link #setPaused(boolean)} does for every connection. The connection stays open.
+     *
+     * @param serverSidePort the port Redis sees the proxied connection come from
+     * @param paused whether to hold its traffic back
+     * @return false if no such connection is open
+     */
+    public boolean setPaused(int serverSidePort, boolean paused) {
+        Link link = link(serverSidePort);
+        if (link == null) {
+            return false;
+        }
+        synchronized (pauseLock) {
+            link.paused = paused;
+            pauseLock.notifyAll();
+        }
+        return true;
+    }
+
+    /**
+     * Closes the one proxied connection whose server-side socket has local port
+     * {@code serverSidePort} (client and server side).
+     *
+     * @param serverSidePort the port Redis sees the proxied connection come from
+     * @return false if no such connection is open
+     */
+    public boolean cut(int serverSidePort) {
+        Link link = link(serverSidePort);
+        if (link == null) {
+            return false;
+        }
+        link.close();
+        return true;
+    }
+
+    /**
+     * @return the ports Redis sees the currently open proxied connections come from (see
+     *     {@link #setDropReplies(int, boolean)})
+     */
+    public int[] serverSidePorts() {
+        return links.stream().mapToInt(l -> l.server.getLocalPort()).toArray();
+    }
+
+    private Link link(int serverSidePort) {
+        for (Link link : links) {
+            if (link.server.getLocalPort() == serverSidePort) {
+                return link;
+            }
+        }
+        return null;
+    }
+
     /** @return the number of currently open proxied connections */
     public int connectionCount() {
         return links.size();
@@ -249,7 +321,7 @@ public final class TcpProxy implements AutoCloseable {
     /** Waits while paused; returns false if the link or proxy closed meanwhile. */
     private boolean awaitUnpaused(Link link) {
         synchronized (pauseLock) {
-            while (paused && !link.linkClosed && !closed) {
+            while ((paused || link.paused) && !link.linkClosed && !closed) {
                 try {
                     pauseLock.wait(100);
                 } catch (InterruptedException e) {
@@ -274,6 +346,8 @@ public final class TcpProxy implements AutoCloseable {
         final Socket client;
         final Socket server;
         volatile boolean linkClosed;
+        volatile boolean dropReplies;
+        volatile boolean paused;
 
         Link(Socket client, Socket server) {
             this.client = client;
@@ -311,7 +385,7 @@ public final class TcpProxy implements AutoCloseable {
                     if (delay > 0) {
                         Thread.sleep(delay);
                     }
-                    if (towardsClient && dropReplies) {
+                    if (towardsClient && (TcpProxy.this.dropReplies || dropReplies)) {
                         continue;
                     }
                     out.write(buf, 0, n);
