@@ -407,11 +407,39 @@ final class AsyncAcquisition<H extends Hold> {
     if (rearm) {
       armDeadline(Engine.MIN_REPLY_NANOS); // the first attempt gets its reply's minimum wait
     }
-    CompletableFuture<Engine.Attempt> sent = f;
-    CompletableFuture<Boolean> noReply = Timer.after(env.commandTimeoutNanos());
-    CompletableFuture.anyOf(f, noReply).whenComplete((v, e) -> {
+    awaitReply(f, event, fault, sentAt, sentNanos, subscribed);
+  }
+
+  /**
+   * Waits for the reply of {@code f}, re-checking the connection every {@link #RECHECK_NANOS}
+   * (a connection that drops makes Redis count as unreachable at once, as {@link Engine#awaitReply}
+   * does) until the command timeout.
+   */
+  private void awaitReply(CompletableFuture<Engine.Attempt> f, CompletableFuture<Void> event,
+      CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
+    long left = env.commandTimeoutNanos() - (System.nanoTime() - sentNanos);
+    CompletableFuture<Boolean> check = Timer.after(Math.max(0, Math.min(RECHECK_NANOS, left)));
+    CompletableFuture.anyOf(f, check).whenComplete((v, e) -> {
       try {
-        onReply(sent, noReply, event, fault, sentAt, sentNanos, subscribed);
+        Timer.cancel(check);
+        if (!f.isDone() && System.nanoTime() - sentNanos < env.commandTimeoutNanos()) {
+          if (!env.connected()) {
+            try {
+              env.unreachable(call, System.nanoTime(), side.describe() + " (connection down, reconnecting)", null);
+            } catch (TurnstileException x) {
+              failInFlight(f, x); // the outage tolerance is used up; the reply, if any, is undone
+              return;
+            }
+          }
+          if (!isOverOrAbandoned()) {
+            awaitReply(f, event, fault, sentAt, sentNanos, subscribed);
+            return;
+          }
+          // abandoned meanwhile: keep listening, the reply must still be undone
+          f.whenComplete((a, x) -> onReply(f, event, fault, sentAt, sentNanos, subscribed));
+          return;
+        }
+        onReply(f, event, fault, sentAt, sentNanos, subscribed);
       } catch (RuntimeException x) {
         LOG.log(System.Logger.Level.WARNING, "async acquisition failed unexpectedly", x);
         fail(x);
@@ -419,9 +447,33 @@ final class AsyncAcquisition<H extends Hold> {
     });
   }
 
-  private void onReply(CompletableFuture<Engine.Attempt> f, CompletableFuture<Boolean> noReply,
-      CompletableFuture<Void> event, CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
-    Timer.cancel(noReply);
+  private boolean isOverOrAbandoned() {
+    mu.lock();
+    try {
+      return finished || abandoned;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /** Fails the acquisition while {@code f} is in flight: its reply, when it comes, is undone. */
+  private void failInFlight(CompletableFuture<Engine.Attempt> f, Throwable error) {
+    mu.lock();
+    try {
+      if (finished || inFlight != f) {
+        return;
+      }
+      abandoned = true;
+    } finally {
+      mu.unlock();
+    }
+    gate.leave(this);
+    result.completeExceptionally(error);
+    f.whenComplete((a, x) -> onReply(f, null, null, 0, 0, false));
+  }
+
+  private void onReply(CompletableFuture<Engine.Attempt> f, CompletableFuture<Void> event,
+      CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
     Engine.Attempt a = null;
     Throwable error = null;
     boolean answered = f.isDone();
@@ -584,22 +636,29 @@ final class AsyncAcquisition<H extends Hold> {
   private void abandon() {
     boolean withdraw;
     boolean unsure;
+    boolean inFlightNow;
     mu.lock();
     try {
       if (finished) {
         return;
       }
       abandoned = true;
-      if (inFlight != null) {
-        return; // the reply decides (see onReply)
+      inFlightNow = inFlight != null;
+      if (!inFlightNow) {
+        finished = true;
       }
-      finished = true;
       withdraw = attempted;
       unsure = uncertain;
     } finally {
       mu.unlock();
     }
     cancelTimers();
+    if (inFlightNow) {
+      // the reply decides what to undo (see onReply); the next acquisition need not wait for it,
+      // as the next thread at a blocking gate does not wait for a holder's abandoned attempt
+      gate.leave(this);
+      return;
+    }
     if (withdraw) {
       side.withdraw(this, unsure);
     }

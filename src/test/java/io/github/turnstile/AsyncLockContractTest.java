@@ -296,7 +296,8 @@ class AsyncLockContractTest {
     LockHold first = (LockHold) firstDone.get(2, TimeUnit.SECONDS);
     assertTrue(millisSince(start) < 2000, "woken at once");
     first.close();
-    LockHold second = (behind.isDone() && behind.join() != first ? behind : other).get(2, TimeUnit.SECONDS);
+    CompletableFuture<LockHold> rest = behind.isDone() && behind.join() == first ? other : behind;
+    LockHold second = rest.get(2, TimeUnit.SECONDS);
     second.close();
     assertTrue(head.isCancelled());
     TestSupport.await("free", Duration.ofSeconds(2), () -> !lock.isLocked());
