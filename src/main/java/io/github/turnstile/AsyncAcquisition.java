@@ -84,6 +84,11 @@ final class AsyncAcquisition<H extends Hold> {
 
     long commandTimeoutNanos();
 
+    /** How often an attempt in flight re-checks the connection ({@link #RECHECK_NANOS}). */
+    default long recheckNanos() {
+      return RECHECK_NANOS;
+    }
+
     long leaseMillis();
 
     /** The lease clock ({@link Engine#ticker}). */
@@ -418,7 +423,7 @@ final class AsyncAcquisition<H extends Hold> {
   private void awaitReply(CompletableFuture<Engine.Attempt> f, CompletableFuture<Void> event,
       CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
     long left = env.commandTimeoutNanos() - (System.nanoTime() - sentNanos);
-    CompletableFuture<Boolean> check = Timer.after(Math.max(0, Math.min(RECHECK_NANOS, left)));
+    CompletableFuture<Boolean> check = Timer.after(Math.max(0, Math.min(env.recheckNanos(), left)));
     CompletableFuture.anyOf(f, check).whenComplete((v, e) -> {
       try {
         Timer.cancel(check);
