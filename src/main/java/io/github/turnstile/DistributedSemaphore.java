@@ -19,6 +19,11 @@ import java.util.concurrent.TimeUnit;
  * inflate the number of permits. Permits may be added and removed explicitly with
  * {@link #addPermits(int)} and {@link #reducePermits(int)}.
  *
+ * <p><b>Asynchronous acquisition.</b> {@link #acquireAsync(int)} and
+ * {@link #tryAcquireAsync(int, long, TimeUnit)} acquire without blocking a thread and complete a
+ * future with a {@link PermitHold}: the permits, taken together, released together by the hold
+ * from any thread. They count among the client's permits, with the same liveness lease.
+ *
  * <p><b>Capacity.</b> The capacity is stored in Redis by the first client that uses the name.
  * {@link Turnstile#semaphore(String, int)} with a different number fails with an error naming
  * both numbers; {@code addPermits}/{@code reducePermits} change the stored capacity.
