@@ -194,6 +194,77 @@ class AsyncLockContractTest {
     }
   }
 
+  /**
+   * Fairness across clients: three clients' async chains and a fourth client's blocking thread
+   * contend for one lock for 3 s; each of them gets a fair share (none is starved).
+   */
+  @Test
+  void fairAcrossClients() throws Exception {
+    String name = unique("async-fair");
+    try (Turnstile t3 = Turnstile.connect(redis.uri()); Turnstile t4 = Turnstile.connect(redis.uri())) {
+      warmUp(t3, t4);
+      Turnstile[] clients = {t1, t2, t3};
+      java.util.concurrent.atomic.AtomicLongArray grants = new java.util.concurrent.atomic.AtomicLongArray(4);
+      java.util.concurrent.atomic.AtomicInteger inside = new java.util.concurrent.atomic.AtomicInteger();
+      java.util.concurrent.atomic.AtomicLong overlaps = new java.util.concurrent.atomic.AtomicLong();
+      AtomicReference<Boolean> stop = new AtomicReference<>(false);
+      List<CompletableFuture<Void>> chains = new ArrayList<>();
+      for (int i = 0; i < clients.length; i++) {
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        chains.add(done);
+        chain(clients[i].lock(name), i, grants, inside, overlaps, stop, done);
+      }
+      Thread blocking = TestSupport.start("blocking", () -> {
+        DistributedLock lock = t4.lock(name);
+        while (!stop.get()) {
+          lock.lock();
+          if (inside.incrementAndGet() != 1) {
+            overlaps.incrementAndGet();
+          }
+          grants.incrementAndGet(3);
+          inside.decrementAndGet();
+          lock.unlock();
+        }
+      });
+      Thread.sleep(3000);
+      stop.set(true);
+      CompletableFuture.allOf(chains.toArray(new CompletableFuture<?>[0])).get(10, TimeUnit.SECONDS);
+      blocking.join(10_000);
+      long total = 0;
+      for (int i = 0; i < 4; i++) {
+        total += grants.get(i);
+      }
+      System.out.println("fairness across clients: " + grants + " of " + total);
+      assertEquals(0, overlaps.get());
+      for (int i = 0; i < 4; i++) {
+        assertTrue(grants.get(i) >= total / 10, "participant " + i + " got a fair share: " + grants);
+      }
+    }
+  }
+
+  private static void chain(DistributedLock lock, int id, java.util.concurrent.atomic.AtomicLongArray grants,
+      java.util.concurrent.atomic.AtomicInteger inside, java.util.concurrent.atomic.AtomicLong overlaps,
+      AtomicReference<Boolean> stop, CompletableFuture<Void> done) {
+    if (stop.get()) {
+      done.complete(null);
+      return;
+    }
+    lock.lockAsync().thenCompose(hold -> {
+      if (inside.incrementAndGet() != 1) {
+        overlaps.incrementAndGet();
+      }
+      grants.incrementAndGet(id);
+      inside.decrementAndGet();
+      return hold.release();
+    }).whenComplete((v, e) -> {
+      if (e != null) {
+        done.completeExceptionally(e);
+      } else {
+        CompletableFuture.runAsync(() -> chain(lock, id, grants, inside, overlaps, stop, done));
+      }
+    });
+  }
+
   /** Release from another thread than the one that acquired (or completed the future). */
   @Test
   void releaseFromAnyThread() throws Exception {
