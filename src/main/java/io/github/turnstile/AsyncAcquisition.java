@@ -389,9 +389,16 @@ final class AsyncAcquisition<H extends Hold> {
     long sentNanos;
     long sentAt;
     boolean rearm;
+    boolean late = false;
     mu.lock();
     try {
       if (finished || abandoned) {
+        return;
+      }
+      // Past the deadline only the head's first attempt is sent (as Engine.contend); a later one
+      // would also stretch the deadline by its reply's minimum wait.
+      late = attempted && call.expired();
+      if (late) {
         return;
       }
       sentNanos = System.nanoTime();
@@ -408,6 +415,9 @@ final class AsyncAcquisition<H extends Hold> {
       deadlinePassed = false;
     } finally {
       mu.unlock();
+      if (late) {
+        timeout();
+      }
     }
     if (rearm) {
       armDeadline(Engine.MIN_REPLY_NANOS); // the first attempt gets its reply's minimum wait
@@ -553,6 +563,9 @@ final class AsyncAcquisition<H extends Hold> {
         step();
       }
       return;
+    }
+    if (deadlineUp()) {
+      return; // refused at or past the deadline: no further wait
     }
     long slice = a.retryMillis < 0 ? TimeUnit.MILLISECONDS.toNanos(env.leaseMillis())
         : TimeUnit.MILLISECONDS.toNanos(a.retryMillis + 1);

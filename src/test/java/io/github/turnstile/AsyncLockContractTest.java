@@ -328,6 +328,28 @@ class AsyncLockContractTest {
     assertFalse(lock.isLocked());
   }
 
+  /**
+   * The deadline is kept, not stretched: past it no further attempt is sent (each would extend the
+   * wait by its reply's minimum wait, as a loop refused every millisecond did: p50 +39 ms).
+   */
+  @Test
+  void deadlineIsNotStretched() throws Exception {
+    String name = unique("async-overshoot");
+    DistributedLock holder = t2.lock(name);
+    holder.lock();
+    DistributedLock lock = t1.lock(name);
+    long[] over = new long[21];
+    for (int i = 0; i < over.length; i++) {
+      long start = System.nanoTime();
+      assertInstanceOf(TimeoutException.class, failure(lock.tryLockAsync(50, TimeUnit.MILLISECONDS), 5));
+      over[i] = millisSince(start) - 50;
+    }
+    java.util.Arrays.sort(over);
+    assertTrue(over[over.length / 2] < 30, "median overshoot " + over[over.length / 2] + " ms: "
+        + java.util.Arrays.toString(over));
+    holder.unlock();
+  }
+
   /** A timed acquisition succeeds when the lock is released during the wait. */
   @Test
   void tryLockAsyncAcquiresOnRelease() throws Exception {
