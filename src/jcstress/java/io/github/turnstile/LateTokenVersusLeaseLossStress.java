@@ -30,7 +30,7 @@ import org.openjdk.jcstress.infra.results.III_Result;
 public class LateTokenVersusLeaseLossStress {
   private final PermitLedger ledger = new PermitLedger(new PermitLedger.Io() {
     @Override
-    public CompletableFuture<long[]> trim(long low, long high) {
+    public CompletableFuture<long[]> trim(long low, long high, long seq) {
       return new CompletableFuture<>();
     }
 

@@ -548,20 +548,27 @@ final class AsyncSides {
       if (n == 0) {
         return CompletableFuture.completedFuture(Boolean.TRUE);
       }
-      boolean ok = ledger().release(n, sem.describe); // throws IllegalStateException if not held
+      // as RedisSemaphore.release: permits lost with a lease are charged first, and no release
+      // goes to Redis for them (it would free a permit taken since under a new lease); a
+      // reconciliation gives back whatever Redis still attributes to this client
+      int send = ledger().release(n, sem.describe); // throws IllegalStateException if not held
+      LockLostException lost = send == n ? null : new LockLostException(sem.name(), 0, System.currentTimeMillis(),
+          "this client's lease on the semaphore was lost and its permits were given to others");
+      if (send == 0) {
+        stopIfIdle();
+        return CompletableFuture.failedFuture(lost);
+      }
       String request = engine.newRequestId(); // the same id for a re-send: it gives back only once
-      CompletableFuture<List<Object>> done = engine.retrying(() -> sem.op("release", n, "", false, request),
+      CompletableFuture<List<Object>> done = engine.retrying(() -> sem.op("release", send, "", false, request),
           ledger().leaseEnd(engine.leaseMillis));
       done.whenComplete((r, e) -> {
-        ledger().untrack(n, e != null);
+        ledger().untrack(send, e != null);
         stopIfIdle();
       });
-      if (!ok) {
-        // whatever Redis still attributes to this client goes back all the same
-        return CompletableFuture.failedFuture(new LockLostException(sem.name(), 0, System.currentTimeMillis(),
-            "this client's lease on the semaphore was lost and its permits were given to others"));
+      if (lost != null) {
+        return CompletableFuture.failedFuture(lost);
       }
-      return done.thenApply(r -> (Long) r.get(0) >= n);
+      return done.thenApply(r -> (Long) r.get(0) >= send);
     }
 
     @Override

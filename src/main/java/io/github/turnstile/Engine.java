@@ -308,30 +308,46 @@ final class Engine implements AutoCloseable {
   void recovered() {
     subscriptions.prune(topology::isMaster);
     faults.fire();
+    watchdog.renewNow(); // a restart without persistence: holders learn of their loss at once
     // A failover can lose writes that the old primary acknowledged but had not yet replicated.
     // Releases are idempotent by request id, so the recent ones are sent again: a lost release
     // would otherwise leave the hold to expire with its lease while waiters wait for it.
     long now = System.nanoTime();
     for (java.util.Map.Entry<String, Replay> e : replays.entrySet()) {
-      if (now - e.getValue().untilNanos >= 0) {
-        replays.remove(e.getKey(), e.getValue());
-      } else {
-        e.getValue().resend.run();
+      Replay r = e.getValue();
+      if (now - r.untilNanos >= 0) {
+        replays.remove(e.getKey(), r);
+      }
+      for (Replay x = r; x != null; x = x.previous) {
+        if (now - x.untilNanos < 0) {
+          x.resend.run();
+        }
       }
     }
     for (Runnable hook : recoveryHooks) {
       hook.run();
     }
+    for (Runnable retry : pendingRetries) {
+      retry.run();
+    }
   }
 
-  /** A release to send again after a recovery, until its lease would have run out anyway. */
+  /** Releases waiting for a reply, to be sent again at the next recovery event (see {@link #retrying}). */
+  private final java.util.Set<Runnable> pendingRetries = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+  /**
+   * A release to send again after a recovery, until its lease would have run out anyway; with the
+   * release before it on the same key (a short chain: a lost hand-off leaves the handing hold).
+   */
   private static final class Replay {
     final long untilNanos;
     final Runnable resend;
+    final Replay previous;
 
-    Replay(long untilNanos, Runnable resend) {
+    Replay(long untilNanos, Runnable resend, Replay previous) {
       this.untilNanos = untilNanos;
       this.resend = resend;
+      this.previous = previous;
     }
   }
 
@@ -343,14 +359,15 @@ final class Engine implements AutoCloseable {
 
   /**
    * Remembers a release of the hold at {@code key}, to be sent again ({@code resend}) after a
-   * recovery until {@code untilNanos}. One per key (the latest); expired ones are dropped.
+   * recovery until {@code untilNanos}: the latest two per key; expired ones are dropped.
    */
   void replayOnRecovery(String key, long untilNanos, Runnable resend) {
     if (replays.size() > 4096) {
       long now = System.nanoTime();
       replays.values().removeIf(r -> now - r.untilNanos >= 0);
     }
-    replays.put(key, new Replay(untilNanos, resend));
+    replays.compute(key, (k, last) -> new Replay(untilNanos, resend,
+        last == null ? null : new Replay(last.untilNanos, last.resend, null)));
   }
 
   /** Adds or removes a hook run after every recovery. */
@@ -483,6 +500,8 @@ final class Engine implements AutoCloseable {
   <T> T awaitReply(CompletableFuture<T> f, Call call, String what)
       throws InterruptedException, DeadlinePassed, Retry {
     long sent = System.nanoTime();
+    CompletableFuture<Void> fault = faults();
+    CompletableFuture<Object> either = CompletableFuture.anyOf(f, fault);
     while (true) {
       long now = System.nanoTime();
       if (!topology.isOpen()) {
@@ -501,7 +520,13 @@ final class Engine implements AutoCloseable {
         }
       }
       try {
-        T value = Waits.get(f, wait, call.interruptible);
+        Waits.get(either, wait, call.interruptible);
+        if (!f.isDone()) {
+          // A recovery event (a reconnect, a new Cluster topology) while the command waits: it
+          // may be queued for a connection that will not answer (a dead master's); send again.
+          throw RETRY;
+        }
+        T value = Waits.get(f, 0, call.interruptible);
         call.reachable();
         return value;
       } catch (TimeoutException e) {
@@ -1205,6 +1230,11 @@ final class Engine implements AutoCloseable {
       }
     });
     bounded.orTimeout(commandTimeoutNanos, TimeUnit.NANOSECONDS);
+    // a recovery event (a reconnect, a new Cluster topology) while the copy waits: send it again
+    // now rather than after the command timeout
+    Runnable onRecovery = () -> bounded.completeExceptionally(new TimeoutException("recovery event"));
+    pendingRetries.add(onRecovery);
+    bounded.whenComplete((v, e) -> pendingRetries.remove(onRecovery));
     bounded.whenComplete((v, e) -> {
       if (e == null) {
         result.complete(v);

@@ -22,8 +22,12 @@ import java.util.concurrent.locks.ReentrantLock;
 final class PermitLedger {
   /** What the ledger needs from the outside world. */
   interface Io {
-    /** Sends {@code trim low high}; completes with {returned, missing, heldAfter}. */
-    CompletableFuture<long[]> trim(long low, long high);
+    /**
+     * Sends {@code trim low high seq}; completes with {returned, missing, heldAfter}. Redis
+     * ignores a trim whose {@code seq} is not above the last one it ran for this client (one
+     * given up on, and delivered late).
+     */
+    CompletableFuture<long[]> trim(long low, long high, long seq);
 
     /** Whether a trim can be sent now (the connection is up). */
     boolean connected();
@@ -62,6 +66,8 @@ final class PermitLedger {
   private int draining;
   private boolean needsTrim;
   private boolean trimming;
+  /** The sequence number of the last trim sent. */
+  private long trimSeq;
 
   PermitLedger(Io io, Ticker ticker) {
     this.io = io;
@@ -96,17 +102,55 @@ final class PermitLedger {
    * Before a BLMOVE: a due reconciliation runs first (counted in {@code high}, the BLMOVE would
    * mask the very excess the trim is for, while its waiter waits for that permit), and a BLMOVE
    * must not overtake a trim in flight (it runs on another connection).
+   *
+   * @param maxNanos how long to wait for a trim in flight (a trim itself is bounded by the
+   *     command timeout)
+   * @param interruptible whether an interrupt ends the wait
+   * @return true if the BLMOVE may be sent (it is then tracked); false if a trim is still in
+   *     flight after {@code maxNanos}
+   * @throws InterruptedException if interruptible and interrupted while waiting
    */
-  void beginMove() {
+  boolean beginMove(long maxNanos, boolean interruptible) throws InterruptedException {
     lock.lock();
     try {
       maybeTrim();
-      while (trimming) {
-        trimDone.awaitUninterruptibly();
+      if (!awaitTrim(maxNanos, interruptible)) {
+        return false;
       }
       mayAdd++;
+      return true;
     } finally {
       lock.unlock();
+    }
+  }
+
+  /**
+   * With the lock held: waits while a trim is in flight, at most {@code nanos}. An uninterruptible
+   * wait keeps an interrupt for its caller.
+   */
+  private boolean awaitTrim(long nanos, boolean interruptible) throws InterruptedException {
+    long end = System.nanoTime() + nanos;
+    boolean interrupted = false;
+    try {
+      while (trimming) {
+        long left = nanos == Long.MAX_VALUE ? Long.MAX_VALUE : end - System.nanoTime();
+        if (left <= 0) {
+          return false;
+        }
+        try {
+          trimDone.awaitNanos(left);
+        } catch (InterruptedException e) {
+          if (interruptible) {
+            throw e;
+          }
+          interrupted = true;
+        }
+      }
+      return true;
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
     }
   }
 
@@ -143,17 +187,43 @@ final class PermitLedger {
   }
 
   /**
+   * After a recovery event (a failover may have lost releases the old primary had not
+   * replicated): reconcile. A trim in flight may be queued for a connection that will not answer
+   * (a dead Cluster master's): it is given up on, so that acquisitions do not wait for it, and a
+   * new one (with a higher sequence number, which makes Redis ignore the old one should it ever
+   * arrive) runs before the next acquire or BLMOVE.
+   */
+  void recovered() {
+    lock.lock();
+    try {
+      if (trimming) {
+        trimming = false;
+        trimDone.signalAll();
+      }
+      needsTrim = true;
+      maybeTrim();
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
    * Before an acquire script: a reconciliation that is due runs first. Otherwise the acquire would
    * fold a permit Redis attributes to this client but the client does not count (a late token)
    * into its holdings, be refused for want of it, and leave it stranded.
+   *
+   * @param maxNanos how long to wait for a trim in flight (one round trip; a trim itself is
+   *     bounded by the command timeout, and a failed one is retried later)
+   * @param interruptible whether an interrupt ends the wait
+   * @return true if the acquire may be sent; false if a trim is still in flight after
+   *     {@code maxNanos}
+   * @throws InterruptedException if interruptible and interrupted while waiting
    */
-  void settleFirst() {
+  boolean settleFirst(long maxNanos, boolean interruptible) throws InterruptedException {
     lock.lock();
     try {
       maybeTrim();
-      while (trimming) {
-        trimDone.awaitUninterruptibly(); // one round trip; a failed trim is retried later
-      }
+      return awaitTrim(maxNanos, interruptible);
     } finally {
       lock.unlock();
     }
@@ -168,11 +238,15 @@ final class PermitLedger {
     trimming = true;
     long low = (long) held + partial;
     long high = low + mayAdd;
-    io.trim(low, high).whenComplete((r, e) -> {
+    long seq = ++trimSeq;
+    io.trim(low, high, seq).whenComplete((r, e) -> {
       long missing = 0;
       Lease l;
       lock.lock();
       try {
+        if (seq != trimSeq || !trimming) {
+          return; // given up on at a recovery (see recovered()); a later trim supersedes it
+        }
         trimming = false;
         if (e != null) {
           needsTrim = true; // again, when the next command of this client ends
@@ -327,14 +401,22 @@ final class PermitLedger {
       return true;
     }
 
-    /** All collected: they become releasable. */
-    void complete() {
+    /**
+     * All collected: they become releasable, unless a lease loss voided them since the caller last
+     * looked (then the caller collects again: returning success would hand out permits that the
+     * loss's reconciliation gives back to Redis, with no loss ever reported to the holder).
+     *
+     * @return true if they now count as held; false if a loss voided them
+     */
+    boolean complete() {
       lock.lock();
       try {
-        if (generationAtStart == generation) {
-          partial -= taken;
-          held += taken;
+        if (generationAtStart != generation) {
+          return false;
         }
+        partial -= taken;
+        held += taken;
+        return true;
       } finally {
         lock.unlock();
       }
@@ -392,30 +474,34 @@ final class PermitLedger {
   // ---------------------------------------------------------------- release and loss
 
   /**
-   * Takes {@code permits} off the count before a release is sent (and tracks them: Redis may
-   * count them until the release runs).
+   * Takes {@code permits} off the count before a release is sent (and tracks those Redis may
+   * count until the release runs). Permits lost with a lease are charged first: permits are not
+   * tied to threads, so this may be the release of a lost permit while another thread holds one
+   * taken since under a new lease. No release may go to Redis for a lost permit (it would free that
+   * thread's permit); a reconciliation gives back whatever Redis still attributes to this client
+   * beyond what it counts instead.
    *
-   * @return false if they were lost with a lease (the release is sent all the same, and the caller
-   *     throws {@link LockLostException})
+   * @return how many to release in Redis: fewer than {@code permits} if some were lost with a
+   *     lease (the caller throws {@link LockLostException})
    * @throws IllegalStateException if this client holds fewer, and none were lost
    */
-  boolean release(int permits, String describe) {
+  int release(int permits, String describe) {
     lock.lock();
     try {
-      boolean ok;
-      if (held < permits) {
-        if (lost <= 0) {
-          throw new IllegalStateException("cannot release " + permits + " permits of " + describe
-              + ": this client holds " + held);
-        }
-        lost = Math.max(0, lost - permits);
-        ok = false;
-      } else {
-        held -= permits;
-        ok = true;
+      int fromLost = Math.min(permits, lost);
+      int fromHeld = Math.min(permits - fromLost, held);
+      if (fromLost == 0 && fromHeld < permits) {
+        throw new IllegalStateException("cannot release " + permits + " permits of " + describe
+            + ": this client holds " + held);
       }
-      mayAdd += permits;
-      return ok;
+      lost -= fromLost;
+      held -= fromHeld;
+      mayAdd += fromHeld; // Redis may count them until this release runs
+      if (fromLost > 0) {
+        needsTrim = true;
+        maybeTrim();
+      }
+      return fromHeld;
     } finally {
       lock.unlock();
     }
@@ -430,6 +516,20 @@ final class PermitLedger {
     lock.lock();
     try {
       return held;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Returns permits lost with a lease that their holders have not released yet (for tests).
+   *
+   * @return permits lost with a lease that their holders have not released yet
+   */
+  int lostPermits() {
+    lock.lock();
+    try {
+      return lost;
     } finally {
       lock.unlock();
     }
@@ -501,6 +601,18 @@ final class PermitLedger {
       needsTrim = true;
       maybeTrim();
       return gone;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  @Override
+  public String toString() {
+    lock.lock();
+    try {
+      return "PermitLedger{held=" + held + ", partial=" + partial + ", lost=" + lost + ", mayAdd=" + mayAdd
+          + ", draining=" + draining + ", needsTrim=" + needsTrim + ", trimming=" + trimming
+          + ", lease=" + (lease != null) + '}';
     } finally {
       lock.unlock();
     }

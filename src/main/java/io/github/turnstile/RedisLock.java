@@ -357,6 +357,9 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
    */
   private void handOff(Lease l, LocalOwnership.Successor next, long leaseEnd) {
     long sentAt = now();
+    // after a failover that lost this hand-off, the handing hold would stay until its lease ran
+    // out: its release is sent again then (idempotent: "already released" if the hand-off held)
+    engine.replayOnRecovery(lockKey, leaseEnd, () -> release(l.requestId));
     CompletableFuture<List<Object>> f = engine.eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
         new String[] {lockKey, fenceKey}, engine.ownerId(next.thread), next.request,
         Long.toString(engine.leaseMillis), "0", l.requestId);

@@ -49,7 +49,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   /** The count, the liveness lease and the reconciliation state (no Redis in it). */
   private final transient PermitLedger ledger;
   /** After a recovery (a failover may have lost releases): reconcile with what Redis records. */
-  private final transient Runnable reconcileOnRecovery = () -> ledger().reconcile();
+  private final transient Runnable reconcileOnRecovery = () -> ledger().recovered();
   /**
    * Until when (this JVM's ticker) a waiter may block before it runs a script again: the send
    * time of the latest reply plus its wait hint (see semaphore.lua's hint()). A waiter blocks in
@@ -78,10 +78,10 @@ final class RedisSemaphore extends DistributedSemaphore {
     this.metrics = engine.metrics.primitive("semaphore", name);
     this.ledger = new PermitLedger(new PermitLedger.Io() {
       @Override
-      public CompletableFuture<long[]> trim(long low, long high) {
+      public CompletableFuture<long[]> trim(long low, long high, long seq) {
         // bounded: a trim queued for a dead Cluster master's connection must not hold up the
-        // acquires and BLMOVEs that wait for it (it is idempotent; a due trim is sent again)
-        return RedisSemaphore.this.trim(low, high)
+        // acquires and BLMOVEs that wait for it (a due trim is sent again, with a higher seq)
+        return RedisSemaphore.this.trim(low, high, seq)
             .thenApply(r -> new long[] {(Long) r.get(0), (Long) r.get(1), (Long) r.get(2)})
             .orTimeout(engine.options.commandTimeout().toMillis(), TimeUnit.MILLISECONDS);
       }
@@ -162,10 +162,10 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   // ---------------------------------------------------------------- accounting (see PermitLedger)
 
-  private CompletableFuture<List<Object>> trim(long low, long high) {
+  private CompletableFuture<List<Object>> trim(long low, long high, long seq) {
     return engine.<List<Object>>eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, "trim", engine.clientId,
         Long.toString(engine.leaseMillis), prefix, Integer.toString(initialPermits),
-        Long.toString(low), Long.toString(high), "", "0", channel, engine.publishCommand())
+        Long.toString(low), Long.toString(high), "", Long.toString(seq), channel, engine.publishCommand())
         .thenApply(this::reclaims);
   }
 
@@ -219,7 +219,10 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
     waiting.incrementAndGet();
     try {
-      ledger.settleFirst();
+      if (!settleFirstQuietly()) {
+        metrics.timedOut();
+        return false;
+      }
       long sentAt = now();
       ledger.track(permits);
       boolean uncertain = false;
@@ -270,6 +273,18 @@ final class RedisSemaphore extends DistributedSemaphore {
       throw metrics.interruption();
     }
     return acquire(permits, Engine.Call.until(deadline));
+  }
+
+  /**
+   * {@code tryAcquire()}'s settling: waits for a trim in flight (one round trip, bounded by the
+   * command timeout as any command of {@code tryAcquire()} is), keeping an interrupt.
+   */
+  private boolean settleFirstQuietly() {
+    try {
+      return ledger.settleFirst(engine.options.commandTimeout().toNanos(), false);
+    } catch (InterruptedException e) {
+      throw new AssertionError("an uninterruptible wait was interrupted", e);
+    }
   }
 
   private static void checkPermits(int permits) {
@@ -332,9 +347,11 @@ final class RedisSemaphore extends DistributedSemaphore {
         }
         if (got.taken() == permits) {
           confirmReplicated(permits);
-          got.complete();
-          success = true;
-          return true;
+          if (got.complete()) {
+            success = true;
+            return true;
+          }
+          continue; // a lease loss voided them meanwhile: collect again
         }
         call.checkInterrupt();
         if (pubsub) {
@@ -348,7 +365,9 @@ final class RedisSemaphore extends DistributedSemaphore {
         }
         CompletableFuture<Void> fault = engine.faults();
         CompletableFuture<Void> event = sub != null ? sub.next() : null;
-        ledger.settleFirst();
+        if (!ledger.settleFirst(call.remaining(), call.interruptible)) {
+          continue; // past the deadline while a trim was in flight: the loop ends the call
+        }
         long sentAt = now();
         int asked = permits - got.taken();
         ledger.track(asked);
@@ -468,7 +487,10 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
     Lease under = ledger.lease();
     double seconds = Engine.seconds(slice);
-    ledger.beginMove();
+    if (!ledger.beginMove(slice, call.interruptible)) {
+      engine.pool.release(conn); // a trim still in flight: the caller's loop looks again
+      return;
+    }
     String token = engine.block(conn,
         c -> c.async().blmove(handoffKey, inflightKey, LMoveArgs.Builder.leftRight(), seconds),
         slice, call, fault, (late, known) -> {
@@ -563,9 +585,10 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   /**
    * Returns {@code permits} permits. The count drops at once. If this client's lease was lost,
-   * whatever Redis still attributes to it is given back all the same, and the caller hears of the
-   * loss. If Redis is unreachable, the release completes in the background (same request id, so
-   * a re-send gives back once).
+   * the permits lost with it are released first and the caller hears of the loss: for them a
+   * reconciliation gives back whatever Redis still attributes to this client beyond what it counts,
+   * never a permit another thread acquired since. If Redis is unreachable, the release completes in
+   * the background (same request id, so a re-send gives back once).
    */
   @Override
   public void release(int permits) {
@@ -573,38 +596,42 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (permits == 0) {
       return;
     }
-    boolean lost = !ledger.release(permits, describe);
+    int send = ledger.release(permits, describe);
+    LockLostException lost = send == permits ? null : new LockLostException(name, 0, System.currentTimeMillis(),
+        "this client's lease on the semaphore was lost and its permits were given to others");
+    if (send == 0) {
+      ledger.stopIfIdle(waiting.get() == 0);
+      throw lost;
+    }
     long sentAt = now();
     String request = engine.newRequestId(); // the same id for a re-send: it gives back only once
-    CompletableFuture<List<Object>> done = engine.retrying(() -> op("release", permits, "", false, request),
+    CompletableFuture<List<Object>> done = engine.retrying(() -> op("release", send, "", false, request),
         ledger.leaseEnd(engine.leaseMillis));
-    done.whenComplete((r, e) -> ledger.untrack(permits, e != null));
+    done.whenComplete((r, e) -> ledger.untrack(send, e != null));
     try {
-      if (lost) {
-        // whatever Redis still attributes to this client goes back all the same
-        throw new LockLostException(name, 0, System.currentTimeMillis(),
-            "this client's lease on the semaphore was lost and its permits were given to others");
-      }
       List<Object> r = engine.release(done, describe + " release");
       if (r == null) {
         // Redis unreachable or slow: it completes in the background; if it then finds fewer
         // permits than released, they had been reclaimed: say so
         done.thenAccept(late -> {
-          if ((Long) late.get(0) < permits) {
+          if ((Long) late.get(0) < send) {
             metrics.leaseLost();
             List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
             all.addAll(listeners);
             engine.notifyLost(new LeaseLostEvent(name, 0, "client " + engine.clientId, "Redis no longer had "
-                + permits + " permit(s) of this client when its release arrived: they had been reclaimed",
+                + send + " permit(s) of this client when its release arrived: they had been reclaimed",
                 System.currentTimeMillis()), all);
           }
         });
-        return;
+      } else {
+        hint(sentAt, (Long) r.get(2));
+        if ((Long) r.get(0) < send && lost == null) {
+          lost = new LockLostException(name, 0, System.currentTimeMillis(),
+              "Redis no longer had this client's permits: its lease ran out and they were reclaimed");
+        }
       }
-      hint(sentAt, (Long) r.get(2));
-      if ((Long) r.get(0) < permits) {
-        throw new LockLostException(name, 0, System.currentTimeMillis(),
-            "Redis no longer had this client's permits: its lease ran out and they were reclaimed");
+      if (lost != null) {
+        throw lost;
       }
     } finally {
       ledger.stopIfIdle(waiting.get() == 0);

@@ -38,9 +38,11 @@ final class Watchdog implements AutoCloseable {
   private final long renewIntervalNanos;
   private final ScheduledFuture<?> task;
   private volatile long nextRenewalNanos;
+  private final ScheduledExecutorService scheduler;
 
   Watchdog(Engine engine, ScheduledExecutorService scheduler, long renewIntervalMillis) {
     this.engine = engine;
+    this.scheduler = scheduler;
     this.renewIntervalNanos = TimeUnit.MILLISECONDS.toNanos(renewIntervalMillis);
     this.nextRenewalNanos = System.nanoTime() + renewIntervalNanos;
     long scan = Math.max(10, Math.min(renewIntervalMillis, 250));
@@ -57,6 +59,20 @@ final class Watchdog implements AutoCloseable {
 
   int size() {
     return leases.size();
+  }
+
+  /**
+   * Renews every lease now rather than at the next tick (after a reconnect: a Redis that
+   * restarted without its data answers the renewal with "gone", and the holders learn of the
+   * loss at once instead of up to a renew interval later).
+   */
+  void renewNow() {
+    nextRenewalNanos = engine.ticker.read();
+    try {
+      scheduler.execute(this::tick);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      // closed
+    }
   }
 
   private void tick() {

@@ -14,7 +14,8 @@
 --                                             known to last (a lower bound: renewals do not update it)
 -- KEYS[4]  inflight  {p:name}:s:inflight:<c> list: tokens this client's BLMOVEs took (permits it holds)
 -- KEYS[5]  alive     {p:name}:s:alive:<c>    hash {r = client id}, PX lease: this client's liveness
--- KEYS[6]  holders   {p:name}:s:holders      hash: client id -> permits it holds (besides inflight)
+-- KEYS[6]  holders   {p:name}:s:holders      hash: client id -> permits it holds (besides inflight);
+--                                             t:<client> -> sequence number of its last trim
 -- KEYS[7]  gone      {p:name}:s:gone         zset: reclaimed client -> server ms until which a late
 --                                             BLMOVE of its may still drop a token in its inflight list
 -- ARGV[1]  op        init | acquire | release | trim | drain | add | reduce | state
@@ -31,8 +32,9 @@
 --          something stores its reply under {p:name}:s:rq:<request> for one lease, and a re-sent
 --          copy of the call (Lettuce re-sends unanswered commands after a reconnect) gets that
 --          reply back instead of running twice
--- ARGV[9]  acquire only: "1" if the caller waits by pub/sub: a refusal sets meta field p, and the
---          next call that frees a permit publishes a wake-up
+-- ARGV[9]  acquire: "1" if the caller waits by pub/sub: a refusal sets meta field p, and the
+--          next call that frees a permit publishes a wake-up; trim: its sequence number (a trim
+--          not above the last one run for this client, holders field t:<client>, is ignored)
 -- ARGV[10] the semaphore's wake-up channel {p:name}:s:ch
 -- ARGV[11] the publish command: PUBLISH, or SPUBLISH on a Redis 7 Cluster
 --
@@ -154,10 +156,10 @@ local function reclaim()
       local k = held_by(c) + redis.call('LLEN', list)
       if k > 0 then
         reclaimed = reclaimed + 1
-        redis.call('HDEL', holders, c)
         redis.call('DEL', list)
         put_back(k)
       end
+      redis.call('HDEL', holders, c, 't:' .. c)
       redis.call('ZREM', clients, c)
       redis.call('ZADD', gone, now() + lease, c)
     end
@@ -293,8 +295,15 @@ if op == 'trim' then
   -- fewer than low (they were reclaimed: the client lost its lease); {returned, missing, heldAfter}.
   -- Idempotent.
   local high = tonumber(ARGV[7])
+  local seq = tonumber(ARGV[9])
+  local last = tonumber(redis.call('HGET', holders, 't:' .. cid) or '0')
   fold(cid, inflight)
   local h = held_by(cid)
+  if seq <= last then
+    -- a trim the client gave up on (queued for a dead master, delivered late): its range is stale
+    return reply({0, 0, h})
+  end
+  redis.call('HSET', holders, 't:' .. cid, seq)
   if h > high then
     set_held(cid, high)
     put_back(h - high)
