@@ -434,9 +434,16 @@ final class AsyncAcquisition<H extends Hold> {
       CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
     long left = env.commandTimeoutNanos() - (System.nanoTime() - sentNanos);
     CompletableFuture<Boolean> check = Timer.after(Math.max(0, Math.min(env.recheckNanos(), left)));
-    CompletableFuture.anyOf(f, check).whenComplete((v, e) -> {
+    CompletableFuture.anyOf(f, check, fault).whenComplete((v, e) -> {
       try {
         Timer.cancel(check);
+        if (!f.isDone() && fault.isDone()) {
+          // A recovery event (a reconnect, a new Cluster topology) while the attempt waits: it may
+          // be queued for a connection that will not answer (a dead master's); send again, as
+          // Engine.awaitReply does
+          recovered(f, event, fault, sentAt, sentNanos, subscribed);
+          return;
+        }
         if (!f.isDone() && System.nanoTime() - sentNanos < env.commandTimeoutNanos()) {
           if (!env.connected()) {
             try {
@@ -460,6 +467,33 @@ final class AsyncAcquisition<H extends Hold> {
         fail(x);
       }
     });
+  }
+
+  /** A recovery event came while {@code f} was in flight: its outcome is unknown; send again shortly. */
+  private void recovered(CompletableFuture<Engine.Attempt> f, CompletableFuture<Void> event,
+      CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
+    boolean wasAbandoned;
+    mu.lock();
+    try {
+      if (inFlight != f) {
+        return;
+      }
+      wasAbandoned = abandoned;
+      if (!wasAbandoned) {
+        inFlight = null;
+        uncertain = true; // it may still run: an idempotent copy follows (the semaphore gives back what it takes)
+      }
+    } finally {
+      mu.unlock();
+    }
+    if (wasAbandoned) {
+      f.whenComplete((a, x) -> onReply(f, event, fault, sentAt, sentNanos, subscribed)); // undo it then
+      return;
+    }
+    side.failed(this, f);
+    if (!deadlineUp()) {
+      pause(RECHECK_NANOS);
+    }
   }
 
   private boolean isOverOrAbandoned() {
