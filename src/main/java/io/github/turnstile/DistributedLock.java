@@ -1,6 +1,8 @@
 package io.github.turnstile;
 
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.Lock;
 
@@ -14,9 +16,8 @@ import java.util.concurrent.locks.Lock;
  * acquire it again; each acquisition increments a hold count kept in this JVM, costs no Redis round
  * trip, and must be matched by one {@link #unlock()}. Only the owning thread may unlock; any other
  * thread gets an {@link IllegalMonitorStateException}. Code that hops threads (reactive pipelines,
- * {@code CompletableFuture} stages) must acquire and release on the same thread; where the release
- * has to happen elsewhere, a {@link DistributedSemaphore} with one permit (owned by the client, not
- * a thread) is the tool. Virtual threads are threads like any other: waiting parks them, and no
+ * {@code CompletableFuture} stages) uses {@link #lockAsync()} instead, whose hold any thread may
+ * release. Virtual threads are threads like any other: waiting parks them, and no
  * Turnstile code holds a monitor, so a waiting virtual thread does not pin its carrier.
  *
  * <p><b>Leases and the watchdog.</b> In Redis the lock is a key with an expiry (the lease, 30 s by
@@ -61,6 +62,12 @@ import java.util.concurrent.locks.Lock;
  * <p><b>Observability.</b> With a registry configured
  * ({@link TurnstileOptions.Builder#meterRegistry}), acquisitions, wait and hold times, timeouts,
  * interrupts, renewals, lease losses and reclaimed crashed holders are recorded per lock name.
+ *
+ * <p><b>Asynchronous acquisition.</b> {@link #lockAsync()} and {@link #tryLockAsync(long, TimeUnit)}
+ * acquire without blocking a thread and complete a future with a {@link LockHold}: a hold owned by
+ * that value rather than by a thread, which any thread may release, for {@code CompletableFuture}
+ * and reactive code. It has the same leases, loss reporting, fencing and outage behaviour as the
+ * blocking acquisitions, and excludes them.
  *
  * <p>{@link #newCondition()} is not supported.
  */
@@ -159,6 +166,55 @@ public interface DistributedLock extends Lock {
    */
   @Override
   void unlock();
+
+  /**
+   * Acquires the lock asynchronously, waiting without limit: returns at once a future that
+   * completes with a {@link LockHold} once the lock is acquired. No thread waits meanwhile: the
+   * wait rides on Redis's replies, pub/sub wake-ups and timers, so a pending acquisition costs
+   * memory, not a thread.
+   *
+   * <p>The hold belongs to the returned {@code LockHold}, not to a thread (see {@link Hold}): any
+   * thread may release it, it has its own fencing token and lease, and it is not reentrant. It
+   * excludes every other hold and every thread, in this JVM and all others: a thread's
+   * {@link #lock()} waits for it, and it waits for a thread's hold. This JVM's async acquisitions
+   * of this lock are served in FIFO order; across clients, as for {@link #lock()}.
+   *
+   * <p>One of these happens to the future:
+   * <ul>
+   *   <li>it completes with a hold (a new fencing token, a lease renewed by the watchdog);</li>
+   *   <li>Redis stays unreachable for longer than {@link TurnstileOptions#outageTolerance()}
+   *       without a break: it completes exceptionally with {@link TurnstileException} and nothing
+   *       is held (shorter outages are waited through, and after any reconnect the acquisition
+   *       asks Redis again at once);</li>
+   *   <li>Redis answers with an error that is not an outage (for example an ACL refusal): it
+   *       completes exceptionally with {@link TurnstileException};</li>
+   *   <li>the caller cancels it (or completes it otherwise): the acquisition is withdrawn. No hold is
+   *       left behind: a grant that was in flight is released as soon as its reply arrives, which
+   *       wakes the next waiter as any release does, and the waiting marks are removed.</li>
+   * </ul>
+   *
+   * <p>Dependent stages of the returned future may run on Turnstile's or Lettuce's threads: keep
+   * them short and non-blocking, or use the {@code ...Async(fn, executor)} forms.
+   *
+   * @return a future of the hold, completed as above
+   */
+  CompletableFuture<LockHold> lockAsync();
+
+  /**
+   * Acquires the lock asynchronously if it becomes free within the given waiting time: as
+   * {@link #lockAsync()}, except that when the time runs out first the future completes
+   * exceptionally with {@link TimeoutException} and nothing is held, also when Redis was
+   * unreachable meanwhile. The time covers the wait behind this JVM's other async acquisitions
+   * and the wait in Redis together, measured with {@link System#nanoTime()}; the future completes
+   * within a few tens of milliseconds after it (a reply is awaited for at least 20 ms after it
+   * was sent). A time of zero or less makes one attempt, unless another async acquisition of
+   * this JVM is ahead of it.
+   *
+   * @param time the maximum time to wait
+   * @param unit the unit of {@code time}
+   * @return a future of the hold, completed as above
+   */
+  CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit);
 
   /**
    * Not supported: a distributed condition queue is outside Turnstile's contract.

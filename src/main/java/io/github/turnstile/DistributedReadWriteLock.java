@@ -9,7 +9,9 @@ import java.util.concurrent.locks.ReadWriteLock;
  *
  * <p><b>Ownership and reentrancy.</b> Both locks are owned by threads and are reentrant, with hold
  * counts kept in this JVM: re-entry costs no round trip. Each reading thread has its own lease and
- * fencing token; reentrant read holds of one thread share them.
+ * fencing token; reentrant read holds of one thread share them. Either side can also be acquired
+ * asynchronously ({@link DistributedLock#lockAsync()}): the {@link LockHold} is then its own owner,
+ * not reentrant, released from any thread, with its own lease and token.
  *
  * <p><b>Downgrade and upgrade.</b> A thread that holds the write lock may acquire the read lock,
  * then release the write lock (downgrade), as with {@code ReentrantReadWriteLock}. A thread that

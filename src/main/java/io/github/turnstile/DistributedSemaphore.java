@@ -1,5 +1,6 @@
 package io.github.turnstile;
 
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 
@@ -17,6 +18,11 @@ import java.util.concurrent.TimeUnit;
  * and changes nothing (as Hazelcast's session-aware semaphore does), so a buggy caller can never
  * inflate the number of permits. Permits may be added and removed explicitly with
  * {@link #addPermits(int)} and {@link #reducePermits(int)}.
+ *
+ * <p><b>Asynchronous acquisition.</b> {@link #acquireAsync(int)} and
+ * {@link #tryAcquireAsync(int, long, TimeUnit)} acquire without blocking a thread and complete a
+ * future with a {@link PermitHold}: the permits, taken together, released together by the hold
+ * from any thread. They count among the client's permits, with the same liveness lease.
  *
  * <p><b>Capacity.</b> The capacity is stored in Redis by the first client that uses the name.
  * {@link Turnstile#semaphore(String, int)} with a different number fails with an error naming
@@ -97,6 +103,50 @@ public abstract class DistributedSemaphore extends Semaphore {
   final void gateExit() {
     super.release();
   }
+
+  /**
+   * Acquires {@code permits} permits asynchronously, waiting without limit: returns at once a
+   * future that completes with a {@link PermitHold} of all of them once they are acquired,
+   * together. No thread waits meanwhile: a pending acquisition costs memory, not a thread.
+   *
+   * <p>The permits count among this client's ({@link #heldPermits()}) while the hold holds them,
+   * and are released together by the hold, from any thread; release them through the hold, not
+   * through {@link #release(int)}. They are taken all at once or not at all: this JVM's async
+   * acquisitions of this semaphore are served in FIFO order, and a multi-permit acquisition tries
+   * for all its permits at every wake-up, so single-permit acquirers of other clients may keep
+   * it waiting while permits trickle back (the blocking {@link #acquire(int)} collects them one by
+   * one instead, under a per-semaphore mutex). {@code permits} == 0 completes at once with an
+   * empty hold.
+   *
+   * <p>One of these happens to the future: it completes with the hold; {@code permits} exceeds
+   * the capacity, and it completes exceptionally with {@link IllegalArgumentException}; Redis
+   * stays unreachable for longer than {@link TurnstileOptions#outageTolerance()} without a break,
+   * or answers with an error that is not an outage, and it completes exceptionally with
+   * {@link TurnstileException} (nothing is held); or the caller cancels it (or completes it
+   * otherwise), and the acquisition is withdrawn: permits a grant in flight took are given back
+   * as soon as its reply arrives, which wakes the next waiter as any release does.
+   *
+   * @param permits the number of permits to acquire
+   * @return a future of the hold, completed as above
+   * @throws IllegalArgumentException if {@code permits} is negative
+   */
+  public abstract CompletableFuture<PermitHold> acquireAsync(int permits);
+
+  /**
+   * Acquires {@code permits} permits asynchronously if they become free within the given waiting
+   * time: as {@link #acquireAsync(int)}, except that when the time runs out first the future
+   * completes exceptionally with {@link java.util.concurrent.TimeoutException} and no permit is
+   * held. The time is measured with {@link System#nanoTime()} and covers the wait behind this
+   * JVM's other async acquisitions and the wait in Redis together; a time of zero or less makes
+   * one attempt unless another async acquisition of this JVM is ahead of it.
+   *
+   * @param permits the number of permits to acquire
+   * @param timeout the maximum time to wait
+   * @param unit the unit of {@code timeout}
+   * @return a future of the hold, completed as above
+   * @throws IllegalArgumentException if {@code permits} is negative
+   */
+  public abstract CompletableFuture<PermitHold> tryAcquireAsync(int permits, long timeout, TimeUnit unit);
 
   /**
    * Returns the name this semaphore was obtained with.

@@ -971,6 +971,36 @@ final class Engine implements AutoCloseable {
     }
   }
 
+  /**
+   * Subscribes to {@code channel} on the node that serves it now, without waiting for the
+   * confirmation: the asynchronous counterpart of {@link #subscribed} ({@link AsyncAcquisition}).
+   *
+   * @return the subscription handle; {@link Subscriptions.Sub#close()} it when done
+   * @throws Unavailable if no node serves the channel right now
+   */
+  Subscriptions.Sub subscribe(String channel) {
+    return subscriptions.subscribe(channel, topology.nodeOf(channel));
+  }
+
+  /**
+   * Returns whether {@code sub} can no longer be waited on: dropped by the server, failed, or its
+   * Cluster slot moved (see {@link #subscribed}).
+   *
+   * @return whether {@code sub} can no longer be waited on
+   */
+  boolean stale(Subscriptions.Sub sub) {
+    return sub.lost() || sub.ready.isCompletedExceptionally() || movedAway(sub);
+  }
+
+  /**
+   * Returns whether this engine was closed.
+   *
+   * @return whether this engine was closed
+   */
+  boolean isClosed() {
+    return closed;
+  }
+
   /** After a transient failure: pause briefly (or until a recovery event); false if the deadline passed. */
   boolean pauseUnlessExpired(Call call) throws InterruptedException {
     if (call.expired()) {

@@ -50,6 +50,9 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
    * other JVMs' waiters before attempting (see {@link Engine#QUEUE_FIRST_NANOS}).
    */
   private volatile long yieldedAtNanos = System.nanoTime() - Engine.QUEUE_FIRST_NANOS;
+  /** This JVM's asynchronous acquisitions of the lock (created on first use; see {@link AsyncGate}). */
+  private final java.util.concurrent.atomic.AtomicReference<AsyncGate<LockHold>> async =
+      new java.util.concurrent.atomic.AtomicReference<>();
 
   RedisLock(Engine engine, String name) {
     this(engine, name, "{" + engine.options.keyPrefix() + ":" + name + "}", "lock '" + name + "'",
@@ -293,7 +296,8 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
   @Override
   public void unlock() {
     int streak = local.streak(); // read by the owner before its unlock ends the hold
-    boolean handOff = streak < handoffLimit();
+    // no hand-off past async acquisitions of this JVM: they wait in Redis, and would wait forever
+    boolean handOff = streak < handoffLimit() && AsyncSides.waiting(async) == 0;
     Lease l = local.unlock(Thread.currentThread(), now(), handOff);
     if (l == null) {
       return; // holds remain
@@ -480,6 +484,35 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
   @Override
   public String describe() {
     return describe;
+  }
+
+  // ---------------------------------------------------------------- asynchronous acquisition
+
+  @Override
+  public CompletableFuture<LockHold> lockAsync() {
+    return AsyncSides.gate(async, engine, this::asyncSide).acquire(Engine.Call.untimed(false), 1);
+  }
+
+  @Override
+  public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
+    long deadline = Waits.deadline(time, unit);
+    return AsyncSides.gate(async, engine, this::asyncSide).acquire(Engine.Call.until(deadline, false), 1);
+  }
+
+  /** The Redis operations of this lock's async acquisitions (the write side of a read/write lock replaces them). */
+  AsyncAcquisition.Side<LockHold> asyncSide() {
+    return new AsyncSides.LockSide(this);
+  }
+
+  /**
+   * Returns the listeners told of a lost lease: the options' and this lock's.
+   *
+   * @return the listeners told of a lost lease: the options' and this lock's
+   */
+  List<LeaseLossListener> lossListeners() {
+    List<LeaseLossListener> all = new java.util.ArrayList<>(engine.options.leaseLossListeners());
+    all.addAll(listeners);
+    return all;
   }
 
   // ---------------------------------------------------------------- queries

@@ -82,7 +82,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
   }
 
   /** Reports the dead readers an op dropped: the last element of a read, write or count reply. */
-  private List<Object> reclaims(List<Object> reply) {
+  List<Object> reclaims(List<Object> reply) {
     int at = reply.size() - 1;
     Metrics.reclaimed(readLock.metrics, readLock.describe, (Long) reply.get(at));
     return reply;
@@ -184,6 +184,11 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     }
 
     @Override
+    AsyncAcquisition.Side<LockHold> asyncSide() {
+      return new AsyncSides.WriteSide(RedisReadWriteLock.this, this);
+    }
+
+    @Override
     public String toString() {
       return "write " + super.toString();
     }
@@ -216,6 +221,9 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     /** Server ms when this JVM's readers began waiting, 0 if none waits; written by the gate holder. */
     private volatile long waitingSince;
     private volatile long releases; // happens-before edge for local release -> acquire (see RedisLock)
+    /** This JVM's asynchronous read acquisitions (created on first use; see {@link AsyncGate}). */
+    private final java.util.concurrent.atomic.AtomicReference<AsyncGate<LockHold>> async =
+        new java.util.concurrent.atomic.AtomicReference<>();
 
     @Override
     public String name() {
@@ -448,6 +456,34 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     @Override
     public String describe() {
       return describe;
+    }
+
+    // ------------------------------------------------------------ asynchronous acquisition
+
+    @Override
+    public CompletableFuture<LockHold> lockAsync() {
+      return AsyncSides.gate(async, engine, this::asyncSide).acquire(Engine.Call.untimed(false), 1);
+    }
+
+    @Override
+    public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
+      long deadline = Waits.deadline(time, unit);
+      return AsyncSides.gate(async, engine, this::asyncSide).acquire(Engine.Call.until(deadline, false), 1);
+    }
+
+    private AsyncAcquisition.Side<LockHold> asyncSide() {
+      return new AsyncSides.ReadSide(RedisReadWriteLock.this, this, engine, async);
+    }
+
+    /**
+     * Returns the listeners told of a lost lease: the options' and this side's.
+     *
+     * @return the listeners told of a lost lease: the options' and this side's
+     */
+    List<LeaseLossListener> lossListeners() {
+      List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
+      all.addAll(listeners);
+      return all;
     }
 
     // ------------------------------------------------------------ queries

@@ -32,20 +32,20 @@ import java.util.concurrent.atomic.AtomicInteger;
 final class RedisSemaphore extends DistributedSemaphore {
   private static final long serialVersionUID = 1L;
 
-  private final transient Engine engine;
+  final transient Engine engine;
   private final String name;
   private final int initialPermits;
-  private final String describe;
+  final String describe;
   private final String prefix;
   private final String[] keys;
   private final String inflightKey;
   private final String handoffKey;
-  private final String channel;
+  final String channel;
   /** Serializes the one client at a time that may collect permits one by one. */
   private final transient RedisLock collector;
-  private final transient Metrics.Primitive metrics;
-  private final AtomicInteger waiting = new AtomicInteger();
-  private final transient CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
+  final transient Metrics.Primitive metrics;
+  final AtomicInteger waiting = new AtomicInteger();
+  final transient CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
   /** The count, the liveness lease and the reconciliation state (no Redis in it). */
   private final transient PermitLedger ledger;
   /** After a recovery (a failover may have lost releases): reconcile with what Redis records. */
@@ -57,6 +57,9 @@ final class RedisSemaphore extends DistributedSemaphore {
    * the hand-off list, which a blocked BLMOVE takes at once.
    */
   private volatile long hintDeadline;
+  /** This JVM's asynchronous acquisitions of permits (created on first use; see {@link AsyncGate}). */
+  private final transient java.util.concurrent.atomic.AtomicReference<AsyncGate<PermitHold>> async =
+      new java.util.concurrent.atomic.AtomicReference<>();
 
   RedisSemaphore(Engine engine, String name, int permits) {
     this.engine = engine;
@@ -136,7 +139,7 @@ final class RedisSemaphore extends DistributedSemaphore {
    * @param subscribed an acquire whose caller waits by pub/sub (a refusal asks for a publish)
    * @param request the call's request id; the same id makes a re-sent copy harmless
    */
-  private CompletableFuture<List<Object>> op(String op, int n, String mode, boolean subscribed, String request) {
+  CompletableFuture<List<Object>> op(String op, int n, String mode, boolean subscribed, String request) {
     return engine.<List<Object>>eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, op, engine.clientId,
         Long.toString(engine.leaseMillis), prefix, Integer.toString(initialPermits),
         Integer.toString(n), mode, request, subscribed ? "1" : "0", channel, engine.publishCommand())
@@ -148,7 +151,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     return reply.subList(0, reply.size() - 1);
   }
 
-  private PermitLedger ledger() {
+  PermitLedger ledger() {
     return ledger;
   }
 
@@ -526,7 +529,7 @@ final class RedisSemaphore extends DistributedSemaphore {
    * Returns {@code n} permits this client took but does not count (a collection given up, an
    * acknowledgement that failed): Redis gives back what it attributes, up to n.
    */
-  private void giveBack(int n) {
+  void giveBack(int n) {
     ledger.track(n);
     op("release", n, "").whenComplete((r, e) -> ledger.untrack(n, e != null));
   }
@@ -539,6 +542,38 @@ final class RedisSemaphore extends DistributedSemaphore {
       }
       ledger.untrack(asked, e != null);
     });
+  }
+
+  // ---------------------------------------------------------------- asynchronous acquisition
+
+  @Override
+  public CompletableFuture<PermitHold> acquireAsync(int permits) {
+    checkPermits(permits);
+    return acquireAsync(permits, Engine.Call.untimed(false));
+  }
+
+  @Override
+  public CompletableFuture<PermitHold> tryAcquireAsync(int permits, long timeout, TimeUnit unit) {
+    long deadline = Waits.deadline(timeout, unit);
+    checkPermits(permits);
+    return acquireAsync(permits, Engine.Call.until(deadline, false));
+  }
+
+  private CompletableFuture<PermitHold> acquireAsync(int permits, Engine.Call call) {
+    AsyncGate<PermitHold> gate = AsyncSides.gate(async, engine, () -> new AsyncSides.PermitSide(this));
+    if (permits == 0) {
+      return CompletableFuture.completedFuture(((AsyncSides.PermitSide) gate.side()).none());
+    }
+    return gate.acquire(call, permits);
+  }
+
+  /**
+   * Returns this client's liveness key on the semaphore.
+   *
+   * @return this client's liveness key on the semaphore
+   */
+  String aliveKey() {
+    return keys[4];
   }
 
   // ---------------------------------------------------------------- release

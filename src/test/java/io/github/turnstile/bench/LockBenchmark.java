@@ -40,8 +40,8 @@ import org.redisson.config.Config;
  * {@code bench.reentrant.iterations} [100000], {@code bench.reentrant.maxSeconds} cap on the
  * reentrant loop [3], {@code bench.poll.millis} SETNX polling interval [5]. Parts:
  * {@code bench.main} (this class's table: uncontended, reentrant, hot lock), {@code bench.semaphore},
- * {@code bench.rw}, {@code bench.scaling}, {@code bench.distinct} (issue 12's distinct waits), all
- * [true]; {@code =false} turns a part off.
+ * {@code bench.rw}, {@code bench.scaling}, {@code bench.distinct} (issue 12's distinct waits),
+ * {@code bench.async} (issue 15's asynchronous acquisition), all [true]; {@code =false} turns a part off.
  *
  * <p>Redis command counts come from {@code INFO commandstats} deltas (the INFO calls themselves
  * excluded). Redis counts commands issued from inside Lua scripts as well, so "cmds" is the work
@@ -350,6 +350,9 @@ public final class LockBenchmark {
       if (Boolean.parseBoolean(System.getProperty("bench.distinct", "true"))) {
         DistinctWaitsBenchmark.run(uri, redis);
       }
+      if (Boolean.parseBoolean(System.getProperty("bench.async", "true"))) {
+        AsyncBenchmark.run(uri, redis);
+      }
     } finally {
       if (auxConn != null) {
         auxConn.close();
@@ -388,6 +391,10 @@ public final class LockBenchmark {
     }
     DistinctWaitsBenchmark.class.getDeclaredMethods();
     for (Class<?> c : DistinctWaitsBenchmark.class.getDeclaredClasses()) {
+      c.getDeclaredMethods();
+    }
+    AsyncBenchmark.class.getDeclaredMethods();
+    for (Class<?> c : AsyncBenchmark.class.getDeclaredClasses()) {
       c.getDeclaredMethods();
     }
   }

@@ -1,0 +1,104 @@
+package io.github.turnstile;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * Redis-free stand-ins for the async acquisition's engine ({@link AsyncAcquisition.Env}) and a
+ * lock's Redis operations ({@link AsyncAcquisition.Side}): attempts return futures the scenario
+ * completes, and every undo, withdrawal and hold is counted.
+ */
+final class AsyncFakes {
+  private AsyncFakes() {}
+
+  /** Connected, never closed, no fault; subscriptions are confirmed at once. */
+  static final class Env implements AsyncAcquisition.Env {
+    final CompletableFuture<Void> faults = new CompletableFuture<>();
+    final CompletableFuture<Void> event = new CompletableFuture<>();
+
+    @Override public boolean closed() { return false; }
+    @Override public boolean connected() { return true; }
+    @Override public CompletableFuture<Void> faults() { return faults; }
+    @Override public AsyncAcquisition.Channel subscribe(String channel) {
+      return new AsyncAcquisition.Channel() {
+        @Override public CompletableFuture<Void> ready() { return CompletableFuture.completedFuture(null); }
+        @Override public CompletableFuture<Void> next() { return event; }
+        @Override public void close() { }
+      };
+    }
+    @Override public boolean stale(AsyncAcquisition.Channel c) { return false; }
+    @Override public void reset(AsyncAcquisition.Channel c) { }
+    @Override public void unreachable(Engine.Call call, long sinceNanos, String what, Throwable cause) { }
+    @Override public void suspect() { }
+    @Override public long commandTimeoutNanos() { return TimeUnit.MINUTES.toNanos(10); }
+    /** No re-check timer fires during a run: every completion happens on the actors' and arbiter's threads. */
+    @Override public long recheckNanos() { return TimeUnit.MINUTES.toNanos(10); }
+    @Override public long leaseMillis() { return 30_000; }
+    @Override public long ticker() { return System.nanoTime(); }
+    @Override public String newRequestId() { return "c:1"; }
+    @Override public int replicaAcks() { return 0; }
+    @Override public void awaitReplicas(String leaseKey) { }
+  }
+
+  /** Attempts answered by the scenario, in order; undos counted. */
+  static final class Side extends AsyncAcquisition.Side<LockHold> {
+    /** The replies the attempts get, one per attempt sent. */
+    final java.util.List<CompletableFuture<Engine.Attempt>> replies = new java.util.ArrayList<>();
+    final AtomicInteger sent = new AtomicInteger();
+    final AtomicInteger granted = new AtomicInteger();
+    final AtomicInteger cancelledGrants = new AtomicInteger();
+    final AtomicInteger withdrawn = new AtomicInteger();
+    final AtomicInteger holdsReleased = new AtomicInteger();
+
+    Side(int attempts) {
+      for (int i = 0; i < attempts; i++) {
+        replies.add(new CompletableFuture<>());
+      }
+    }
+
+    @Override String describe() { return "lock 'n'"; }
+    @Override String channel() { return "ch"; }
+    @Override Metrics.Primitive metrics() { return Metrics.Primitive.NOOP; }
+    @Override CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+      return replies.get(sent.getAndIncrement());
+    }
+    @Override LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+      granted.incrementAndGet();
+      return new Hold(this, a.token);
+    }
+    @Override void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) { cancelledGrants.incrementAndGet(); }
+    @Override void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) { withdrawn.incrementAndGet(); }
+    @Override String leaseKey(AsyncAcquisition<LockHold> w) { return "k"; }
+
+    /** Grants undone: cancelled grants plus delivered-too-late holds released. */
+    int undone() {
+      return cancelledGrants.get() + holdsReleased.get();
+    }
+  }
+
+  /** A hold that only counts its releases. */
+  static final class Hold implements LockHold {
+    private final Side side;
+    private final long token;
+    private final AtomicInteger released = new AtomicInteger();
+
+    Hold(Side side, long token) {
+      this.side = side;
+      this.token = token;
+    }
+
+    @Override public String name() { return "n"; }
+    @Override public boolean isValid() { return released.get() == 0; }
+    @Override public CompletionStage<LeaseLostEvent> lost() { return new CompletableFuture<>(); }
+    @Override public CompletionStage<Void> release() {
+      if (released.getAndIncrement() == 0) {
+        side.holdsReleased.incrementAndGet();
+      }
+      return CompletableFuture.completedFuture(null);
+    }
+    @Override public void close() { release(); }
+    @Override public long fencingToken() { return token; }
+  }
+}

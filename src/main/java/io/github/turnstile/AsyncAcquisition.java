@@ -1,0 +1,907 @@
+package io.github.turnstile;
+
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * One asynchronous acquisition ({@code lockAsync()}, {@code tryLockAsync(t)},
+ * {@code acquireAsync(n)}): the wait loop of {@link Engine#contend}, tier 2 (pub/sub), as a state
+ * machine on {@link CompletableFuture} callbacks instead of a parked thread. A pending acquisition
+ * is a few objects; no thread waits for it.
+ *
+ * <pre>
+ * queue at the primitive's {@link AsyncGate} (FIFO among this JVM's async acquisitions); as its head:
+ * loop
+ *   Redis unreachable? wait for a recovery event or 50 ms (outage tolerance / deadline, as a blocking call)
+ *   first attempt, if the gate has no confirmed subscription: without subscribing (uncontended: one round trip)
+ *   otherwise: make sure the gate's subscription to the channel is confirmed; take its next() and faults()
+ *   attempt(request, subscribed)   ── granted → start the hold, leave the gate, complete the future
+ *   wait for the message, a recovery event, or the holder's remaining lease (a timer), whichever first
+ * </pre>
+ *
+ * <p><b>One continuation at a time.</b> Every step ends by registering exactly one continuation
+ * (the attempt's reply, or a wake-up: message, recovery event, timer), so the loop's own state is
+ * touched by one thread at a time. What races it is the caller: cancelling (or otherwise
+ * completing) the returned future, or the deadline timer completing it with a
+ * {@link TimeoutException}. Both end in {@link #abandon}, and {@link #mu} decides who finishes:
+ *
+ * <ul>
+ *   <li>while waiting (no attempt in flight): {@code abandon} finishes at once: the wait's timer is
+ *       cancelled, the waiting marks are withdrawn (and an attempt whose outcome stayed unknown is
+ *       cancelled), and the gate's next acquisition becomes head;</li>
+ *   <li>with an attempt in flight: {@code abandon} only marks the acquisition abandoned; the reply
+ *       decides: a grant is undone ({@link Side#cancelGrant}, which wakes the next waiter as a release
+ *       does), a refusal withdraws;</li>
+ *   <li>a grant the loop has decided to deliver ({@link #finished} set first) is completed into the
+ *       future; if the caller completed the future first, the hold is released at once.</li>
+ * </ul>
+ *
+ * Exactly one of "the caller has the hold" and "the grant was undone" happens (jcstress:
+ * {@code CancelVersusGrantStress}).
+ *
+ * <p>The engine is reached through {@link Env}, and the primitive's Redis operations through
+ * {@link Side}, so that the state machine runs without Redis in jcstress.
+ */
+final class AsyncAcquisition<H extends Hold> {
+  private static final System.Logger LOG = System.getLogger("io.github.turnstile");
+  /** How often an outage is re-checked while no recovery event arrives, and the pause after a transient failure. */
+  static final long RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+
+  /** What the state machine needs from the engine. */
+  interface Env {
+    boolean closed();
+
+    boolean connected();
+
+    /** See {@link Engine#faults()}. */
+    CompletableFuture<Void> faults();
+
+    /**
+     * Subscribes to {@code channel} where it lives now (unconfirmed).
+     *
+     * @throws Engine.Unavailable if no node serves it right now
+     * @throws TurnstileException if the client is closed
+     */
+    Channel subscribe(String channel);
+
+    /** Whether {@code c} can no longer be waited on (dropped by the server, failed, slot moved). */
+    boolean stale(Channel c);
+
+    /** The subscription was not confirmed in time: replace its node's subscriber connection. */
+    void reset(Channel c);
+
+    /** See {@link Engine#unreachable}. */
+    void unreachable(Engine.Call call, long sinceNanos, String what, Throwable cause);
+
+    /** A command failed or went unanswered (see {@link Engine#suspectTopology}). */
+    void suspect();
+
+    long commandTimeoutNanos();
+
+    /** How often an attempt in flight re-checks the connection ({@link #RECHECK_NANOS}). */
+    default long recheckNanos() {
+      return RECHECK_NANOS;
+    }
+
+    long leaseMillis();
+
+    /** The lease clock ({@link Engine#ticker}). */
+    long ticker();
+
+    String newRequestId();
+
+    int replicaAcks();
+
+    /** Blocks until the replicas acknowledged (see {@link Engine#awaitReplicas}). */
+    void awaitReplicas(String leaseKey);
+  }
+
+  /** A subscription to a wake-up channel (see {@link Subscriptions.Sub}). */
+  interface Channel {
+    /** Completes when the subscription is confirmed; fails if it could not be made. */
+    CompletableFuture<Void> ready();
+
+    /** The future the next message (or re-subscription) completes. */
+    CompletableFuture<Void> next();
+
+    /** No longer needed. */
+    void close();
+  }
+
+  /** A primitive's Redis operations, for one kind of primitive. */
+  abstract static class Side<H extends Hold> {
+    abstract String describe();
+
+    abstract String channel();
+
+    abstract Metrics.Primitive metrics();
+
+    /**
+     * Sends one attempt for {@code w} ({@link AsyncAcquisition#request}, {@link #owner}).
+     *
+     * @param subscribed the acquisition waits by pub/sub: a refusal asks the next release to publish
+     */
+    abstract CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<H> w, boolean subscribed);
+
+    /** The attempt was refused (its reply arrived), whether or not the acquisition goes on. */
+    void refused(AsyncAcquisition<H> w, Engine.Attempt a) {}
+
+    /**
+     * The attempt granted, and the caller may still want it: start the hold (lease, watchdog).
+     *
+     * @return the hold, or null if the grant could not be counted (it was given back): go round
+     */
+    abstract H grant(AsyncAcquisition<H> w, Engine.Attempt a, long sentAtTicks);
+
+    /** The attempt granted, but the acquisition was abandoned first: undo the grant, waking the next waiter. */
+    abstract void cancelGrant(AsyncAcquisition<H> w, Engine.Attempt a);
+
+    /**
+     * The attempt {@code f} failed, or got no reply in time (it may still run): its outcome is
+     * unknown. Runs once per such attempt.
+     */
+    void failed(AsyncAcquisition<H> w, CompletableFuture<Engine.Attempt> f) {}
+
+    /**
+     * The acquisition gave up after it attempted: withdraw what marks it as waiting and, if
+     * {@code uncertain} (a copy of an attempt may have run unseen), undo what it may hold.
+     */
+    abstract void withdraw(AsyncAcquisition<H> w, boolean uncertain);
+
+    /** The key whose existence is the hold {@code w} took (for {@code WAIT}, replicaAcks). */
+    abstract String leaseKey(AsyncAcquisition<H> w);
+  }
+
+  /** Runs the blocking WAIT of replicaAcks off the reply threads; its threads live only while a WAIT does. */
+  private static final ExecutorService ACKS = Executors.newCachedThreadPool(r -> {
+    Thread t = new Thread(r, "turnstile-async-acks");
+    t.setDaemon(true);
+    return t;
+  });
+
+  private final Env env;
+  private final Side<H> side;
+  private final AsyncGate<H> gate;
+  /** Permits asked for (1 for locks). */
+  final int permits;
+  /** Deadline and outage bookkeeping; touched only by the loop (one continuation at a time). */
+  final Engine.Call call;
+  private final long startNanos = System.nanoTime();
+  final CompletableFuture<H> result = new CompletableFuture<>();
+  /** Guards the fields below: who finishes, and what is in flight. */
+  private final ReentrantLock mu = new ReentrantLock();
+  private boolean head;
+  private boolean abandoned;
+  private boolean finished;
+  private boolean attempted;
+  /** A copy of an attempt may have run without its reply being seen. */
+  private boolean uncertain;
+  /** The deadline passed before the head's first attempt was sent: it is sent all the same. */
+  private boolean deadlinePassed;
+  private CompletableFuture<Engine.Attempt> inFlight;
+  private long inFlightSentNanos;
+  private CompletableFuture<Boolean> waitTimer;
+  private CompletableFuture<Boolean> deadlineTimer;
+  /** The hold completed into {@link #result} by this acquisition (null until then). */
+  private volatile H delivered;
+
+  /** This acquisition's request id and owner id in Redis; set when it becomes head, before its first attempt. */
+  String request;
+  String owner;
+  /** Side state: the previous attempt was refused (lock: report a reclaimed holder). */
+  boolean refused;
+  /** Side state: permits the attempt in flight may take (semaphore accounting). */
+  int asked;
+
+  AsyncAcquisition(Env env, Side<H> side, AsyncGate<H> gate, int permits, Engine.Call call) {
+    this.env = env;
+    this.side = side;
+    this.gate = gate;
+    this.permits = permits;
+    this.call = call;
+  }
+
+  /** Queues the acquisition and returns its future. */
+  CompletableFuture<H> start() {
+    result.whenComplete((v, e) -> {
+      if (v == null || v != delivered) {
+        abandon();
+      }
+    });
+    boolean first = gate.enter(this);
+    if (first) {
+      mu.lock();
+      try {
+        head = true; // before the deadline is armed: a head sends its first attempt whatever the time
+      } finally {
+        mu.unlock();
+      }
+    }
+    if (call.timed) {
+      armDeadline(call.deadline - System.nanoTime());
+    }
+    if (first) {
+      Trampoline.run(this::becomeHead);
+    }
+    return result;
+  }
+
+  /**
+   * Returns whether this acquisition has ended (delivered, failed or abandoned).
+   *
+   * @return whether this acquisition has ended (delivered, failed or abandoned)
+   */
+  boolean isOver() {
+    mu.lock();
+    try {
+      return finished;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /** The gate made this acquisition its head: it contends in Redis from now on. */
+  void becomeHead() {
+    mu.lock();
+    try {
+      if (finished) {
+        return;
+      }
+      head = true;
+      String id = env.newRequestId();
+      request = id;
+      int colon = id.lastIndexOf(':');
+      owner = id.substring(0, colon) + ":h" + id.substring(colon + 1); // never a thread's owner id
+    } finally {
+      mu.unlock();
+    }
+    step();
+  }
+
+  // ---------------------------------------------------------------- the loop
+
+  private void step() {
+    try {
+      tryStep();
+    } catch (RuntimeException e) {
+      fail(e); // never strand the acquisition on a callback's exception (CompletableFuture swallows it)
+    }
+  }
+
+  private void tryStep() {
+    if (isOver()) {
+      return;
+    }
+    if (env.closed()) {
+      fail(new TurnstileException(side.describe() + ": Turnstile is closed"));
+      return;
+    }
+    if (!env.connected()) {
+      if (deadlineUp()) {
+        return;
+      }
+      if (outage(System.nanoTime(), " (connection down, reconnecting)", null)) {
+        pause(RECHECK_NANOS);
+      }
+      return;
+    }
+    Channel ch = gate.channel();
+    if (!attemptedYet() && (ch == null || !isReady(ch))) {
+      // The first attempt does not subscribe: uncontended, an acquisition costs one round trip.
+      send(null, env.faults(), false);
+      return;
+    }
+    if (ch == null || env.stale(ch)) {
+      if (ch != null) {
+        gate.drop(ch);
+      }
+      try {
+        ch = env.subscribe(side.channel());
+      } catch (Engine.Unavailable e) {
+        if (outage(System.nanoTime(), " (subscribing)", e)) {
+          pause(RECHECK_NANOS);
+        }
+        return;
+      } catch (RuntimeException e) {
+        fail(e instanceof TurnstileException ? e : Engine.failure(side.describe(), e));
+        return;
+      }
+      gate.install(ch);
+    }
+    if (!ch.ready().isDone()) {
+      awaitReady(ch);
+      return;
+    }
+    if (ch.ready().isCompletedExceptionally()) {
+      subscriptionFailed(ch);
+      return;
+    }
+    // Taken before the attempt: a release between the attempt and the wait completes them.
+    send(ch.next(), env.faults(), true);
+  }
+
+  private static boolean isReady(Channel ch) {
+    return ch.ready().isDone() && !ch.ready().isCompletedExceptionally();
+  }
+
+  private boolean attemptedYet() {
+    mu.lock();
+    try {
+      return attempted;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /** Waits for the subscription's confirmation, at most the command timeout. */
+  private void awaitReady(Channel ch) {
+    long since = System.nanoTime();
+    CompletableFuture<Boolean> t = Timer.after(env.commandTimeoutNanos());
+    if (!arm(t)) {
+      return;
+    }
+    CompletableFuture.anyOf(ch.ready(), t).whenComplete((v, e) -> {
+      if (!wake(t)) {
+        return;
+      }
+      if (isReady(ch)) {
+        step();
+      } else if (ch.ready().isDone()) {
+        subscriptionFailed(ch);
+      } else {
+        // no confirmation: the subscriber connection may be stuck (reconnecting to a node that is
+        // gone); replace it, so that this and every other waiter on it subscribes anew
+        env.reset(ch);
+        gate.drop(ch);
+        if (!deadlineUp() && outage(since, " (subscribing: no confirmation)", null)) {
+          pause(RECHECK_NANOS);
+        }
+      }
+    });
+  }
+
+  private void subscriptionFailed(Channel ch) {
+    gate.drop(ch);
+    Throwable cause;
+    try {
+      ch.ready().join();
+      return; // not failed after all
+    } catch (CompletionException | CancellationException e) {
+      cause = Engine.unwrap(e);
+    }
+    if (!Engine.isTransient(cause)) {
+      fail(Engine.failure(side.describe(), cause)); // e.g. an ACL refusal of SUBSCRIBE
+      return;
+    }
+    if (!deadlineUp() && outage(System.nanoTime(), " (subscribing)", cause)) {
+      pause(RECHECK_NANOS);
+    }
+  }
+
+  private void send(CompletableFuture<Void> event, CompletableFuture<Void> fault, boolean subscribed) {
+    CompletableFuture<Engine.Attempt> f;
+    long sentNanos;
+    long sentAt;
+    boolean rearm;
+    boolean late = false;
+    mu.lock();
+    try {
+      if (finished || abandoned) {
+        return;
+      }
+      // Past the deadline only the head's first attempt is sent (as Engine.contend); a later one
+      // would also stretch the deadline by its reply's minimum wait.
+      late = attempted && call.expired();
+      if (late) {
+        return;
+      }
+      sentNanos = System.nanoTime();
+      sentAt = env.ticker();
+      attempted = true; // before sending: whatever happens, a withdrawal follows if it gives up
+      try {
+        f = side.attempt(this, subscribed);
+      } catch (RuntimeException e) {
+        f = CompletableFuture.failedFuture(e);
+      }
+      inFlight = f;
+      inFlightSentNanos = sentNanos;
+      rearm = deadlinePassed;
+      deadlinePassed = false;
+    } finally {
+      mu.unlock();
+      if (late) {
+        timeout();
+      }
+    }
+    if (rearm) {
+      armDeadline(Engine.MIN_REPLY_NANOS); // the first attempt gets its reply's minimum wait
+    }
+    awaitReply(f, event, fault, sentAt, sentNanos, subscribed);
+  }
+
+  /**
+   * Waits for the reply of {@code f}, re-checking the connection every {@link #RECHECK_NANOS}
+   * (a connection that drops makes Redis count as unreachable at once, as {@link Engine#awaitReply}
+   * does) until the command timeout.
+   */
+  private void awaitReply(CompletableFuture<Engine.Attempt> f, CompletableFuture<Void> event,
+      CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
+    long left = env.commandTimeoutNanos() - (System.nanoTime() - sentNanos);
+    CompletableFuture<Boolean> check = Timer.after(Math.max(0, Math.min(env.recheckNanos(), left)));
+    CompletableFuture.anyOf(f, check, fault).whenComplete((v, e) -> {
+      try {
+        Timer.cancel(check);
+        if (!f.isDone() && fault.isDone()) {
+          // A recovery event (a reconnect, a new Cluster topology) while the attempt waits: it may
+          // be queued for a connection that will not answer (a dead master's); send again, as
+          // Engine.awaitReply does
+          recovered(f, event, fault, sentAt, sentNanos, subscribed);
+          return;
+        }
+        if (!f.isDone() && System.nanoTime() - sentNanos < env.commandTimeoutNanos()) {
+          if (!env.connected()) {
+            try {
+              env.unreachable(call, System.nanoTime(), side.describe() + " (connection down, reconnecting)", null);
+            } catch (TurnstileException x) {
+              failInFlight(f, x); // the outage tolerance is used up; the reply, if any, is undone
+              return;
+            }
+          }
+          if (!isOverOrAbandoned()) {
+            awaitReply(f, event, fault, sentAt, sentNanos, subscribed);
+            return;
+          }
+          // abandoned meanwhile: keep listening, the reply must still be undone
+          f.whenComplete((a, x) -> onReply(f, event, fault, sentAt, sentNanos, subscribed));
+          return;
+        }
+        onReply(f, event, fault, sentAt, sentNanos, subscribed);
+      } catch (RuntimeException x) {
+        LOG.log(System.Logger.Level.WARNING, "async acquisition failed unexpectedly", x);
+        fail(x);
+      }
+    });
+  }
+
+  /** A recovery event came while {@code f} was in flight: its outcome is unknown; send again shortly. */
+  private void recovered(CompletableFuture<Engine.Attempt> f, CompletableFuture<Void> event,
+      CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
+    boolean wasAbandoned;
+    mu.lock();
+    try {
+      if (inFlight != f) {
+        return;
+      }
+      wasAbandoned = abandoned;
+      if (!wasAbandoned) {
+        inFlight = null;
+        uncertain = true; // it may still run: an idempotent copy follows (the semaphore gives back what it takes)
+      }
+    } finally {
+      mu.unlock();
+    }
+    if (wasAbandoned) {
+      f.whenComplete((a, x) -> onReply(f, event, fault, sentAt, sentNanos, subscribed)); // undo it then
+      return;
+    }
+    side.failed(this, f);
+    if (!deadlineUp()) {
+      pause(RECHECK_NANOS);
+    }
+  }
+
+  private boolean isOverOrAbandoned() {
+    mu.lock();
+    try {
+      return finished || abandoned;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /** Fails the acquisition while {@code f} is in flight: its reply, when it comes, is undone. */
+  private void failInFlight(CompletableFuture<Engine.Attempt> f, Throwable error) {
+    mu.lock();
+    try {
+      if (finished || inFlight != f) {
+        return;
+      }
+      abandoned = true;
+    } finally {
+      mu.unlock();
+    }
+    gate.leave(this);
+    result.completeExceptionally(error);
+    f.whenComplete((a, x) -> onReply(f, null, null, 0, 0, false));
+  }
+
+  private void onReply(CompletableFuture<Engine.Attempt> f, CompletableFuture<Void> event,
+      CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
+    Engine.Attempt a = null;
+    Throwable error = null;
+    boolean answered = f.isDone();
+    if (answered) {
+      try {
+        a = f.join();
+      } catch (CompletionException | CancellationException e) {
+        error = Engine.unwrap(e);
+      }
+    }
+    boolean wasAbandoned;
+    boolean grant = false;
+    boolean unsure;
+    mu.lock();
+    try {
+      if (inFlight != f) {
+        return;
+      }
+      inFlight = null;
+      wasAbandoned = abandoned;
+      if (a == null) {
+        uncertain = true; // failed or unanswered: it may have run, or may still run
+      }
+      unsure = uncertain;
+      if (wasAbandoned) {
+        finished = true; // abandon() left the finish to this reply
+      } else if (a != null && a.acquired) {
+        finished = true; // delivered below; a caller's cancel from now on releases the hold
+        grant = true;
+      }
+    } finally {
+      mu.unlock();
+    }
+    if (wasAbandoned) {
+      if (a != null && a.acquired) {
+        side.cancelGrant(this, a);
+      } else {
+        if (a != null) {
+          side.refused(this, a);
+        } else {
+          side.failed(this, f);
+        }
+        side.withdraw(this, unsure);
+      }
+      cancelTimers();
+      gate.leave(this);
+      return;
+    }
+    if (a == null) {
+      side.failed(this, f);
+      if (error != null && !Engine.isTransient(error)) {
+        fail(error instanceof IllegalArgumentException ? error : Engine.failure(side.describe(), error));
+        return;
+      }
+      env.suspect();
+      String what = error == null
+          ? " (no reply within " + TimeUnit.NANOSECONDS.toMillis(env.commandTimeoutNanos()) + " ms)" : "";
+      if (!deadlineUp() && outage(error == null ? sentNanos : System.nanoTime(), what, error)) {
+        pause(RECHECK_NANOS);
+      }
+      return;
+    }
+    call.reachable();
+    if (grant) {
+      granted(a, sentAt);
+      return;
+    }
+    side.refused(this, a);
+    if (!subscribed || a.retryMillis == -2) {
+      // the first attempt (not subscribed), or the holder vanished between checks: go on at once
+      if (!deadlineUp()) {
+        step();
+      }
+      return;
+    }
+    if (deadlineUp()) {
+      return; // refused at or past the deadline: no further wait
+    }
+    long slice = a.retryMillis < 0 ? TimeUnit.MILLISECONDS.toNanos(env.leaseMillis())
+        : TimeUnit.MILLISECONDS.toNanos(a.retryMillis + 1);
+    if (call.timed) {
+      slice = Math.max(TimeUnit.MILLISECONDS.toNanos(1), Math.min(slice, call.remaining()));
+    }
+    CompletableFuture<Boolean> t = Timer.after(slice);
+    if (!arm(t)) {
+      return;
+    }
+    CompletableFuture.anyOf(event, fault, t).whenComplete((v, e) -> {
+      if (wake(t)) {
+        step();
+      }
+    });
+  }
+
+  /** A grant to deliver ({@link #finished} is set): acknowledged by the replicas first if asked. */
+  private void granted(Engine.Attempt a, long sentAt) {
+    if (env.replicaAcks() == 0) {
+      deliver(a, sentAt);
+      return;
+    }
+    CompletableFuture.runAsync(() -> env.awaitReplicas(side.leaseKey(this)), ACKS).whenComplete((v, e) -> {
+      if (e == null) {
+        deliver(a, sentAt);
+        return;
+      }
+      side.cancelGrant(this, a);
+      cancelTimers();
+      gate.leave(this);
+      Throwable cause = Engine.unwrap(e);
+      result.completeExceptionally(new TurnstileException(side.describe() + " was acquired, but "
+          + cause.getMessage() + "; it was released again", cause));
+    });
+  }
+
+  private void deliver(Engine.Attempt a, long sentAt) {
+    H hold;
+    try {
+      hold = side.grant(this, a, sentAt);
+    } catch (RuntimeException e) {
+      side.cancelGrant(this, a);
+      cancelTimers();
+      gate.leave(this);
+      result.completeExceptionally(e);
+      return;
+    }
+    if (hold == null) {
+      // not countable (given back): unless the caller has gone meanwhile, attempt again
+      boolean gone;
+      mu.lock();
+      try {
+        gone = result.isDone();
+        finished = gone;
+      } finally {
+        mu.unlock();
+      }
+      if (gone) {
+        side.withdraw(this, false);
+        cancelTimers();
+        gate.leave(this);
+      } else {
+        step();
+      }
+      return;
+    }
+    cancelTimers();
+    delivered = hold;
+    gate.leave(this);
+    if (result.complete(hold)) {
+      side.metrics().acquired(System.nanoTime() - startNanos);
+    } else {
+      // the caller cancelled (or the deadline passed) just before: no hold is left behind
+      try {
+        hold.close();
+      } catch (RuntimeException e) {
+        LOG.log(System.Logger.Level.DEBUG, "releasing an abandoned grant: {0}", e.toString());
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- endings
+
+  /** The caller completed (cancelled) the future, or the deadline passed. */
+  private void abandon() {
+    boolean withdraw;
+    boolean unsure;
+    boolean inFlightNow;
+    mu.lock();
+    try {
+      if (finished) {
+        return;
+      }
+      abandoned = true;
+      inFlightNow = inFlight != null;
+      if (!inFlightNow) {
+        finished = true;
+      }
+      withdraw = attempted;
+      unsure = uncertain;
+    } finally {
+      mu.unlock();
+    }
+    cancelTimers();
+    if (inFlightNow) {
+      // the reply decides what to undo (see onReply); the next acquisition need not wait for it,
+      // as the next thread at a blocking gate does not wait for a holder's abandoned attempt
+      gate.leave(this);
+      return;
+    }
+    if (withdraw) {
+      side.withdraw(this, unsure);
+    }
+    gate.leave(this);
+  }
+
+  /** Ends the acquisition with {@code error} (no attempt in flight). */
+  private void fail(Throwable error) {
+    boolean withdraw;
+    boolean unsure;
+    mu.lock();
+    try {
+      if (finished) {
+        return;
+      }
+      finished = true;
+      withdraw = attempted;
+      unsure = uncertain;
+    } finally {
+      mu.unlock();
+    }
+    cancelTimers();
+    if (withdraw) {
+      side.withdraw(this, unsure);
+    }
+    gate.leave(this);
+    result.completeExceptionally(error);
+  }
+
+  /**
+   * Counts an outage against the call ({@link Engine#unreachable}).
+   *
+   * @return false if the call failed (its outage tolerance is used up)
+   */
+  private boolean outage(long sinceNanos, String what, Throwable cause) {
+    try {
+      env.unreachable(call, sinceNanos, side.describe() + what, cause);
+      return true;
+    } catch (TurnstileException e) {
+      fail(e);
+      return false;
+    }
+  }
+
+  /**
+   * Returns true (and times the acquisition out) if a timed call's deadline has passed.
+   *
+   * @return true (and times the acquisition out) if a timed call's deadline has passed
+   */
+  private boolean deadlineUp() {
+    if (!call.expired()) {
+      return false;
+    }
+    timeout();
+    return true;
+  }
+
+  private void timeout() {
+    if (result.completeExceptionally(new TimeoutException(side.describe() + " was not acquired in time"))) {
+      side.metrics().timedOut();
+    }
+  }
+
+  // ---------------------------------------------------------------- timers
+
+  /** Waits for a recovery event or {@code nanos}, then steps again. */
+  private void pause(long nanos) {
+    CompletableFuture<Void> fault = env.faults();
+    CompletableFuture<Boolean> t = Timer.after(nanos);
+    if (!arm(t)) {
+      return;
+    }
+    CompletableFuture.anyOf(fault, t).whenComplete((v, e) -> {
+      if (wake(t)) {
+        step();
+      }
+    });
+  }
+
+  /** Records {@code t} as the current wait's timer, unless the acquisition is over (then cancels it). */
+  private boolean arm(CompletableFuture<Boolean> t) {
+    mu.lock();
+    try {
+      if (!finished) {
+        waitTimer = t;
+        return true;
+      }
+    } finally {
+      mu.unlock();
+    }
+    Timer.cancel(t);
+    return false;
+  }
+
+  /** A wait ended: true if the loop goes on (the acquisition is not over). */
+  private boolean wake(CompletableFuture<Boolean> t) {
+    Timer.cancel(t);
+    mu.lock();
+    try {
+      if (waitTimer == t) {
+        waitTimer = null;
+      }
+      return !finished;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  private void armDeadline(long nanos) {
+    CompletableFuture<Boolean> t = Timer.after(nanos);
+    mu.lock();
+    try {
+      if (finished) {
+        Timer.cancel(t);
+        return;
+      }
+      deadlineTimer = t;
+    } finally {
+      mu.unlock();
+    }
+    t.thenAccept(fired -> {
+      if (fired) {
+        onDeadline();
+      }
+    });
+  }
+
+  private void onDeadline() {
+    long rearm = 0;
+    mu.lock();
+    try {
+      if (finished) {
+        return;
+      }
+      if (inFlight != null) {
+        long since = System.nanoTime() - inFlightSentNanos;
+        if (since < Engine.MIN_REPLY_NANOS) {
+          rearm = Engine.MIN_REPLY_NANOS - since; // a reply is waited for at least MIN_REPLY_NANOS
+        }
+      } else if (head && !attempted) {
+        deadlinePassed = true; // the head's first attempt is sent all the same (tryLock(0): one attempt)
+        return;
+      }
+    } finally {
+      mu.unlock();
+    }
+    if (rearm > 0) {
+      armDeadline(rearm);
+    } else {
+      timeout();
+    }
+  }
+
+  private void cancelTimers() {
+    CompletableFuture<Boolean> w;
+    CompletableFuture<Boolean> d;
+    mu.lock();
+    try {
+      w = waitTimer;
+      d = deadlineTimer;
+      waitTimer = null;
+      deadlineTimer = null;
+    } finally {
+      mu.unlock();
+    }
+    Timer.cancel(w);
+    Timer.cancel(d);
+  }
+
+  /**
+   * One-shot timers on the JDK's shared delay scheduler ({@code CompletableFuture.completeOnTimeout}):
+   * one daemon thread per JVM, whatever the number of pending acquisitions. A timer completes
+   * with {@code true} when it fires; cancelling completes it with {@code false}, which also
+   * removes its task from the scheduler's queue.
+   */
+  static final class Timer {
+    private Timer() {}
+
+    static CompletableFuture<Boolean> after(long nanos) {
+      return new CompletableFuture<Boolean>().completeOnTimeout(Boolean.TRUE, Math.max(0, nanos), TimeUnit.NANOSECONDS);
+    }
+
+    static void cancel(CompletableFuture<Boolean> t) {
+      if (t != null) {
+        t.complete(Boolean.FALSE);
+      }
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "AsyncAcquisition{" + side.describe() + ", request=" + request + '}';
+  }
+}

@@ -1,0 +1,158 @@
+package io.github.turnstile;
+
+import java.util.ArrayDeque;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * The asynchronous acquisitions of one primitive (one lock, one side of a read/write lock, one
+ * semaphore) in this JVM: the async counterpart of the local gate. They queue in FIFO order and
+ * only the head contends in Redis, so a release wakes one async acquisition per JVM and primitive,
+ * not all of them (100 pending acquisitions of one name cost one attempt per release, not 100).
+ * When the head ends (granted, cancelled, timed out, failed), the next one becomes head at once.
+ *
+ * <p>The gate also keeps the subscription to the primitive's channel while it has acquisitions,
+ * so that consecutive heads share it instead of unsubscribing and subscribing again; the last
+ * acquisition to leave closes it. Only the head uses it.
+ *
+ * <p>Blocking threads queue at the primitive's own gate; a primitive may thus have one blocking
+ * and one asynchronous waiter in Redis per JVM, and Redis decides between them.
+ */
+final class AsyncGate<H extends Hold> {
+  private final AsyncAcquisition.Env env;
+  private final AsyncAcquisition.Side<H> side;
+  private final ReentrantLock lock = new ReentrantLock();
+  private final ArrayDeque<AsyncAcquisition<H>> queue = new ArrayDeque<>(); // guarded by lock
+  private AsyncAcquisition<H> head; // guarded by lock
+  private AsyncAcquisition.Channel channel; // guarded by lock
+  /**
+   * Read side only: the server time (ms) since which this JVM's async readers wait (0: none waits),
+   * set by the first refusal and reset when the gate empties (see rwlock.lua, op read).
+   */
+  volatile long waitingSince;
+
+  AsyncGate(AsyncAcquisition.Env env, AsyncAcquisition.Side<H> side) {
+    this.env = env;
+    this.side = side;
+  }
+
+  /**
+   * Returns the Redis operations of this gate's acquisitions.
+   *
+   * @return the Redis operations of this gate's acquisitions
+   */
+  AsyncAcquisition.Side<H> side() {
+    return side;
+  }
+
+  /** Starts an acquisition of {@code permits} for {@code call}. */
+  CompletableFuture<H> acquire(Engine.Call call, int permits) {
+    return new AsyncAcquisition<>(env, side, this, permits, call).start();
+  }
+
+  /**
+   * Queues {@code a}.
+   *
+   * @return true if it is the head now (it starts at once)
+   */
+  boolean enter(AsyncAcquisition<H> a) {
+    lock.lock();
+    try {
+      if (head == null) {
+        head = a;
+        return true;
+      }
+      queue.add(a);
+      return false;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** {@code a} ended: it leaves the queue; if it was the head, the next one becomes head. */
+  void leave(AsyncAcquisition<H> a) {
+    AsyncAcquisition<H> next = null;
+    AsyncAcquisition.Channel idle = null;
+    lock.lock();
+    try {
+      if (head != a) {
+        queue.remove(a);
+        return;
+      }
+      do {
+        next = queue.poll();
+      } while (next != null && next.isOver());
+      head = next;
+      if (next == null) {
+        idle = channel;
+        channel = null;
+        waitingSince = 0;
+      }
+    } finally {
+      lock.unlock();
+    }
+    if (idle != null) {
+      idle.close();
+    }
+    if (next != null) {
+      Trampoline.run(next::becomeHead);
+    }
+  }
+
+  /**
+   * Returns the subscription the heads share, or null.
+   *
+   * @return the subscription the heads share, or null
+   */
+  AsyncAcquisition.Channel channel() {
+    lock.lock();
+    try {
+      return channel;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** The head subscribed: heads share {@code c} from now on. */
+  void install(AsyncAcquisition.Channel c) {
+    AsyncAcquisition.Channel old;
+    lock.lock();
+    try {
+      old = channel;
+      channel = c;
+    } finally {
+      lock.unlock();
+    }
+    if (old != null && old != c) {
+      old.close();
+    }
+  }
+
+  /** {@code c} can no longer be waited on: close it (the head subscribes again). */
+  void drop(AsyncAcquisition.Channel c) {
+    lock.lock();
+    try {
+      if (channel != c) {
+        return;
+      }
+      channel = null;
+    } finally {
+      lock.unlock();
+    }
+    c.close();
+  }
+
+  /**
+   * Returns the number of acquisitions queued or contending (for tests and the lock's hand-off policy).
+   *
+   * @return the number of acquisitions queued or contending
+   */
+  int size() {
+    lock.lock();
+    try {
+      return queue.size() + (head == null ? 0 : 1);
+    } finally {
+      lock.unlock();
+    }
+  }
+}

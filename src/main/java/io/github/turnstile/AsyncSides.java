@@ -1,0 +1,601 @@
+package io.github.turnstile;
+
+import io.lettuce.core.ScriptOutputType;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
+
+/**
+ * The Redis operations of asynchronous acquisitions ({@link AsyncAcquisition.Side}) and their holds
+ * ({@link AsyncHold.Io}), one kind per primitive: the lock, the write and read sides of a
+ * read/write lock, and the semaphore. Each reuses its primitive's scripts; an async hold has an
+ * owner id of its own in Redis ({@code <client>:h<n>}), so Redis keeps it apart from every thread
+ * of the client and from every other hold.
+ */
+final class AsyncSides {
+  private AsyncSides() {}
+
+  /**
+   * Returns the gate in {@code ref}, creating it with {@code side} on first use.
+   *
+   * @return the primitive's async gate
+   */
+  static <H extends Hold> AsyncGate<H> gate(AtomicReference<AsyncGate<H>> ref, Engine engine,
+      Supplier<AsyncAcquisition.Side<H>> side) {
+    AsyncGate<H> g = ref.get();
+    if (g == null) {
+      ref.compareAndSet(null, new AsyncGate<>(new EngineEnv(engine), side.get()));
+      g = ref.get();
+    }
+    return g;
+  }
+
+  /**
+   * Returns how many async acquisitions of the primitive wait or contend in this JVM.
+   *
+   * @return how many async acquisitions of the primitive wait or contend in this JVM
+   */
+  static int waiting(AtomicReference<? extends AsyncGate<?>> ref) {
+    AsyncGate<?> g = ref.get();
+    return g == null ? 0 : g.size();
+  }
+
+  /** The engine as the state machine sees it. */
+  static final class EngineEnv implements AsyncAcquisition.Env {
+    private final Engine engine;
+
+    EngineEnv(Engine engine) {
+      this.engine = engine;
+    }
+
+    @Override
+    public boolean closed() {
+      return engine.isClosed();
+    }
+
+    @Override
+    public boolean connected() {
+      return engine.connected();
+    }
+
+    @Override
+    public CompletableFuture<Void> faults() {
+      return engine.faults();
+    }
+
+    @Override
+    public AsyncAcquisition.Channel subscribe(String channel) {
+      return new SubChannel(engine.subscribe(channel));
+    }
+
+    @Override
+    public boolean stale(AsyncAcquisition.Channel c) {
+      return engine.stale(((SubChannel) c).sub);
+    }
+
+    @Override
+    public void reset(AsyncAcquisition.Channel c) {
+      Subscriptions.Sub sub = ((SubChannel) c).sub;
+      if (!sub.ready.isDone()) {
+        engine.subscriptions.reset(sub.node);
+      }
+    }
+
+    @Override
+    public void unreachable(Engine.Call call, long sinceNanos, String what, Throwable cause) {
+      engine.unreachable(call, sinceNanos, what, cause);
+    }
+
+    @Override
+    public void suspect() {
+      engine.suspectTopology();
+    }
+
+    @Override
+    public long commandTimeoutNanos() {
+      return engine.options.commandTimeout().toNanos();
+    }
+
+    @Override
+    public long leaseMillis() {
+      return engine.leaseMillis;
+    }
+
+    @Override
+    public long ticker() {
+      return engine.ticker.read();
+    }
+
+    @Override
+    public String newRequestId() {
+      return engine.newRequestId();
+    }
+
+    @Override
+    public int replicaAcks() {
+      return engine.options.replicaAcks();
+    }
+
+    @Override
+    public void awaitReplicas(String leaseKey) {
+      engine.awaitReplicas(leaseKey);
+    }
+  }
+
+  /** A {@link Subscriptions.Sub} as a channel of the state machine. */
+  static final class SubChannel implements AsyncAcquisition.Channel {
+    final Subscriptions.Sub sub;
+
+    SubChannel(Subscriptions.Sub sub) {
+      this.sub = sub;
+    }
+
+    @Override
+    public CompletableFuture<Void> ready() {
+      return sub.ready;
+    }
+
+    @Override
+    public CompletableFuture<Void> next() {
+      return sub.next();
+    }
+
+    @Override
+    public void close() {
+      sub.close();
+    }
+  }
+
+  // ================================================================ locks
+
+  /**
+   * What the three lock kinds share: a hold with its own lease, released by one idempotent script
+   * (re-sent after transient failures, and again after a recovery), reported to the primitive's
+   * listeners when lost.
+   */
+  abstract static class LockKind extends AsyncAcquisition.Side<LockHold> implements AsyncHold.Io {
+    final Engine engine;
+    final String name;
+
+    LockKind(Engine engine, String name) {
+      this.engine = engine;
+      this.name = name;
+    }
+
+    /** The release script of {@code request}: 1 released, 2 already released, 0 not held. */
+    abstract CompletableFuture<Long> sendRelease(String request);
+
+    /** The listeners of the primitive, and those of the options. */
+    abstract List<LeaseLossListener> listeners();
+
+    @Override
+    LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+      AsyncHold.Lock hold = new AsyncHold.Lock(name, this, engine.ticker, leaseKey(w), w.request, engine.leaseMillis,
+          a.token, "async hold " + w.owner, sentAtTicks, metrics());
+      engine.watchdog.register(hold.lease());
+      return hold;
+    }
+
+    @Override
+    public CompletableFuture<Boolean> release(AsyncHold hold, long leaseEndNanos) {
+      Lease l = hold.lease();
+      engine.watchdog.unregister(l);
+      metrics().released(hold.heldNanos());
+      String request = l.requestId;
+      CompletableFuture<Long> first = sendRelease(request);
+      CompletableFuture<Long> all = engine.retrying(new RedisLock.First<>(first, () -> sendRelease(request)),
+          leaseEndNanos);
+      engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request));
+      return all.thenApply(r -> r != 0L);
+    }
+
+    @Override
+    public boolean connected() {
+      return engine.connected();
+    }
+
+    @Override
+    public void stopRenewal(Lease lease) {
+      engine.watchdog.unregister(lease);
+    }
+
+    @Override
+    public void lost(LeaseLostEvent event) {
+      metrics().leaseLost();
+      engine.notifyLost(event, listeners());
+    }
+  }
+
+  /** A plain lock: lock_acquire.lua / lock_release.lua with the hold's own owner id. */
+  static final class LockSide extends LockKind {
+    private final RedisLock lock;
+
+    LockSide(RedisLock lock) {
+      super(lock.engine, lock.name());
+      this.lock = lock;
+    }
+
+    @Override
+    String describe() {
+      return lock.describe();
+    }
+
+    @Override
+    String channel() {
+      return lock.channel;
+    }
+
+    @Override
+    Metrics.Primitive metrics() {
+      return lock.metrics;
+    }
+
+    @Override
+    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+      return engine.<List<Object>>eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
+              new String[] {lock.lockKey, lock.fenceKey}, w.owner, w.request, Long.toString(engine.leaseMillis),
+              w.refused ? "1" : "0", "", "0", subscribed ? "1" : "0")
+          .thenApply(reply -> {
+            Engine.Attempt a = RedisLock.parseAttempt(reply);
+            if (a.acquired && reply.size() > 2 && (Long) reply.get(2) == 1L) {
+              Metrics.reclaimed(lock.metrics, lock.describe(), 1); // the holder it waited for never released
+            }
+            return a;
+          });
+    }
+
+    @Override
+    void refused(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
+      w.refused = true;
+    }
+
+    @Override
+    void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
+      lock.release(w.request); // frees it and wakes the next waiter, as a release does
+    }
+
+    @Override
+    void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) {
+      if (uncertain) {
+        lock.release(w.request); // a copy of the attempt may have granted it unseen
+      }
+      engine.async().hdel(lock.lockKey, "w:" + engine.clientId); // as RedisLock.gaveUp
+    }
+
+    @Override
+    String leaseKey(AsyncAcquisition<LockHold> w) {
+      return lock.lockKey;
+    }
+
+    @Override
+    CompletableFuture<Long> sendRelease(String request) {
+      return lock.release(request);
+    }
+
+    @Override
+    List<LeaseLossListener> listeners() {
+      return lock.lossListeners();
+    }
+  }
+
+  /** The write side of a read/write lock: rwlock.lua's write, wunlock and wcancel. */
+  static final class WriteSide extends LockKind {
+    private final RedisReadWriteLock rw;
+    private final RedisLock side;
+
+    WriteSide(RedisReadWriteLock rw, RedisLock side) {
+      super(side.engine, rw.name());
+      this.rw = rw;
+      this.side = side;
+    }
+
+    @Override
+    String describe() {
+      return side.describe();
+    }
+
+    @Override
+    String channel() {
+      return side.channel;
+    }
+
+    @Override
+    Metrics.Primitive metrics() {
+      return side.metrics;
+    }
+
+    @Override
+    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+      return rw.<List<Object>>op(ScriptOutputType.MULTI, "write", w.owner, w.request, 0, subscribed)
+          .thenApply(rw::reclaims)
+          .thenApply(RedisLock::parseAttempt);
+    }
+
+    @Override
+    void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
+      side.cancel(w.request); // wcancel: releases the grant, wakes readers or a writer
+    }
+
+    @Override
+    void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) {
+      side.cancel(w.request); // wcancel: its waiting entry stops holding readers back (and a grant is undone)
+    }
+
+    @Override
+    String leaseKey(AsyncAcquisition<LockHold> w) {
+      return side.lockKey;
+    }
+
+    @Override
+    CompletableFuture<Long> sendRelease(String request) {
+      return side.release(request);
+    }
+
+    @Override
+    List<LeaseLossListener> listeners() {
+      return side.lossListeners();
+    }
+  }
+
+  /**
+   * The read side of a read/write lock: rwlock.lua's read, runlock and rcancel. Async readers
+   * of this JVM share one "waiting since" time (phase fairness: a write release admits the readers
+   * that were waiting), kept by their gate as the blocking readers keep theirs.
+   */
+  static final class ReadSide extends LockKind {
+    private final RedisReadWriteLock rw;
+    private final RedisReadWriteLock.ReadSide side;
+    private final AtomicReference<AsyncGate<LockHold>> gate;
+
+    ReadSide(RedisReadWriteLock rw, RedisReadWriteLock.ReadSide side, Engine engine,
+        AtomicReference<AsyncGate<LockHold>> gate) {
+      super(engine, rw.name());
+      this.rw = rw;
+      this.side = side;
+      this.gate = gate;
+    }
+
+    @Override
+    String describe() {
+      return side.describe;
+    }
+
+    @Override
+    String channel() {
+      return side.channel();
+    }
+
+    @Override
+    Metrics.Primitive metrics() {
+      return side.metrics;
+    }
+
+    @Override
+    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+      AsyncGate<LockHold> g = gate.get();
+      return rw.<List<Object>>op(ScriptOutputType.MULTI, "read", w.owner, w.request, g.waitingSince)
+          .thenApply(rw::reclaims)
+          .thenApply(r -> {
+            if ((Long) r.get(0) == 0L && g.waitingSince == 0) {
+              g.waitingSince = (Long) r.get(2);
+            }
+            return RedisLock.parseAttempt(r);
+          });
+    }
+
+    @Override
+    void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
+      side.cancel(w.request); // rcancel: drops the read hold; the last reader out wakes a writer
+    }
+
+    @Override
+    void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) {
+      side.cancel(w.request); // rcancel: its waiting entry goes (and a grant is undone)
+    }
+
+    @Override
+    String leaseKey(AsyncAcquisition<LockHold> w) {
+      return side.leaseKey(w.request);
+    }
+
+    @Override
+    CompletableFuture<Long> sendRelease(String request) {
+      return rw.op(ScriptOutputType.INTEGER, "runlock", "", request, 0);
+    }
+
+    @Override
+    List<LeaseLossListener> listeners() {
+      return side.lossListeners();
+    }
+  }
+
+  // ================================================================ semaphore
+
+  /**
+   * A semaphore: semaphore.lua's acquire, all or nothing (n permits at once, retried on every
+   * wake-up), counted in the client's {@link PermitLedger} as the blocking acquisitions are, so
+   * that releases and reconciliations stay right. The permits belong to the hold, which releases
+   * them with the semaphore's release op (re-sent after transient failures, given back once).
+   */
+  static final class PermitSide extends AsyncAcquisition.Side<PermitHold> implements AsyncHold.Io {
+    private final RedisSemaphore sem;
+    private final Engine engine;
+    /** Holds not yet released: told when the client's liveness lease on the semaphore is lost. */
+    private final Set<AsyncHold.Permits> live = ConcurrentHashMap.newKeySet();
+
+    PermitSide(RedisSemaphore sem) {
+      this.sem = sem;
+      this.engine = sem.engine;
+      sem.addLeaseLossListener(e -> {
+        for (AsyncHold.Permits h : live) {
+          h.livenessLost(e);
+        }
+      });
+    }
+
+    private PermitLedger ledger() {
+      return sem.ledger();
+    }
+
+    private void stopIfIdle() {
+      ledger().stopIfIdle(sem.waiting.get() == 0);
+    }
+
+    @Override
+    String describe() {
+      return sem.describe;
+    }
+
+    @Override
+    String channel() {
+      return sem.channel;
+    }
+
+    @Override
+    Metrics.Primitive metrics() {
+      return sem.metrics;
+    }
+
+    /** The reply's permits taken travel as the attempt's token. */
+    @Override
+    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<PermitHold> w, boolean subscribed) {
+      int n = w.permits;
+      w.asked = n;
+      ledger().track(n);
+      CompletableFuture<List<Object>> f;
+      try {
+        f = sem.op("acquire", n, "all", subscribed, engine.newRequestId());
+      } catch (RuntimeException e) {
+        ledger().untrack(n, true);
+        throw e;
+      }
+      return f.thenApply(r -> {
+        long taken = (Long) r.get(0);
+        if (taken < 0) {
+          throw new IllegalArgumentException("cannot acquire " + n + " permits from " + sem.describe
+              + ": its capacity is " + r.get(2));
+        }
+        return new Engine.Attempt(taken >= n, taken, (Long) r.get(1));
+      });
+    }
+
+    @Override
+    void refused(AsyncAcquisition<PermitHold> w, Engine.Attempt a) {
+      if (a.token > 0) {
+        sem.giveBack((int) a.token); // "all" takes all or nothing; never expected
+      }
+      ledger().untrack(w.asked, false);
+      stopIfIdle();
+    }
+
+    @Override
+    PermitHold grant(AsyncAcquisition<PermitHold> w, Engine.Attempt a, long sentAtTicks) {
+      int n = (int) a.token;
+      // counted before the attempt stops being tracked, so no reconciliation in between sees them as excess
+      boolean counted = ledger().countScript(n, sentAtTicks);
+      Lease under = ledger().lease();
+      ledger().untrack(w.asked, false);
+      if (!counted) {
+        sem.giveBack(n); // no live lease to count them under: they go back
+        return null;
+      }
+      AsyncHold.Permits hold = new AsyncHold.Permits(sem.name(), this, engine.ticker, n, under);
+      live.add(hold);
+      return hold;
+    }
+
+    @Override
+    void cancelGrant(AsyncAcquisition<PermitHold> w, Engine.Attempt a) {
+      sem.giveBack((int) a.token); // a release: it wakes the next waiter
+      ledger().untrack(w.asked, false);
+      stopIfIdle();
+    }
+
+    @Override
+    void failed(AsyncAcquisition<PermitHold> w, CompletableFuture<Engine.Attempt> f) {
+      int asked = w.asked;
+      // its outcome is unknown (or it may still run): what it took goes back, and if that stays
+      // unknown, a reconciliation settles it (as RedisSemaphore.giveBackWhenDone)
+      f.whenComplete((a, e) -> {
+        if (e == null && a.token > 0) {
+          sem.giveBack((int) a.token);
+        }
+        ledger().untrack(asked, e != null && !(Engine.unwrap(e) instanceof IllegalArgumentException));
+        stopIfIdle();
+      });
+    }
+
+    @Override
+    void withdraw(AsyncAcquisition<PermitHold> w, boolean uncertain) {
+      // nothing marks a semaphore waiter (the pub/sub flag is cleared by the next release); an
+      // uncertain attempt was reconciled by failed()
+      stopIfIdle();
+    }
+
+    @Override
+    String leaseKey(AsyncAcquisition<PermitHold> w) {
+      return sem.aliveKey();
+    }
+
+    @Override
+    public CompletableFuture<Boolean> release(AsyncHold hold, long leaseEndNanos) {
+      int n = ((AsyncHold.Permits) hold).permits();
+      live.remove(hold);
+      if (n == 0) {
+        return CompletableFuture.completedFuture(Boolean.TRUE);
+      }
+      // as RedisSemaphore.release: permits lost with a lease are charged first, and no release
+      // goes to Redis for them (it would free a permit taken since under a new lease); a
+      // reconciliation gives back whatever Redis still attributes to this client
+      int send = ledger().release(n, sem.describe); // throws IllegalStateException if not held
+      LockLostException lost = send == n ? null : new LockLostException(sem.name(), 0, System.currentTimeMillis(),
+          "this client's lease on the semaphore was lost and its permits were given to others");
+      if (send == 0) {
+        stopIfIdle();
+        return CompletableFuture.failedFuture(lost);
+      }
+      String request = engine.newRequestId(); // the same id for a re-send: it gives back only once
+      CompletableFuture<List<Object>> done = engine.retrying(() -> sem.op("release", send, "", false, request),
+          ledger().leaseEnd(engine.leaseMillis));
+      done.whenComplete((r, e) -> {
+        ledger().untrack(send, e != null);
+        stopIfIdle();
+      });
+      if (lost != null) {
+        return CompletableFuture.failedFuture(lost);
+      }
+      return done.thenApply(r -> (Long) r.get(0) >= send);
+    }
+
+    @Override
+    public boolean connected() {
+      return engine.connected();
+    }
+
+    @Override
+    public void stopRenewal(Lease lease) {
+      // the liveness lease is the client's, not the hold's: the ledger stops it when idle
+    }
+
+    @Override
+    public void lost(LeaseLostEvent event) {
+      metrics().leaseLost();
+      List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
+      all.addAll(sem.listeners);
+      engine.notifyLost(event, all);
+    }
+
+    /**
+     * Returns a hold of no permits (acquire(0) succeeds at once, as {@code Semaphore}'s does).
+     *
+     * @return a hold of no permits
+     */
+    PermitHold none() {
+      return new AsyncHold.Permits(sem.name(), this, engine.ticker, 0, null);
+    }
+  }
+}

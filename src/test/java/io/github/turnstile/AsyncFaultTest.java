@@ -1,0 +1,175 @@
+package io.github.turnstile;
+
+import static io.github.turnstile.AsyncLockContractTest.await;
+import static io.github.turnstile.AsyncLockContractTest.failure;
+import static io.github.turnstile.TestSupport.millisSince;
+import static io.github.turnstile.TestSupport.unique;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.turnstile.fault.History;
+import io.github.turnstile.testing.JvmProcess;
+import io.github.turnstile.testing.RedisExtension;
+import io.github.turnstile.testing.RedisServerProcess;
+import io.github.turnstile.testing.TestRedis;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * Async acquisitions and holds through faults: a holder JVM killed with kill -9, Redis restarted,
+ * down past the outage tolerance, paused; releases while Redis is unreachable.
+ */
+@ExtendWith(RedisExtension.class)
+class AsyncFaultTest {
+  private static final long LEASE_MS = 2000;
+
+  /** An async holder in another JVM is killed: a pending lockAsync gets the lock within lease + 1 s. */
+  @Test
+  void holderKilledWithSigkill(TestRedis redis) throws Exception {
+    String name = unique("async-crash");
+    try (JvmProcess holder = JvmProcess.start(AsyncHolderMain.class, redis.uri(), name, Long.toString(LEASE_MS));
+        Turnstile turnstile = Turnstile.connect(redis.uri())) {
+      long holderToken = Long.parseLong(holder.awaitLine("LOCKED ", Duration.ofSeconds(30)).substring(7));
+      long holderStart = System.nanoTime();
+      DistributedLock lock = turnstile.lock(name);
+      // the holder's watchdog keeps its hold well past its lease while it lives
+      assertInstanceOf(TimeoutException.class, failure(lock.tryLockAsync(LEASE_MS + 500, TimeUnit.MILLISECONDS), 10));
+      CompletableFuture<LockHold> waiting = lock.lockAsync();
+      Thread.sleep(200);
+      assertFalse(waiting.isDone());
+      long killedAt = System.nanoTime();
+      holder.kill9();
+      LockHold hold = waiting.get(LEASE_MS + 5000, TimeUnit.MILLISECONDS);
+      long acquiredAt = System.nanoTime();
+      long token = hold.fencingToken();
+      long validUntil = hold.isValid() ? System.nanoTime() : 0;
+      await(hold.release().toCompletableFuture());
+      long recoveryMs = TimeUnit.NANOSECONDS.toMillis(acquiredAt - killedAt);
+      System.out.println("async: recovery after kill -9: " + recoveryMs + " ms (lease " + LEASE_MS + " ms)");
+      History history = new History();
+      history.add("killed-jvm", holderToken, 1, holderStart, killedAt);
+      history.add("async-waiter", token, 1, acquiredAt, validUntil);
+      history.recovery(recoveryMs);
+      History.Report report = history.checkAndPrint("async-holder-jvm-kill9", "lock", 1);
+      assertEquals(0, report.overlaps(), report.summaryLine());
+      assertEquals(0, report.tokenViolations(), report.summaryLine());
+      assertTrue(recoveryMs <= LEASE_MS + 1000, "recovered in " + recoveryMs + " ms");
+      assertTrue(token > holderToken, "new token " + token + " > crashed holder's " + holderToken);
+    }
+  }
+
+  /**
+   * Redis restarts (its data lost) while async acquisitions wait on a held lock and a full
+   * semaphore: they ride through and acquire once it is back, woken by the reconnect.
+   */
+  @Test
+  void restartIsRiddenThrough() throws Exception {
+    try (RedisServerProcess server = RedisServerProcess.start();
+        Turnstile holder = Turnstile.connect(server.uri());
+        Turnstile turnstile = Turnstile.connect(server.uri())) {
+      String name = unique("async-restart");
+      LockHold held = await(holder.lock(name).lockAsync());
+      PermitHold full = await(holder.semaphore(name, 1).acquireAsync(1));
+      CompletableFuture<LockHold> lock = turnstile.lock(name).lockAsync();
+      CompletableFuture<PermitHold> permit = turnstile.semaphore(name, 1).acquireAsync(1);
+      Thread.sleep(300);
+      assertFalse(lock.isDone() || permit.isDone());
+      long start = System.nanoTime();
+      server.restart(); // the holder's hold is gone with the data
+      LockHold got = lock.get(10, TimeUnit.SECONDS);
+      PermitHold gotPermit = permit.get(10, TimeUnit.SECONDS);
+      long resumed = millisSince(start);
+      System.out.println("async: acquired " + resumed + " ms after the restart began");
+      assertTrue(resumed < 5000, "resumed in " + resumed + " ms");
+      assertTrue(got.isValid() && gotPermit.isValid());
+      await(got.release().toCompletableFuture());
+      await(gotPermit.release().toCompletableFuture());
+      // the restart lost the holder's holds: their releases say so, or, if the holder's own
+      // connection is still reconnecting (the release then finishes locally), lost() does later
+      for (Hold lostHold : new Hold[] {held, full}) {
+        try {
+          lostHold.release().toCompletableFuture().get(5, TimeUnit.SECONDS);
+          lostHold.lost().toCompletableFuture().get(10, TimeUnit.SECONDS);
+        } catch (java.util.concurrent.ExecutionException e) {
+          assertInstanceOf(LockLostException.class, e.getCause());
+        }
+        assertFalse(lostHold.isValid());
+      }
+    }
+  }
+
+  /**
+   * Redis down longer than the outage tolerance: an untimed lockAsync fails with
+   * TurnstileException after about the tolerance; a timed one with TimeoutException at its
+   * deadline; a release finishes locally at once. After Redis is back, all works again.
+   */
+  @Test
+  void outageLongerThanTolerance() throws Exception {
+    TurnstileOptions options = TurnstileOptions.builder().outageTolerance(Duration.ofMillis(800)).build();
+    try (RedisServerProcess server = RedisServerProcess.start();
+        Turnstile turnstile = Turnstile.connect(server.uri(), options)) {
+      DistributedLock lock = turnstile.lock(unique("async-tolerance"));
+      DistributedSemaphore sem = turnstile.semaphore(unique("async-tolerance-sem"), 1);
+      LockHold hold = await(turnstile.lock(unique("async-held")).lockAsync());
+      server.kill9();
+      long start = System.nanoTime();
+      CompletableFuture<LockHold> untimed = lock.lockAsync();
+      CompletableFuture<PermitHold> permits = sem.acquireAsync(1);
+      CompletableFuture<LockHold> timed = turnstile.lock(unique("async-timed")).tryLockAsync(300, TimeUnit.MILLISECONDS);
+      assertInstanceOf(TimeoutException.class, failure(timed, 3));
+      long timedMs = millisSince(start);
+      assertTrue(timedMs >= 300 && timedMs < 800, "timed out at " + timedMs + " ms");
+      Throwable e = failure(untimed, 5);
+      long elapsed = millisSince(start);
+      assertInstanceOf(TurnstileException.class, e);
+      assertTrue(e.getMessage().contains("unreachable for") && e.getMessage().contains("outage tolerance"),
+          e.getMessage());
+      assertTrue(elapsed >= 700 && elapsed < 2500, "gave up after " + elapsed + " ms");
+      assertInstanceOf(TurnstileException.class, failure(permits, 5));
+      assertEquals(0, sem.heldPermits());
+      long releaseStart = System.nanoTime();
+      await(hold.release().toCompletableFuture()); // finishes locally, in the background later
+      assertTrue(millisSince(releaseStart) < 500, "a release does not wait for Redis");
+      server.restart();
+      TestSupport.await("works again", Duration.ofSeconds(10), () -> {
+        try {
+          lock.tryLockAsync(1, TimeUnit.SECONDS).get(3, TimeUnit.SECONDS).close();
+          return true;
+        } catch (Exception ex) {
+          return false;
+        }
+      });
+    }
+  }
+
+  /**
+   * Redis paused (SIGSTOP): tryLockAsync(t) times out at about t; the attempt Redis runs after
+   * SIGCONT and grants is released at once, so nothing stays held.
+   */
+  @Test
+  void pausedRedisAbandonedAttemptIsUndone() throws Exception {
+    try (RedisServerProcess server = RedisServerProcess.start();
+        Turnstile turnstile = Turnstile.connect(server.uri())) {
+      DistributedLock lock = turnstile.lock(unique("async-paused"));
+      server.pause();
+      long elapsed;
+      try {
+        long start = System.nanoTime();
+        assertInstanceOf(TimeoutException.class, failure(lock.tryLockAsync(300, TimeUnit.MILLISECONDS), 3));
+        elapsed = millisSince(start);
+      } finally {
+        server.resume();
+      }
+      assertTrue(elapsed < 700, "timed out in " + elapsed + " ms");
+      TestSupport.await("the late grant was released", Duration.ofSeconds(3), () -> !lock.isLocked());
+      LockHold hold = await(lock.tryLockAsync(5, TimeUnit.SECONDS));
+      hold.close();
+    }
+  }
+}

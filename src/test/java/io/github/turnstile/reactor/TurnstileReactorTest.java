@@ -1,0 +1,129 @@
+package io.github.turnstile.reactor;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.turnstile.DistributedLock;
+import io.github.turnstile.DistributedSemaphore;
+import io.github.turnstile.LockHold;
+import io.github.turnstile.PermitHold;
+import io.github.turnstile.Turnstile;
+import io.github.turnstile.testing.RedisExtension;
+import io.github.turnstile.testing.TestRedis;
+import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.extension.ExtendWith;
+import reactor.core.Disposable;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/** The Reactor adapter: lazy Monos of holds, cancellation that withdraws, and using() that always releases. */
+@ExtendWith(RedisExtension.class)
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class TurnstileReactorTest {
+  private final TestRedis redis;
+  private Turnstile t1;
+  private Turnstile t2;
+
+  TurnstileReactorTest(TestRedis redis) {
+    this.redis = redis;
+  }
+
+  @BeforeAll
+  void connect() {
+    t1 = Turnstile.connect(redis.uri());
+    t2 = Turnstile.connect(redis.uri());
+  }
+
+  @AfterAll
+  void close() {
+    t1.close();
+    t2.close();
+  }
+
+  private static String unique(String prefix) {
+    return prefix + ":" + UUID.randomUUID();
+  }
+
+  /** using() holds the lock while the work runs and releases it when the work completes. */
+  @Test
+  void usingReleasesAfterTheWork() {
+    String name = unique("reactor-using");
+    DistributedLock lock = t1.lock(name);
+    AtomicReference<Long> token = new AtomicReference<>();
+    List<String> out = TurnstileReactor.using(TurnstileReactor.lock(lock), hold -> {
+      token.set(hold.fencingToken());
+      return Flux.just("a", "b").delayElements(Duration.ofMillis(50))
+          .doOnNext(x -> assertTrue(t2.lock(name).isLocked(), "held during the work"));
+    }).collectList().block(Duration.ofSeconds(10));
+    assertEquals(List.of("a", "b"), out);
+    assertTrue(token.get() > 0);
+    assertFalse(t2.lock(name).isLocked(), "released when the work completed");
+  }
+
+  /** A failing work still releases the hold, and its error comes through. */
+  @Test
+  void usingReleasesAfterAnError() {
+    String name = unique("reactor-error");
+    DistributedLock lock = t1.lock(name);
+    Flux<Object> failing = TurnstileReactor.using(TurnstileReactor.lock(lock),
+        hold -> Mono.error(new IllegalStateException("boom")));
+    IllegalStateException e = assertThrows(IllegalStateException.class, () -> failing.blockLast(Duration.ofSeconds(10)));
+    assertEquals("boom", e.getMessage());
+    assertFalse(t2.lock(name).isLocked());
+  }
+
+  /** Nothing is acquired before subscription; cancelling a waiting subscription withdraws the acquisition. */
+  @Test
+  void cancelWithdraws() throws Exception {
+    String name = unique("reactor-cancel");
+    Mono<LockHold> lazy = TurnstileReactor.lock(t1.lock(name));
+    assertFalse(t2.lock(name).isLocked(), "lazy: nothing acquired yet");
+    DistributedLock holder = t2.lock(name);
+    holder.lock();
+    AtomicReference<LockHold> leaked = new AtomicReference<>();
+    Disposable waiting = lazy.subscribe(leaked::set);
+    Thread.sleep(300);
+    waiting.dispose();
+    holder.unlock();
+    // the withdrawn acquisition takes nothing: another client gets the lock at once
+    DistributedLock other = t2.lock(name);
+    assertTrue(other.tryLock(2, TimeUnit.SECONDS));
+    other.unlock();
+    assertEquals(null, leaked.get());
+  }
+
+  /** tryLock and tryAcquire time out with TimeoutException; permits are released by using(). */
+  @Test
+  void timeoutsAndPermits() {
+    String name = unique("reactor-sem");
+    DistributedSemaphore sem = t1.semaphore(name, 2);
+    PermitHold two = TurnstileReactor.acquire(sem, 2).block(Duration.ofSeconds(10));
+    assertEquals(2, two.permits());
+    RuntimeException e = assertThrows(RuntimeException.class,
+        () -> TurnstileReactor.tryAcquire(sem, 1, Duration.ofMillis(100)).block(Duration.ofSeconds(10)));
+    assertInstanceOf(TimeoutException.class, e.getCause());
+    two.release().toCompletableFuture().join();
+    Integer held = TurnstileReactor.using(TurnstileReactor.tryAcquire(sem, 1, Duration.ofSeconds(5)),
+        hold -> Mono.just(sem.heldPermits())).blockLast(Duration.ofSeconds(10));
+    assertEquals(1, held);
+    assertEquals(0, sem.heldPermits());
+    String lockName = unique("reactor-trylock");
+    LockHold h = TurnstileReactor.lock(t2.lock(lockName)).block(Duration.ofSeconds(10));
+    RuntimeException te = assertThrows(RuntimeException.class,
+        () -> TurnstileReactor.tryLock(t1.lock(lockName), Duration.ofMillis(100)).block(Duration.ofSeconds(10)));
+    assertInstanceOf(TimeoutException.class, te.getCause());
+    h.close();
+  }
+}
