@@ -117,6 +117,108 @@ class BoundedWorkTest {
     }
   }
 
+  /**
+   * The figure issue 13 asks for: with the largest accepted arguments (a capacity of
+   * {@code Integer.MAX_VALUE}, a billion permits per call, names of {@code MAX_NAME_LENGTH}
+   * characters, renewal scripts of {@code Watchdog.MAX_PER_SCRIPT} leases), how long does the
+   * longest script run inside Redis, and how slow does {@code PING} get meanwhile. Redis logs every
+   * command here (slow log threshold 0), so the durations are Redis's own, not the client's. The
+   * assertion is the slow-log bound of this class only; the figures go in PERFORMANCE.md.
+   */
+  @Test
+  void largestAcceptedArgumentsKeepScriptsShort() throws Exception {
+    TurnstileOptions options = TurnstileOptions.builder().leaseTime(Duration.ofMillis(1500))
+        .renewInterval(Duration.ofMillis(300)).build();
+    try (RedisServerProcess server = server(); Turnstile t = Turnstile.connect(server.uri(), options);
+        io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(server.uri());
+        io.lettuce.core.api.StatefulRedisConnection<String, String> admin = client.connect()) {
+      server.command("CONFIG", "SET", "slowlog-max-len", "100000");
+      server.command("CONFIG", "SET", "slowlog-log-slower-than", "0");
+      server.command("SLOWLOG", "RESET");
+      String longest = "n".repeat(Turnstile.MAX_NAME_LENGTH - 37); // unique() adds 37 characters
+      // PING on a connection opened beforehand: what another application's command waits, without
+      // the cost of opening a socket per PING
+      AtomicBoolean stop = new AtomicBoolean();
+      List<Long> pings = java.util.Collections.synchronizedList(new ArrayList<>());
+      Thread pinger = TestSupport.start("pinger", () -> {
+        while (!stop.get()) {
+          long t0 = System.nanoTime();
+          admin.sync().ping();
+          pings.add(System.nanoTime() - t0);
+          Thread.sleep(1);
+        }
+      });
+      try {
+        DistributedSemaphore s = t.semaphore(unique(longest.substring(0, 100)), Integer.MAX_VALUE);
+        s.acquire(1_000_000_000);
+        assertTrue(s.tryAcquire(1_000_000_000, 1, TimeUnit.SECONDS));
+        s.drainPermits();
+        s.release(Integer.MAX_VALUE);
+        s.reducePermits(Integer.MAX_VALUE - 4);
+        s.addPermits(Integer.MAX_VALUE - 4);
+        DistributedLock lock = t.lock(unique(longest));
+        lock.lock();
+        lock.unlock();
+        DistributedReadWriteLock rw = t.readWriteLock(unique(longest));
+        rw.writeLock().lock();
+        rw.writeLock().unlock();
+        DistributedSemaphore named = t.semaphore(unique(longest), Integer.MAX_VALUE);
+        named.acquire(Integer.MAX_VALUE);
+        named.release(Integer.MAX_VALUE);
+        List<DistributedLock> held = new ArrayList<>();
+        for (int i = 0; i < 2 * Watchdog.MAX_PER_SCRIPT; i++) {
+          DistributedLock l = t.lock(unique("renewed-" + i));
+          l.lock();
+          held.add(l);
+        }
+        Thread.sleep(1000); // three renewal ticks, each two scripts of MAX_PER_SCRIPT leases
+        for (DistributedLock l : held) {
+          l.unlock();
+        }
+      } finally {
+        stop.set(true);
+        pinger.join(5000);
+      }
+      server.command("CONFIG", "SET", "slowlog-log-slower-than", Integer.toString(SLOW_MICROS));
+      java.util.Map<String, String> scriptNames = new java.util.HashMap<>();
+      for (String script : List.of("lock_acquire", "lock_pass", "lock_release", "renew", "rwlock", "semaphore")) {
+        try (java.io.InputStream in = Turnstile.class.getResourceAsStream("lua/" + script + ".lua")) {
+          byte[] sha = java.security.MessageDigest.getInstance("SHA-1").digest(in.readAllBytes());
+          scriptNames.put(java.util.HexFormat.of().formatHex(sha), script + ".lua");
+        }
+      }
+      java.util.Map<String, long[]> perScript = new java.util.TreeMap<>(); // name -> {calls, worst µs}
+      long worstOther = 0;
+      for (Object entry : admin.sync().slowlogGet(100_000)) {
+        List<?> e = (List<?>) entry;
+        long micros = ((Number) e.get(2)).longValue();
+        List<?> args = (List<?>) e.get(3);
+        String command = String.valueOf(args.get(0)).toLowerCase(java.util.Locale.ROOT);
+        if (command.equals("evalsha") || command.equals("eval")) {
+          String name = command.equals("evalsha")
+              ? scriptNames.getOrDefault(String.valueOf(args.get(1)).toLowerCase(java.util.Locale.ROOT), "other script")
+              : "EVAL";
+          long[] v = perScript.computeIfAbsent(name, k -> new long[2]);
+          v[0]++;
+          v[1] = Math.max(v[1], micros);
+        } else if (!command.equals("slowlog") && !command.equals("config") && !command.equals("ping")) {
+          worstOther = Math.max(worstOther, micros);
+        }
+      }
+      long[] sorted = pings.stream().mapToLong(Long::longValue).sorted().toArray();
+      long worstScript = perScript.values().stream().mapToLong(v -> v[1]).max().orElse(0);
+      StringBuilder report = new StringBuilder();
+      perScript.forEach((name, v) -> report.append(String.format(" %s %d calls, longest %d µs;", name, v[0], v[1])));
+      System.out.printf("bounded work: largest accepted arguments, script time inside Redis:%s worst other command"
+          + " %d µs; PING meanwhile (%d, one connection): p50 %.2f ms, p99 %.2f ms, max %.2f ms%n", report,
+          worstOther, sorted.length, sorted.length == 0 ? 0 : sorted[sorted.length / 2] / 1e6,
+          sorted.length == 0 ? 0 : sorted[(int) Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.99) - 1)] / 1e6,
+          sorted.length == 0 ? 0 : sorted[sorted.length - 1] / 1e6);
+      assertTrue(perScript.values().stream().mapToLong(v -> v[0]).sum() > 10, "the slow log saw the scripts: " + perScript.keySet());
+      assertTrue(worstScript < SLOW_MICROS, "no script slower than " + SLOW_MICROS + " µs: " + worstScript);
+    }
+  }
+
   /** Arguments past a limit are refused with the limit named, and nothing changes. */
   @Test
   void argumentsPastTheLimitsAreRefusedBeforeAnythingIsSent() throws Exception {
