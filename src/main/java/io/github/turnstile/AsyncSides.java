@@ -424,12 +424,15 @@ final class AsyncSides {
   static final class PermitSide extends AsyncAcquisition.Side<PermitHold> implements AsyncHold.Io {
     private final RedisSemaphore sem;
     private final Engine engine;
+    /** Sends an acquire of n permits, all or nothing (a field so that tests can make it throw). */
+    java.util.function.BiFunction<Integer, Boolean, CompletableFuture<List<Object>>> sendAcquire;
     /** Holds not yet released: told when the client's liveness lease on the semaphore is lost. */
     private final Set<AsyncHold.Permits> live = ConcurrentHashMap.newKeySet();
 
     PermitSide(RedisSemaphore sem) {
       this.sem = sem;
       this.engine = sem.engine;
+      this.sendAcquire = (n, subscribed) -> sem.op("acquire", n, "all", subscribed, engine.newRequestId());
       sem.addLeaseLossListener(e -> {
         for (AsyncHold.Permits h : live) {
           h.livenessLost(e);
@@ -468,9 +471,12 @@ final class AsyncSides {
       ledger().track(n);
       CompletableFuture<List<Object>> f;
       try {
-        f = sem.op("acquire", n, "all", subscribed, engine.newRequestId());
+        f = sendAcquire.apply(n, subscribed);
       } catch (RuntimeException e) {
-        ledger().untrack(n, true);
+        // nothing was sent: untracked here, once; the acquisition then reports the failure
+        // through failed(), which must not untrack it again (mayAdd would drift below zero)
+        w.asked = 0;
+        ledger().untrack(n, false);
         throw e;
       }
       return f.thenApply(r -> {
@@ -518,6 +524,10 @@ final class AsyncSides {
     @Override
     void failed(AsyncAcquisition<PermitHold> w, CompletableFuture<Engine.Attempt> f) {
       int asked = w.asked;
+      if (asked == 0) {
+        stopIfIdle(); // the attempt threw before it was sent, and was untracked then
+        return;
+      }
       // its outcome is unknown (or it may still run): what it took goes back, and if that stays
       // unknown, a reconciliation settles it (as RedisSemaphore.giveBackWhenDone)
       f.whenComplete((a, e) -> {
