@@ -172,6 +172,19 @@ final class AsyncSides {
     /** The listeners of the primitive, and those of the options. */
     abstract List<LeaseLossListener> listeners();
 
+    /**
+     * Sends the undo of what {@code w} may hold (a grant that arrived after the cancel, or an
+     * attempt whose outcome is unknown) as a hold's release is sent: re-sent after transient
+     * failures until answered or a lease has passed (the longest the orphan can live), and sent
+     * again after a recovery. Sent once, a lost undo left the orphan blocking everyone for up to
+     * a lease. {@code send} is idempotent (it names {@code w}'s request).
+     */
+    void undo(String key, String request, Supplier<CompletableFuture<Long>> send) {
+      long until = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
+      engine.retrying(send, until);
+      engine.replayOnRecovery(key + " undo " + request, until, send::get);
+    }
+
     @Override
     LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
       AsyncHold.Lock hold = new AsyncHold.Lock(name, this, engine.ticker, leaseKey(w), w.request, engine.leaseMillis,
@@ -255,13 +268,15 @@ final class AsyncSides {
 
     @Override
     void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
-      lock.release(w.request); // frees it and wakes the next waiter, as a release does
+      String request = w.request;
+      undo(lock.lockKey, request, () -> lock.release(request)); // frees it and wakes the next waiter, as a release does
     }
 
     @Override
     void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) {
       if (uncertain) {
-        lock.release(w.request); // a copy of the attempt may have granted it unseen
+        String request = w.request;
+        undo(lock.lockKey, request, () -> lock.release(request)); // a copy of the attempt may have granted it unseen
       }
       engine.async().hdel(lock.lockKey, "w:" + engine.clientId); // as RedisLock.gaveUp
     }
@@ -317,12 +332,16 @@ final class AsyncSides {
 
     @Override
     void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
-      side.cancel(w.request); // wcancel: releases the grant, wakes readers or a writer
+      wcancel(w.request); // releases the grant, wakes readers or a writer
     }
 
     @Override
     void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) {
-      side.cancel(w.request); // wcancel: its waiting entry stops holding readers back (and a grant is undone)
+      wcancel(w.request); // its waiting entry stops holding readers back (and a grant is undone)
+    }
+
+    private void wcancel(String request) {
+      undo(side.lockKey, request, () -> rw.op(ScriptOutputType.INTEGER, "wcancel", "", request, 0));
     }
 
     @Override
@@ -389,12 +408,16 @@ final class AsyncSides {
 
     @Override
     void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
-      side.cancel(w.request); // rcancel: drops the read hold; the last reader out wakes a writer
+      rcancel(w.request); // drops the read hold; the last reader out wakes a writer
     }
 
     @Override
     void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) {
-      side.cancel(w.request); // rcancel: its waiting entry goes (and a grant is undone)
+      rcancel(w.request); // its waiting entry goes (and a grant is undone)
+    }
+
+    private void rcancel(String request) {
+      undo(side.leaseKey(request), request, () -> rw.op(ScriptOutputType.INTEGER, "rcancel", "", request, 0));
     }
 
     @Override

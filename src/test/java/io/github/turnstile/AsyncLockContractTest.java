@@ -447,6 +447,43 @@ class AsyncLockContractTest {
   }
 
   /**
+   * The undo of a cancelled grant is re-sent after a transient failure: the grant's reply is
+   * slowed by the proxy, a Lua script keeps Redis busy so that the undo meets BUSY, and another
+   * client still gets the lock within seconds of Redis answering again, not after the 30 s lease
+   * of the orphan grant (sent once, the undo was lost).
+   */
+  @Test
+  void cancelledGrantUndoIsResentAfterTransientFailure() throws Exception {
+    String name = unique("async-undo-busy");
+    redis.command("CONFIG", "SET", "busy-reply-threshold", "20");
+    try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
+        Turnstile viaProxy = Turnstile.connect(proxy.uri())) {
+      DistributedLock lock = viaProxy.lock(name);
+      DistributedLock theirs = t2.lock(name);
+      await(lock.lockAsync()).release().toCompletableFuture().get(5, TimeUnit.SECONDS); // scripts loaded
+      proxy.setDelayMillis(300); // each way: the undo leaves ~300 ms after the grant ran, arrives ~300 ms later
+      CompletableFuture<LockHold> f = lock.lockAsync();
+      Thread.sleep(50);
+      assertTrue(f.cancel(false));
+      TestSupport.await("granted in Redis", Duration.ofSeconds(3), theirs::isLocked);
+      Thread busy = new Thread(() -> redis.command("EVAL", "local t = redis.call('TIME') "
+          + "local s = t[1] * 1000000 + t[2] "
+          + "while true do local n = redis.call('TIME') "
+          + "if n[1] * 1000000 + n[2] - s > 1500000 then break end end return 1", "0"));
+      busy.start();
+      busy.join();
+      proxy.setDelayMillis(0);
+      long start = System.nanoTime();
+      assertTrue(theirs.tryLock(10, TimeUnit.SECONDS), "the orphan grant of the cancelled acquisition is still held");
+      long waited = millisSince(start);
+      theirs.unlock();
+      assertTrue(waited < 3000, "the undo was re-sent: waited " + waited + " ms");
+    } finally {
+      redis.command("CONFIG", "SET", "busy-reply-threshold", "5000");
+    }
+  }
+
+  /**
    * Lease loss: the client's clock jumps past the lease. The hold turns invalid, lost() completes,
    * the listeners are told once, fencingToken() and the release report the loss, and the release
    * still frees the key in Redis.
