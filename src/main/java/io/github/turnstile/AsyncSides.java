@@ -278,7 +278,10 @@ final class AsyncSides {
         String request = w.request;
         undo(lock.lockKey, request, () -> lock.release(request)); // a copy of the attempt may have granted it unseen
       }
-      engine.async().hdel(lock.lockKey, "w:" + engine.clientId); // as RedisLock.gaveUp
+      if (!lock.threadsWaiting()) {
+        // as RedisLock.gaveUp; the mark is the client's: left to this JVM's waiting threads
+        engine.async().hdel(lock.lockKey, "w:" + engine.clientId);
+      }
     }
 
     @Override

@@ -484,6 +484,48 @@ class AsyncLockContractTest {
   }
 
   /**
+   * A blocking waiter and an async waiter of one client wait for a lock another client holds;
+   * either giving up leaves the client's waiting mark (w:<client>) in Redis while the other still
+   * waits. Cleared, the holder's client would see no other waiters and hand the lock among its own
+   * threads without limit.
+   */
+  @Test
+  void aWithdrawalKeepsTheOtherWaitersMark() throws Exception {
+    String name = unique("async-mark");
+    RedisLock mine = (RedisLock) t1.lock(name);
+    String field = "w:" + t1.engine().clientId;
+    java.util.function.Supplier<String> mark = () -> redis.command("HEXISTS", mine.lockKey, field);
+    DistributedLock theirs = t2.lock(name);
+    theirs.lock();
+    Thread blocking = null;
+    try {
+      // the blocking waiter gives up while the async one waits
+      CompletableFuture<LockHold> async = mine.lockAsync();
+      TestSupport.await("the async waiter marked its client", Duration.ofSeconds(3), () -> "1".equals(mark.get()));
+      assertFalse(mine.tryLock(300, TimeUnit.MILLISECONDS));
+      Thread.sleep(200); // a withdrawal's HDEL is sent without waiting
+      assertEquals("1", mark.get(), "the blocking waiter's withdrawal cleared the async waiter's mark");
+      async.cancel(false);
+      // the async waiter gives up while a blocking one waits
+      blocking = new Thread(() -> {
+        mine.lock();
+        mine.unlock();
+      });
+      blocking.start();
+      Thread.sleep(300);
+      TestSupport.await("the blocking waiter marked its client", Duration.ofSeconds(3), () -> "1".equals(mark.get()));
+      assertInstanceOf(TimeoutException.class, failure(mine.tryLockAsync(300, TimeUnit.MILLISECONDS), 3));
+      Thread.sleep(200);
+      assertEquals("1", mark.get(), "the async waiter's withdrawal cleared the blocking waiter's mark");
+    } finally {
+      theirs.unlock();
+      if (blocking != null) {
+        blocking.join(10_000);
+      }
+    }
+  }
+
+  /**
    * Lease loss: the client's clock jumps past the lease. The hold turns invalid, lost() completes,
    * the listeners are told once, fencingToken() and the release report the loss, and the release
    * still frees the key in Redis.
