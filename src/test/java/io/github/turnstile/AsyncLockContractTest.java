@@ -525,6 +525,73 @@ class AsyncLockContractTest {
     }
   }
 
+  /** A lock's real Redis operations, but the withdrawal throws after it ran. */
+  static final class ThrowingWithdrawal extends AsyncAcquisition.Side<LockHold> {
+    private final AsyncSides.LockSide real;
+
+    ThrowingWithdrawal(AsyncSides.LockSide real) {
+      this.real = real;
+    }
+
+    @Override String describe() { return real.describe(); }
+    @Override String channel() { return real.channel(); }
+    @Override Metrics.Primitive metrics() { return real.metrics(); }
+    @Override CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+      return real.attempt(w, subscribed);
+    }
+    @Override void refused(AsyncAcquisition<LockHold> w, Engine.Attempt a) { real.refused(w, a); }
+    @Override LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+      return real.grant(w, a, sentAtTicks);
+    }
+    @Override void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) { real.cancelGrant(w, a); }
+    @Override void failed(AsyncAcquisition<LockHold> w, CompletableFuture<Engine.Attempt> f) { real.failed(w, f); }
+    @Override void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) {
+      real.withdraw(w, uncertain);
+      throw new IllegalStateException("injected: withdrawal failed");
+    }
+    @Override String leaseKey(AsyncAcquisition<LockHold> w) { return real.leaseKey(w); }
+  }
+
+  /**
+   * A withdrawal that throws strands nobody: the gate's next acquisition still becomes head
+   * (cancel path), and an acquisition that fails still completes its future (fail path: the
+   * client closes under it).
+   */
+  @Test
+  void aThrowingWithdrawalStrandsNobody() throws Exception {
+    String name = unique("async-withdraw-throws");
+    DistributedLock theirs = t2.lock(name);
+    AsyncGate<LockHold> gate = new AsyncGate<>(new AsyncSides.EngineEnv(t1.engine()),
+        new ThrowingWithdrawal(new AsyncSides.LockSide((RedisLock) t1.lock(name))));
+    theirs.lock();
+    CompletableFuture<LockHold> second;
+    try {
+      CompletableFuture<LockHold> first = gate.acquire(Engine.Call.untimed(false), 1);
+      second = gate.acquire(Engine.Call.untimed(false), 1);
+      Thread.sleep(300); // the first waits in Redis, the second behind it
+      assertFalse(first.isDone());
+      assertTrue(first.cancel(false));
+    } finally {
+      theirs.unlock();
+    }
+    LockHold hold = second.get(5, TimeUnit.SECONDS);
+    hold.release().toCompletableFuture().get(5, TimeUnit.SECONDS);
+
+    Turnstile closing = Turnstile.connect(redis.uri());
+    AsyncGate<LockHold> gate2 = new AsyncGate<>(new AsyncSides.EngineEnv(closing.engine()),
+        new ThrowingWithdrawal(new AsyncSides.LockSide((RedisLock) closing.lock(name))));
+    theirs.lock();
+    try {
+      CompletableFuture<LockHold> waiting = gate2.acquire(Engine.Call.untimed(false), 1);
+      Thread.sleep(300);
+      assertFalse(waiting.isDone());
+      closing.close();
+      assertInstanceOf(TurnstileException.class, failure(waiting, 5));
+    } finally {
+      theirs.unlock();
+    }
+  }
+
   /**
    * Lease loss: the client's clock jumps past the lease. The hold turns invalid, lost() completes,
    * the listeners are told once, fencingToken() and the release report the loss, and the release
