@@ -198,6 +198,11 @@ final class AsyncAcquisition<H extends Hold> {
   boolean refused;
   /** Side state: permits the attempt in flight may take (semaphore accounting). */
   int asked;
+  /**
+   * Side state (read side): the server time since which this reader counts as waiting (0: not
+   * known); set from its gate when it enqueues and by refusals (guarded by the gate's lock).
+   */
+  volatile long readSince;
 
   AsyncAcquisition(Env env, Side<H> side, AsyncGate<H> gate, int permits, Engine.Call call) {
     this.env = env;

@@ -364,9 +364,10 @@ final class AsyncSides {
   }
 
   /**
-   * The read side of a read/write lock: rwlock.lua's read, runlock and rcancel. Async readers
-   * of this JVM share one "waiting since" time (phase fairness: a write release admits the readers
-   * that were waiting), kept by their gate as the blocking readers keep theirs.
+   * The read side of a read/write lock: rwlock.lua's read, runlock and rcancel. Each async reader
+   * sends the "waiting since" time of the readers queued with it (phase fairness: a write release
+   * admits the readers that were waiting), which it takes from its gate when it enqueues; the
+   * gate ends that time at the first grant made with it (see {@link AsyncGate#readRefused}).
    */
   static final class ReadSide extends LockKind {
     private final RedisReadWriteLock rw;
@@ -399,11 +400,14 @@ final class AsyncSides {
     @Override
     CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       AsyncGate<LockHold> g = gate.get();
-      return rw.<List<Object>>op(ScriptOutputType.MULTI, "read", w.owner, w.request, g.waitingSince)
+      long since = w.readSince;
+      return rw.<List<Object>>op(ScriptOutputType.MULTI, "read", w.owner, w.request, since)
           .thenApply(rw::reclaims)
           .thenApply(r -> {
-            if ((Long) r.get(0) == 0L && g.waitingSince == 0) {
-              g.waitingSince = (Long) r.get(2);
+            if ((Long) r.get(0) == 0L) {
+              g.readRefused(w, (Long) r.get(2));
+            } else {
+              g.readGranted(since);
             }
             return RedisLock.parseAttempt(r);
           });
