@@ -190,6 +190,14 @@ public final class TurnstileReactor {
     @Override
     public void request(long n) {
       if (n <= 0) {
+        boolean first;
+        synchronized (this) {
+          first = !done;
+        }
+        if (first) {
+          cancel();
+          actual.onError(new IllegalArgumentException("§3.9: request must be positive, was " + n));
+        }
         return;
       }
       H hold;
