@@ -198,6 +198,11 @@ final class AsyncAcquisition<H extends Hold> {
   boolean refused;
   /** Side state: permits the attempt in flight may take (semaphore accounting). */
   int asked;
+  /**
+   * Side state (read side): the server time since which this reader counts as waiting (0: not
+   * known); set from its gate when it enqueues and by refusals (guarded by the gate's lock).
+   */
+  volatile long readSince;
 
   AsyncAcquisition(Env env, Side<H> side, AsyncGate<H> gate, int permits, Engine.Call call) {
     this.env = env;
@@ -557,16 +562,19 @@ final class AsyncAcquisition<H extends Hold> {
       mu.unlock();
     }
     if (wasAbandoned) {
-      if (a != null && a.acquired) {
-        side.cancelGrant(this, a);
-      } else {
-        if (a != null) {
-          side.refused(this, a);
+      Engine.Attempt reply = a;
+      quietly(() -> {
+        if (reply != null && reply.acquired) {
+          side.cancelGrant(this, reply);
         } else {
-          side.failed(this, f);
+          if (reply != null) {
+            side.refused(this, reply);
+          } else {
+            side.failed(this, f);
+          }
+          side.withdraw(this, unsure);
         }
-        side.withdraw(this, unsure);
-      }
+      });
       cancelTimers();
       gate.leave(this);
       return;
@@ -628,7 +636,7 @@ final class AsyncAcquisition<H extends Hold> {
         deliver(a, sentAt);
         return;
       }
-      side.cancelGrant(this, a);
+      quietly(() -> side.cancelGrant(this, a));
       cancelTimers();
       gate.leave(this);
       Throwable cause = Engine.unwrap(e);
@@ -642,7 +650,7 @@ final class AsyncAcquisition<H extends Hold> {
     try {
       hold = side.grant(this, a, sentAt);
     } catch (RuntimeException e) {
-      side.cancelGrant(this, a);
+      quietly(() -> side.cancelGrant(this, a));
       cancelTimers();
       gate.leave(this);
       result.completeExceptionally(e);
@@ -659,7 +667,7 @@ final class AsyncAcquisition<H extends Hold> {
         mu.unlock();
       }
       if (gone) {
-        side.withdraw(this, false);
+        quietly(() -> side.withdraw(this, false));
         cancelTimers();
         gate.leave(this);
       } else {
@@ -712,7 +720,7 @@ final class AsyncAcquisition<H extends Hold> {
       return;
     }
     if (withdraw) {
-      side.withdraw(this, unsure);
+      quietly(() -> side.withdraw(this, unsure));
     }
     gate.leave(this);
   }
@@ -734,10 +742,23 @@ final class AsyncAcquisition<H extends Hold> {
     }
     cancelTimers();
     if (withdraw) {
-      side.withdraw(this, unsure);
+      quietly(() -> side.withdraw(this, unsure));
     }
     gate.leave(this);
     result.completeExceptionally(error);
+  }
+
+  /**
+   * Runs an undo or a withdrawal on an ending path. A throw from it is logged, never propagated:
+   * what follows it (leaving the gate, which promotes the next acquisition, and completing the
+   * future) must happen whatever, or every acquisition queued behind this one would hang.
+   */
+  private void quietly(Runnable r) {
+    try {
+      r.run();
+    } catch (RuntimeException e) {
+      LOG.log(System.Logger.Level.WARNING, side.describe() + ": withdrawing an async acquisition failed", e);
+    }
   }
 
   /**

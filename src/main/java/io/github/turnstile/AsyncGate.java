@@ -26,10 +26,15 @@ final class AsyncGate<H extends Hold> {
   private AsyncAcquisition<H> head; // guarded by lock
   private AsyncAcquisition.Channel channel; // guarded by lock
   /**
-   * Read side only: the server time (ms) since which this JVM's async readers wait (0: none waits),
-   * set by the first refusal and reset when the gate empties (see rwlock.lua, op read).
+   * Read side only: the server time (ms) since which the readers now queued here wait (0: not
+   * known), set by a refusal of the head and handed to every queued acquisition that has none
+   * yet; reset by the first grant made with it (the readers it stood for were admitted) and when
+   * the gate empties. An acquisition takes it when it enqueues ({@link AsyncAcquisition#readSince})
+   * and sends its own copy: resetting only when the gate emptied, a steady stream of readers
+   * kept sending the first refusal's time, older than every later write release, and passed
+   * waiting writers for ever (see rwlock.lua, op read).
    */
-  volatile long waitingSince;
+  private long waitingSince; // guarded by lock
 
   AsyncGate(AsyncAcquisition.Env env, AsyncAcquisition.Side<H> side) {
     this.env = env;
@@ -58,6 +63,7 @@ final class AsyncGate<H extends Hold> {
   boolean enter(AsyncAcquisition<H> a) {
     lock.lock();
     try {
+      a.readSince = waitingSince;
       if (head == null) {
         head = a;
         return true;
@@ -104,6 +110,51 @@ final class AsyncGate<H extends Hold> {
    *
    * @return the subscription the heads share, or null
    */
+  /**
+   * Read side: {@code a}'s attempt was refused at server time {@code nowMs}. If {@code a} is still
+   * the head (a reply of an acquisition that left is stale) and no time is known, the readers
+   * queued here wait since then.
+   */
+  void readRefused(AsyncAcquisition<H> a, long nowMs) {
+    lock.lock();
+    try {
+      if (head != a) {
+        return;
+      }
+      if (a.readSince == 0) {
+        a.readSince = nowMs;
+      }
+      if (waitingSince == 0) {
+        waitingSince = a.readSince;
+        for (AsyncAcquisition<H> q : queue) {
+          if (q.readSince == 0) {
+            q.readSince = waitingSince;
+          }
+        }
+      }
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Read side: an attempt sent with {@code since} was granted. The first grant made with the
+   * gate's time ends it: acquisitions that enqueue from now on start without one.
+   */
+  void readGranted(long since) {
+    if (since == 0) {
+      return;
+    }
+    lock.lock();
+    try {
+      if (waitingSince == since) {
+        waitingSince = 0;
+      }
+    } finally {
+      lock.unlock();
+    }
+  }
+
   AsyncAcquisition.Channel channel() {
     lock.lock();
     try {

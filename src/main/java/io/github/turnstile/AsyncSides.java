@@ -172,6 +172,19 @@ final class AsyncSides {
     /** The listeners of the primitive, and those of the options. */
     abstract List<LeaseLossListener> listeners();
 
+    /**
+     * Sends the undo of what {@code w} may hold (a grant that arrived after the cancel, or an
+     * attempt whose outcome is unknown) as a hold's release is sent: re-sent after transient
+     * failures until answered or a lease has passed (the longest the orphan can live), and sent
+     * again after a recovery. Sent once, a lost undo left the orphan blocking everyone for up to
+     * a lease. {@code send} is idempotent (it names {@code w}'s request).
+     */
+    void undo(String key, String request, Supplier<CompletableFuture<Long>> send) {
+      long until = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
+      engine.retrying(send, until);
+      engine.replayOnRecovery(key + " undo " + request, until, send::get);
+    }
+
     @Override
     LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
       AsyncHold.Lock hold = new AsyncHold.Lock(name, this, engine.ticker, leaseKey(w), w.request, engine.leaseMillis,
@@ -255,15 +268,20 @@ final class AsyncSides {
 
     @Override
     void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
-      lock.release(w.request); // frees it and wakes the next waiter, as a release does
+      String request = w.request;
+      undo(lock.lockKey, request, () -> lock.release(request)); // frees it and wakes the next waiter, as a release does
     }
 
     @Override
     void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) {
       if (uncertain) {
-        lock.release(w.request); // a copy of the attempt may have granted it unseen
+        String request = w.request;
+        undo(lock.lockKey, request, () -> lock.release(request)); // a copy of the attempt may have granted it unseen
       }
-      engine.async().hdel(lock.lockKey, "w:" + engine.clientId); // as RedisLock.gaveUp
+      if (!lock.threadsWaiting()) {
+        // as RedisLock.gaveUp; the mark is the client's: left to this JVM's waiting threads
+        engine.async().hdel(lock.lockKey, "w:" + engine.clientId);
+      }
     }
 
     @Override
@@ -317,12 +335,16 @@ final class AsyncSides {
 
     @Override
     void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
-      side.cancel(w.request); // wcancel: releases the grant, wakes readers or a writer
+      wcancel(w.request); // releases the grant, wakes readers or a writer
     }
 
     @Override
     void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) {
-      side.cancel(w.request); // wcancel: its waiting entry stops holding readers back (and a grant is undone)
+      wcancel(w.request); // its waiting entry stops holding readers back (and a grant is undone)
+    }
+
+    private void wcancel(String request) {
+      undo(side.lockKey, request, () -> rw.op(ScriptOutputType.INTEGER, "wcancel", "", request, 0));
     }
 
     @Override
@@ -342,9 +364,10 @@ final class AsyncSides {
   }
 
   /**
-   * The read side of a read/write lock: rwlock.lua's read, runlock and rcancel. Async readers
-   * of this JVM share one "waiting since" time (phase fairness: a write release admits the readers
-   * that were waiting), kept by their gate as the blocking readers keep theirs.
+   * The read side of a read/write lock: rwlock.lua's read, runlock and rcancel. Each async reader
+   * sends the "waiting since" time of the readers queued with it (phase fairness: a write release
+   * admits the readers that were waiting), which it takes from its gate when it enqueues; the
+   * gate ends that time at the first grant made with it (see {@link AsyncGate#readRefused}).
    */
   static final class ReadSide extends LockKind {
     private final RedisReadWriteLock rw;
@@ -377,11 +400,14 @@ final class AsyncSides {
     @Override
     CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       AsyncGate<LockHold> g = gate.get();
-      return rw.<List<Object>>op(ScriptOutputType.MULTI, "read", w.owner, w.request, g.waitingSince)
+      long since = w.readSince;
+      return rw.<List<Object>>op(ScriptOutputType.MULTI, "read", w.owner, w.request, since)
           .thenApply(rw::reclaims)
           .thenApply(r -> {
-            if ((Long) r.get(0) == 0L && g.waitingSince == 0) {
-              g.waitingSince = (Long) r.get(2);
+            if ((Long) r.get(0) == 0L) {
+              g.readRefused(w, (Long) r.get(2));
+            } else {
+              g.readGranted(since);
             }
             return RedisLock.parseAttempt(r);
           });
@@ -389,12 +415,16 @@ final class AsyncSides {
 
     @Override
     void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
-      side.cancel(w.request); // rcancel: drops the read hold; the last reader out wakes a writer
+      rcancel(w.request); // drops the read hold; the last reader out wakes a writer
     }
 
     @Override
     void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) {
-      side.cancel(w.request); // rcancel: its waiting entry goes (and a grant is undone)
+      rcancel(w.request); // its waiting entry goes (and a grant is undone)
+    }
+
+    private void rcancel(String request) {
+      undo(side.leaseKey(request), request, () -> rw.op(ScriptOutputType.INTEGER, "rcancel", "", request, 0));
     }
 
     @Override
@@ -424,12 +454,15 @@ final class AsyncSides {
   static final class PermitSide extends AsyncAcquisition.Side<PermitHold> implements AsyncHold.Io {
     private final RedisSemaphore sem;
     private final Engine engine;
+    /** Sends an acquire of n permits, all or nothing (a field so that tests can make it throw). */
+    java.util.function.BiFunction<Integer, Boolean, CompletableFuture<List<Object>>> sendAcquire;
     /** Holds not yet released: told when the client's liveness lease on the semaphore is lost. */
     private final Set<AsyncHold.Permits> live = ConcurrentHashMap.newKeySet();
 
     PermitSide(RedisSemaphore sem) {
       this.sem = sem;
       this.engine = sem.engine;
+      this.sendAcquire = (n, subscribed) -> sem.op("acquire", n, "all", subscribed, engine.newRequestId());
       sem.addLeaseLossListener(e -> {
         for (AsyncHold.Permits h : live) {
           h.livenessLost(e);
@@ -468,9 +501,12 @@ final class AsyncSides {
       ledger().track(n);
       CompletableFuture<List<Object>> f;
       try {
-        f = sem.op("acquire", n, "all", subscribed, engine.newRequestId());
+        f = sendAcquire.apply(n, subscribed);
       } catch (RuntimeException e) {
-        ledger().untrack(n, true);
+        // nothing was sent: untracked here, once; the acquisition then reports the failure
+        // through failed(), which must not untrack it again (mayAdd would drift below zero)
+        w.asked = 0;
+        ledger().untrack(n, false);
         throw e;
       }
       return f.thenApply(r -> {
@@ -518,6 +554,10 @@ final class AsyncSides {
     @Override
     void failed(AsyncAcquisition<PermitHold> w, CompletableFuture<Engine.Attempt> f) {
       int asked = w.asked;
+      if (asked == 0) {
+        stopIfIdle(); // the attempt threw before it was sent, and was untracked then
+        return;
+      }
       // its outcome is unknown (or it may still run): what it took goes back, and if that stays
       // unknown, a reconciliation settles it (as RedisSemaphore.giveBackWhenDone)
       f.whenComplete((a, e) -> {

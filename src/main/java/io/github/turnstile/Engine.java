@@ -153,6 +153,8 @@ final class Engine implements AutoCloseable {
     /** nanoTime since which Redis has been unreachable for this call; meaningful while unreachable. */
     private long unreachableSince;
     private boolean unreachable;
+    /** When the call began: its outage clock starts no earlier (see {@link Engine#unreachable}). */
+    final long startNanos = System.nanoTime();
 
     private Call(boolean timed, long deadline, boolean interruptible) {
       this.timed = timed;
@@ -205,6 +207,10 @@ final class Engine implements AutoCloseable {
   final long leaseMillis;
   private final long commandTimeoutNanos;
   private final long outageToleranceNanos;
+  /** Guards {@link #lostSinceNanos}: since when the calls have found Redis unreachable, while {@link #redisLost}. */
+  private final Object lostLock = new Object();
+  private long lostSinceNanos;
+  private volatile boolean redisLost;
   private final Topology topology;
   private final RedisClusterAsyncCommands<String, String> async;
   final BlockingPool pool;
@@ -412,6 +418,38 @@ final class Engine implements AutoCloseable {
   }
 
   /**
+   * Returns when {@code call}'s outage clock starts, first finding Redis unreachable since
+   * {@code sinceNanos}: when this client lost Redis (the earliest such finding of any call since
+   * Redis last answered), or the call's start if later, never after {@code sinceNanos}. So a call
+   * that only now looks (an async acquisition that just became its gate's head, a thread that just
+   * got its turn) counts the outage it has already waited through, and a queue of untimed calls
+   * fails after one tolerance, not one tolerance per call ahead of it.
+   */
+  private long outageStart(Call call, long sinceNanos) {
+    synchronized (lostLock) {
+      if (!redisLost) {
+        redisLost = true;
+        lostSinceNanos = sinceNanos;
+        return sinceNanos;
+      }
+      if (sinceNanos - lostSinceNanos < 0) {
+        lostSinceNanos = sinceNanos;
+      }
+      long start = lostSinceNanos - call.startNanos >= 0 ? lostSinceNanos : call.startNanos;
+      return start - sinceNanos <= 0 ? start : sinceNanos;
+    }
+  }
+
+  /** Redis answered: a later outage starts its own clock. */
+  private void reached() {
+    if (redisLost) {
+      synchronized (lostLock) {
+        redisLost = false;
+      }
+    }
+  }
+
+  /**
    * Records that Redis is unreachable for {@code call} since {@code sinceNanos} (the start of the
    * stretch, if it began earlier); an untimed call that has waited through more than
    * {@link TurnstileOptions#outageTolerance()} of it gives up.
@@ -421,7 +459,7 @@ final class Engine implements AutoCloseable {
   void unreachable(Call call, long sinceNanos, String what, Throwable cause) {
     if (!call.unreachable) {
       call.unreachable = true;
-      call.unreachableSince = sinceNanos;
+      call.unreachableSince = outageStart(call, sinceNanos);
     }
     long down = System.nanoTime() - call.unreachableSince;
     if (!call.timed && down >= outageToleranceNanos) {
@@ -528,6 +566,7 @@ final class Engine implements AutoCloseable {
         }
         T value = Waits.get(f, 0, call.interruptible);
         call.reachable();
+        reached();
         return value;
       } catch (TimeoutException e) {
         if (deadlineBound) {
@@ -560,11 +599,13 @@ final class Engine implements AutoCloseable {
     boolean[] fellBack = new boolean[1];
     return first.handle((value, error) -> {
           if (error == null) {
+            reached();
             return CompletableFuture.completedFuture(value);
           }
           Throwable cause = unwrap(error);
           if (cause instanceof RedisNoScriptException
               || (cause.getMessage() != null && cause.getMessage().startsWith("NOSCRIPT"))) {
+            reached();
             fellBack[0] = true;
             return async.<T>eval(s.body, type, keys, args).toCompletableFuture();
           }

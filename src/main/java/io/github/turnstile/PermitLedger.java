@@ -508,6 +508,20 @@ final class PermitLedger {
   }
 
   /**
+   * Returns the permits that commands in flight may still add (for tests: never below zero).
+   *
+   * @return the permits that commands in flight may still add
+   */
+  long mayAdd() {
+    lock.lock();
+    try {
+      return mayAdd;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
    * Returns the permits this client holds and may release.
    *
    * @return the permits this client holds and may release

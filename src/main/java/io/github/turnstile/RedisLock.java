@@ -96,16 +96,27 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
    * The plain lock withdraws this client's "waiting" mark (field w:<client>, which makes the
    * holder's client stop passing the lock among its own threads after localHandoffLimit grants);
    * the write side of a read/write lock withdraws its waiting-writer entry, which would otherwise
-   * hold readers back.
+   * hold readers back. The mark is the client's, not the thread's: it stays while async
+   * acquisitions of this lock wait in this JVM (they withdraw it when the last gives up).
    */
   @Override
   public void gaveUp(String request) {
     if (request.equals(uncertainRequest)) {
       cancel(request);
     }
-    if (!request.equals(noWaitRequest)) {
+    if (!request.equals(noWaitRequest) && AsyncSides.waiting(async) == 0) {
       engine.async().hdel(lockKey, "w:" + engine.clientId);
     }
+  }
+
+  /**
+   * Returns whether threads of this JVM wait for this lock (at or queued for the gate): an
+   * async acquisition giving up then leaves the client's waiting mark to them.
+   *
+   * @return whether threads of this JVM wait for this lock
+   */
+  boolean threadsWaiting() {
+    return local.gate().isLocked() || local.gate().hasQueuedThreads();
   }
 
   @Override

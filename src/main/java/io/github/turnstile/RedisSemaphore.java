@@ -568,6 +568,15 @@ final class RedisSemaphore extends DistributedSemaphore {
   }
 
   /**
+   * Returns the async gate's side, creating the gate if needed (for tests).
+   *
+   * @return the async gate's side
+   */
+  AsyncSides.PermitSide asyncSide() {
+    return (AsyncSides.PermitSide) AsyncSides.gate(async, engine, () -> new AsyncSides.PermitSide(this)).side();
+  }
+
+  /**
    * Returns this client's liveness key on the semaphore.
    *
    * @return this client's liveness key on the semaphore

@@ -321,6 +321,11 @@ public final class TurnstileOptions {
      * {@code tryAcquire(t)}) are bounded by their own timeout instead. {@link Duration#ZERO}
      * makes untimed calls fail as soon as Redis is found unreachable. Default 60 s.
      *
+     * <p>The outage counts for each call from when this client lost Redis (the first command
+     * that found it unreachable since its last answer), or from the call's start if later; a
+     * call queued behind others of this JVM ({@code lockAsync()} behind an earlier one) does
+     * not start a clock of its own when its turn comes, so a queue fails together.
+     *
      * @param tolerance not negative
      * @return this builder
      */

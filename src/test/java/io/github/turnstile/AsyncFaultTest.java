@@ -149,6 +149,39 @@ class AsyncFaultTest {
   }
 
   /**
+   * The outage tolerance does not add up along the gate's queue: three untimed lockAsync of one
+   * name wait (one in Redis, two queued behind it) when Redis dies; all three fail about one
+   * tolerance after it died, not the k-th after k tolerances (each new head used to start its
+   * own outage clock when it became head).
+   */
+  @Test
+  void outageToleranceDoesNotAccumulateAlongTheQueue() throws Exception {
+    TurnstileOptions options = TurnstileOptions.builder().outageTolerance(Duration.ofMillis(1000)).build();
+    try (RedisServerProcess server = RedisServerProcess.start();
+        Turnstile holder = Turnstile.connect(server.uri());
+        Turnstile turnstile = Turnstile.connect(server.uri(), options)) {
+      String name = unique("async-queue-outage");
+      holder.lock(name).lock();
+      DistributedLock lock = turnstile.lock(name);
+      java.util.List<CompletableFuture<LockHold>> queued = java.util.List.of(lock.lockAsync(), lock.lockAsync(),
+          lock.lockAsync());
+      Thread.sleep(300); // the head waits in Redis, the others at the gate
+      for (CompletableFuture<LockHold> f : queued) {
+        assertFalse(f.isDone());
+      }
+      server.kill9();
+      long start = System.nanoTime();
+      for (int i = 0; i < queued.size(); i++) {
+        Throwable e = failure(queued.get(i), 10);
+        long ms = millisSince(start);
+        assertInstanceOf(TurnstileException.class, e);
+        assertTrue(ms < 2000, "acquisition " + (i + 1) + " of 3 gave up " + ms + " ms after Redis died (tolerance 1000 ms)");
+      }
+      server.restart();
+    }
+  }
+
+  /**
    * Redis paused (SIGSTOP): tryLockAsync(t) times out at about t; the attempt Redis runs after
    * SIGCONT and grants is released at once, so nothing stays held.
    */

@@ -447,6 +447,152 @@ class AsyncLockContractTest {
   }
 
   /**
+   * The undo of a cancelled grant is re-sent after a transient failure: the grant's reply is
+   * slowed by the proxy, a Lua script keeps Redis busy so that the undo meets BUSY, and another
+   * client still gets the lock within seconds of Redis answering again, not after the 30 s lease
+   * of the orphan grant (sent once, the undo was lost).
+   */
+  @Test
+  void cancelledGrantUndoIsResentAfterTransientFailure() throws Exception {
+    String name = unique("async-undo-busy");
+    redis.command("CONFIG", "SET", "busy-reply-threshold", "20");
+    try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
+        Turnstile viaProxy = Turnstile.connect(proxy.uri())) {
+      DistributedLock lock = viaProxy.lock(name);
+      DistributedLock theirs = t2.lock(name);
+      await(lock.lockAsync()).release().toCompletableFuture().get(5, TimeUnit.SECONDS); // scripts loaded
+      proxy.setDelayMillis(300); // each way: the undo leaves ~300 ms after the grant ran, arrives ~300 ms later
+      CompletableFuture<LockHold> f = lock.lockAsync();
+      Thread.sleep(50);
+      assertTrue(f.cancel(false));
+      TestSupport.await("granted in Redis", Duration.ofSeconds(3), theirs::isLocked);
+      Thread busy = new Thread(() -> redis.command("EVAL", "local t = redis.call('TIME') "
+          + "local s = t[1] * 1000000 + t[2] "
+          + "while true do local n = redis.call('TIME') "
+          + "if n[1] * 1000000 + n[2] - s > 1500000 then break end end return 1", "0"));
+      busy.start();
+      busy.join();
+      proxy.setDelayMillis(0);
+      long start = System.nanoTime();
+      assertTrue(theirs.tryLock(10, TimeUnit.SECONDS), "the orphan grant of the cancelled acquisition is still held");
+      long waited = millisSince(start);
+      theirs.unlock();
+      assertTrue(waited < 3000, "the undo was re-sent: waited " + waited + " ms");
+    } finally {
+      redis.command("CONFIG", "SET", "busy-reply-threshold", "5000");
+    }
+  }
+
+  /**
+   * A blocking waiter and an async waiter of one client wait for a lock another client holds;
+   * either giving up leaves the client's waiting mark (w:<client>) in Redis while the other still
+   * waits. Cleared, the holder's client would see no other waiters and hand the lock among its own
+   * threads without limit.
+   */
+  @Test
+  void aWithdrawalKeepsTheOtherWaitersMark() throws Exception {
+    String name = unique("async-mark");
+    RedisLock mine = (RedisLock) t1.lock(name);
+    String field = "w:" + t1.engine().clientId;
+    java.util.function.Supplier<String> mark = () -> redis.command("HEXISTS", mine.lockKey, field);
+    DistributedLock theirs = t2.lock(name);
+    theirs.lock();
+    Thread blocking = null;
+    try {
+      // the blocking waiter gives up while the async one waits
+      CompletableFuture<LockHold> async = mine.lockAsync();
+      TestSupport.await("the async waiter marked its client", Duration.ofSeconds(3), () -> "1".equals(mark.get()));
+      assertFalse(mine.tryLock(300, TimeUnit.MILLISECONDS));
+      Thread.sleep(200); // a withdrawal's HDEL is sent without waiting
+      assertEquals("1", mark.get(), "the blocking waiter's withdrawal cleared the async waiter's mark");
+      async.cancel(false);
+      // the async waiter gives up while a blocking one waits
+      blocking = new Thread(() -> {
+        mine.lock();
+        mine.unlock();
+      });
+      blocking.start();
+      Thread.sleep(300);
+      TestSupport.await("the blocking waiter marked its client", Duration.ofSeconds(3), () -> "1".equals(mark.get()));
+      assertInstanceOf(TimeoutException.class, failure(mine.tryLockAsync(300, TimeUnit.MILLISECONDS), 3));
+      Thread.sleep(200);
+      assertEquals("1", mark.get(), "the async waiter's withdrawal cleared the blocking waiter's mark");
+    } finally {
+      theirs.unlock();
+      if (blocking != null) {
+        blocking.join(10_000);
+      }
+    }
+  }
+
+  /** A lock's real Redis operations, but the withdrawal throws after it ran. */
+  static final class ThrowingWithdrawal extends AsyncAcquisition.Side<LockHold> {
+    private final AsyncSides.LockSide real;
+
+    ThrowingWithdrawal(AsyncSides.LockSide real) {
+      this.real = real;
+    }
+
+    @Override String describe() { return real.describe(); }
+    @Override String channel() { return real.channel(); }
+    @Override Metrics.Primitive metrics() { return real.metrics(); }
+    @Override CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+      return real.attempt(w, subscribed);
+    }
+    @Override void refused(AsyncAcquisition<LockHold> w, Engine.Attempt a) { real.refused(w, a); }
+    @Override LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+      return real.grant(w, a, sentAtTicks);
+    }
+    @Override void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) { real.cancelGrant(w, a); }
+    @Override void failed(AsyncAcquisition<LockHold> w, CompletableFuture<Engine.Attempt> f) { real.failed(w, f); }
+    @Override void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) {
+      real.withdraw(w, uncertain);
+      throw new IllegalStateException("injected: withdrawal failed");
+    }
+    @Override String leaseKey(AsyncAcquisition<LockHold> w) { return real.leaseKey(w); }
+  }
+
+  /**
+   * A withdrawal that throws strands nobody: the gate's next acquisition still becomes head
+   * (cancel path), and an acquisition that fails still completes its future (fail path: the
+   * client closes under it).
+   */
+  @Test
+  void aThrowingWithdrawalStrandsNobody() throws Exception {
+    String name = unique("async-withdraw-throws");
+    DistributedLock theirs = t2.lock(name);
+    AsyncGate<LockHold> gate = new AsyncGate<>(new AsyncSides.EngineEnv(t1.engine()),
+        new ThrowingWithdrawal(new AsyncSides.LockSide((RedisLock) t1.lock(name))));
+    theirs.lock();
+    CompletableFuture<LockHold> second;
+    try {
+      CompletableFuture<LockHold> first = gate.acquire(Engine.Call.untimed(false), 1);
+      second = gate.acquire(Engine.Call.untimed(false), 1);
+      Thread.sleep(300); // the first waits in Redis, the second behind it
+      assertFalse(first.isDone());
+      assertTrue(first.cancel(false));
+    } finally {
+      theirs.unlock();
+    }
+    LockHold hold = second.get(5, TimeUnit.SECONDS);
+    hold.release().toCompletableFuture().get(5, TimeUnit.SECONDS);
+
+    Turnstile closing = Turnstile.connect(redis.uri());
+    AsyncGate<LockHold> gate2 = new AsyncGate<>(new AsyncSides.EngineEnv(closing.engine()),
+        new ThrowingWithdrawal(new AsyncSides.LockSide((RedisLock) closing.lock(name))));
+    theirs.lock();
+    try {
+      CompletableFuture<LockHold> waiting = gate2.acquire(Engine.Call.untimed(false), 1);
+      Thread.sleep(300);
+      assertFalse(waiting.isDone());
+      closing.close();
+      assertInstanceOf(TurnstileException.class, failure(waiting, 5));
+    } finally {
+      theirs.unlock();
+    }
+  }
+
+  /**
    * Lease loss: the client's clock jumps past the lease. The hold turns invalid, lost() completes,
    * the listeners are told once, fencingToken() and the release report the loss, and the release
    * still frees the key in Redis.

@@ -200,4 +200,54 @@ class AsyncReadWriteLockContractTest {
           () -> t1.readWriteLock(name).getReadLockCount() == 0);
     }
   }
+
+  /**
+   * Sustained async read load does not starve a writer. The readers of one JVM are refused while a
+   * writer holds (their gate records since when they wait), admitted by its release, and then keep
+   * coming faster than the gate grants them, so it never empties: a writer of another client that
+   * starts waiting must still get in once the reads it waits behind end. Before, every reader sent
+   * the gate's first "waiting since", older than the write release, and passed the waiting
+   * writer for as long as the load went on.
+   */
+  @Test
+  void sustainedAsyncReadsDoNotStarveAWriter() throws Exception {
+    String name = unique("async-rw-starve");
+    DistributedLock writer = t2.readWriteLock(name).writeLock();
+    DistributedLock reader = t1.readWriteLock(name).readLock();
+    writer.lock();
+    java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+    java.util.concurrent.atomic.AtomicInteger reads = new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.Executor later = CompletableFuture.delayedExecutor(5, TimeUnit.MILLISECONDS);
+    Runnable[] chain = new Runnable[1];
+    chain[0] = () -> {
+      if (stop.get()) {
+        return;
+      }
+      reader.lockAsync().thenAccept(h -> {
+        reads.incrementAndGet();
+        CompletableFuture.runAsync(() -> {
+          h.release().whenComplete((v, e) -> chain[0].run());
+        }, later);
+      });
+    };
+    try {
+      for (int i = 0; i < 150; i++) { // faster than the gate grants them: it never empties
+        chain[0].run();
+      }
+      Thread.sleep(300); // the readers wait: refused while the writer holds
+      writer.unlock(); // admits them
+      TestSupport.await("reads going on", Duration.ofSeconds(3), () -> reads.get() >= 100);
+      long start = System.nanoTime();
+      boolean got = writer.tryLock(3, TimeUnit.SECONDS);
+      long waited = millisSince(start);
+      if (got) {
+        writer.unlock();
+      }
+      assertTrue(got, "the writer starved behind " + reads.get() + " async reads");
+      assertTrue(waited < 1000, "the writer waited " + waited + " ms");
+    } finally {
+      stop.set(true);
+    }
+    Thread.sleep(300);
+  }
 }

@@ -6,9 +6,14 @@ import io.github.turnstile.Hold;
 import io.github.turnstile.LockHold;
 import io.github.turnstile.PermitHold;
 import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
+import java.util.function.Supplier;
 import org.reactivestreams.Publisher;
+import org.reactivestreams.Subscription;
+import reactor.core.CoreSubscriber;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
@@ -19,8 +24,11 @@ import reactor.core.publisher.Mono;
  * <p>Every {@code Mono} here is lazy: nothing is acquired until it is subscribed, and each
  * subscription is an acquisition of its own. Cancelling the subscription while it waits cancels
  * the acquisition's future, which withdraws the waiter (see {@link DistributedLock#lockAsync()}):
- * nothing is left held. A hold emitted to a subscriber is the subscriber's to release, which
- * {@link #using} does for it.
+ * nothing is left held. A hold that is granted but not emitted (the subscription was cancelled
+ * as the grant arrived, or before it requested the value) is released at once, never dropped.
+ * A hold emitted to a subscriber ({@code onNext}) is the subscriber's to release, which
+ * {@link #using} does for it: an operator downstream that drops an emitted value (for instance
+ * {@code timeout} racing the emission) drops a held hold, so prefer {@link #using}.
  *
  * <pre>{@code
  * DistributedLock lock = turnstile.lock("orders:42");
@@ -39,7 +47,7 @@ public final class TurnstileReactor {
    * @return the lazy acquisition
    */
   public static Mono<LockHold> lock(DistributedLock lock) {
-    return Mono.fromFuture(lock::lockAsync, false);
+    return acquisition(lock::lockAsync);
   }
 
   /**
@@ -52,7 +60,7 @@ public final class TurnstileReactor {
    * @return the lazy acquisition
    */
   public static Mono<LockHold> tryLock(DistributedLock lock, Duration wait) {
-    return Mono.fromFuture(() -> lock.tryLockAsync(wait.toNanos(), TimeUnit.NANOSECONDS), false);
+    return acquisition(() -> lock.tryLockAsync(wait.toNanos(), TimeUnit.NANOSECONDS));
   }
 
   /**
@@ -64,7 +72,7 @@ public final class TurnstileReactor {
    * @return the lazy acquisition
    */
   public static Mono<PermitHold> acquire(DistributedSemaphore semaphore, int permits) {
-    return Mono.fromFuture(() -> semaphore.acquireAsync(permits), false);
+    return acquisition(() -> semaphore.acquireAsync(permits));
   }
 
   /**
@@ -79,7 +87,7 @@ public final class TurnstileReactor {
    * @return the lazy acquisition
    */
   public static Mono<PermitHold> tryAcquire(DistributedSemaphore semaphore, int permits, Duration wait) {
-    return Mono.fromFuture(() -> semaphore.tryAcquireAsync(permits, wait.toNanos(), TimeUnit.NANOSECONDS), false);
+    return acquisition(() -> semaphore.tryAcquireAsync(permits, wait.toNanos(), TimeUnit.NANOSECONDS));
   }
 
   /**
@@ -97,6 +105,147 @@ public final class TurnstileReactor {
   public static <H extends Hold, T> Flux<T> using(Mono<H> acquire, Function<? super H, ? extends Publisher<? extends T>> work) {
     return Flux.usingWhen(acquire, work, TurnstileReactor::release, (hold, error) -> release(hold),
         TurnstileReactor::release);
+  }
+
+  private static <H extends Hold> Mono<H> acquisition(Supplier<CompletableFuture<H>> acquire) {
+    return new Acquisition<>(acquire);
+  }
+
+  /**
+   * The lazy acquisition. {@code Mono.fromFuture} drops (Operators.onDiscard) a value that
+   * completes after a cancel or before a request: a dropped hold is held until the client
+   * closes. Here one lock decides between delivering the hold and the cancel, and a hold that
+   * is not delivered is closed.
+   */
+  private static final class Acquisition<H extends Hold> extends Mono<H> {
+    private final Supplier<CompletableFuture<H>> acquire;
+
+    Acquisition(Supplier<CompletableFuture<H>> acquire) {
+      this.acquire = acquire;
+    }
+
+    @Override
+    public void subscribe(CoreSubscriber<? super H> actual) {
+      Pending<H> pending = new Pending<>(actual);
+      actual.onSubscribe(pending);
+      CompletableFuture<H> future;
+      try {
+        future = acquire.get();
+      } catch (RuntimeException e) {
+        pending.complete(null, e);
+        return;
+      }
+      pending.start(future);
+    }
+  }
+
+  private static final class Pending<H extends Hold> implements Subscription {
+    private final CoreSubscriber<? super H> actual;
+    private CompletableFuture<H> future; // guarded by this
+    private H value; // guarded by this: granted, not yet delivered
+    private boolean requested; // guarded by this
+    private boolean done; // guarded by this: delivered, failed or cancelled
+
+    Pending(CoreSubscriber<? super H> actual) {
+      this.actual = actual;
+    }
+
+    void start(CompletableFuture<H> f) {
+      boolean cancelled;
+      synchronized (this) {
+        cancelled = done;
+        future = f;
+      }
+      if (cancelled) {
+        f.cancel(false);
+      }
+      f.whenComplete(this::complete);
+    }
+
+    void complete(H hold, Throwable error) {
+      boolean deliver = false;
+      boolean drop = false;
+      synchronized (this) {
+        if (done) {
+          drop = hold != null;
+        } else if (hold == null) {
+          done = true;
+        } else if (requested) {
+          done = true;
+          deliver = true;
+        } else {
+          value = hold;
+        }
+      }
+      if (drop) {
+        closeQuietly(hold);
+      } else if (deliver) {
+        actual.onNext(hold);
+        actual.onComplete();
+      } else if (hold == null) {
+        actual.onError(unwrap(error));
+      }
+    }
+
+    @Override
+    public void request(long n) {
+      if (n <= 0) {
+        boolean first;
+        synchronized (this) {
+          first = !done;
+        }
+        if (first) {
+          cancel();
+          actual.onError(new IllegalArgumentException("§3.9: request must be positive, was " + n));
+        }
+        return;
+      }
+      H hold;
+      synchronized (this) {
+        requested = true;
+        if (done || value == null) {
+          return;
+        }
+        hold = value;
+        value = null;
+        done = true;
+      }
+      actual.onNext(hold);
+      actual.onComplete();
+    }
+
+    @Override
+    public void cancel() {
+      CompletableFuture<H> f;
+      H hold;
+      synchronized (this) {
+        if (done) {
+          return;
+        }
+        done = true;
+        f = future;
+        hold = value;
+        value = null;
+      }
+      if (hold != null) {
+        closeQuietly(hold);
+      } else if (f != null) {
+        // a grant completed after this cancel is closed by complete(), which now finds done
+        f.cancel(false);
+      }
+    }
+
+    private static void closeQuietly(Hold hold) {
+      try {
+        hold.close();
+      } catch (RuntimeException ignored) {
+        // a loss already detected: nothing is held any more
+      }
+    }
+
+    private static Throwable unwrap(Throwable error) {
+      return error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+    }
   }
 
   private static Mono<Void> release(Hold hold) {
