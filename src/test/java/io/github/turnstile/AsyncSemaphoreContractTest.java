@@ -90,7 +90,8 @@ class AsyncSemaphoreContractTest {
     PermitHold got = await(waiting);
     assertTrue(millisSince(start) < 2000, "woken by the release");
     assertEquals(1, theirs.heldPermits());
-    got.close();
+    // close() does not wait for Redis; release() completes once Redis has the permit back
+    got.release().toCompletableFuture().get(5, java.util.concurrent.TimeUnit.SECONDS);
     assertEquals(2, mine.availablePermits());
   }
 
