@@ -208,7 +208,7 @@ final class Engine implements AutoCloseable {
   private final long commandTimeoutNanos;
   private final long outageToleranceNanos;
   /** Guards {@link #lostSinceNanos}: since when the calls have found Redis unreachable, while {@link #redisLost}. */
-  private final Object lostLock = new Object();
+  private final java.util.concurrent.locks.ReentrantLock lostLock = new java.util.concurrent.locks.ReentrantLock();
   private long lostSinceNanos;
   private volatile boolean redisLost;
   private final Topology topology;
@@ -253,6 +253,13 @@ final class Engine implements AutoCloseable {
     this.watchdog = new Watchdog(this, scheduler, options.renewInterval().toMillis());
     this.metrics = Metrics.create(options, clientId, pool, watchdog);
     topology.onRecovered(this::recovered);
+    topology.onLost(() -> {
+      try {
+        events.execute(subscriptions::wakeAll); // off the event loop that reported the drop
+      } catch (java.util.concurrent.RejectedExecutionException closed) {
+        // Turnstile closed: no waiter left
+      }
+    });
   }
 
   private static java.util.concurrent.ThreadFactory daemon(String name) {
@@ -426,7 +433,8 @@ final class Engine implements AutoCloseable {
    * fails after one tolerance, not one tolerance per call ahead of it.
    */
   private long outageStart(Call call, long sinceNanos) {
-    synchronized (lostLock) {
+    lostLock.lock();
+    try {
       if (!redisLost) {
         redisLost = true;
         lostSinceNanos = sinceNanos;
@@ -437,14 +445,19 @@ final class Engine implements AutoCloseable {
       }
       long start = lostSinceNanos - call.startNanos >= 0 ? lostSinceNanos : call.startNanos;
       return start - sinceNanos <= 0 ? start : sinceNanos;
+    } finally {
+      lostLock.unlock();
     }
   }
 
   /** Redis answered: a later outage starts its own clock. */
   private void reached() {
     if (redisLost) {
-      synchronized (lostLock) {
+      lostLock.lock();
+      try {
         redisLost = false;
+      } finally {
+        lostLock.unlock();
       }
     }
   }

@@ -307,6 +307,20 @@ final class Subscriptions implements AutoCloseable {
   }
 
   /**
+   * Wakes every waiter on every subscription, as a message would: the connection to Redis
+   * dropped, and a waiter parked until a message or its slice (up to a lease) would not notice
+   * the outage, nor count it against its outage tolerance, until then. Each re-checks the
+   * connection and counts the outage; wake-ups are hints.
+   */
+  void wakeAll() {
+    for (Node n : nodes.values()) {
+      for (Sub s : n.subs.values()) {
+        s.fire();
+      }
+    }
+  }
+
+  /**
    * Closes the subscriber connections of nodes that are no longer masters (a Cluster failover):
    * their subscriptions count as lost, and their waiters subscribe again on the new master.
    */

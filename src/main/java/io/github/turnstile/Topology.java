@@ -176,8 +176,22 @@ abstract class Topology implements AutoCloseable {
    */
   void suspect() {}
 
-  /** A connection of the main client dropped (it reconnects by itself). */
-  void lostConnection() {}
+  /**
+   * A connection of the main client dropped (it reconnects by itself). On one server or Sentinel
+   * that is the main connection: the hook set by {@link #onLost} runs, so that waiters parked on
+   * pub/sub (which a disconnect does not otherwise wake) count the outage from now on. A Cluster
+   * re-reads its topology instead; a dead master's waiters are woken by the recovery that follows.
+   */
+  void lostConnection() {
+    lost.run();
+  }
+
+  private volatile Runnable lost = () -> { };
+
+  /** Sets what to run when the main connection drops (one server or Sentinel). */
+  final void onLost(Runnable r) {
+    this.lost = r;
+  }
 
   /** Closes the main connection and (if owned) the client. */
   @Override

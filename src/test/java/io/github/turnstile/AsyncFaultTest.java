@@ -182,6 +182,78 @@ class AsyncFaultTest {
   }
 
   /**
+   * A lone untimed lockAsync parked on pub/sub (the holder's lease is 30 s, so its slice is long)
+   * when Redis dies: it fails about one outage tolerance later, not when the slice ends.
+   */
+  @Test
+  void parkedAsyncWaiterCountsAnOutageThatBeginsWhileItWaits() throws Exception {
+    TurnstileOptions options = TurnstileOptions.builder().outageTolerance(Duration.ofMillis(1000)).build();
+    try (RedisServerProcess server = RedisServerProcess.start();
+        Turnstile holder = Turnstile.connect(server.uri());
+        Turnstile turnstile = Turnstile.connect(server.uri(), options)) {
+      String name = unique("async-parked-outage");
+      holder.lock(name).lock();
+      CompletableFuture<LockHold> waiting = turnstile.lock(name).lockAsync();
+      Thread.sleep(1000); // refused, subscribed, refused again: parked until a message or its slice
+      assertFalse(waiting.isDone());
+      server.kill9();
+      long start = System.nanoTime();
+      Throwable e = failure(waiting, 10);
+      long ms = millisSince(start);
+      System.out.println("async: parked waiter failed " + ms + " ms after Redis died (tolerance 1000 ms)");
+      assertInstanceOf(TurnstileException.class, e);
+      assertTrue(ms < 2000, "the parked waiter gave up " + ms + " ms after Redis died (tolerance 1000 ms)");
+      server.restart();
+    }
+  }
+
+  /**
+   * The same for threads: with one pooled blocking connection, the second thread's lock() waits
+   * by pub/sub; when Redis dies, both throw about one outage tolerance later (the pub/sub waiter
+   * used to sleep until its slice, the holder's 30 s lease, ended).
+   */
+  @Test
+  void parkedPubSubThreadCountsAnOutageThatBeginsWhileItWaits() throws Exception {
+    TurnstileOptions options = TurnstileOptions.builder().outageTolerance(Duration.ofMillis(1000))
+        .blockingPoolSize(1).build();
+    try (RedisServerProcess server = RedisServerProcess.start();
+        Turnstile holder = Turnstile.connect(server.uri());
+        Turnstile turnstile = Turnstile.connect(server.uri(), options)) {
+      String name = unique("thread-parked-outage");
+      java.util.List<Thread> threads = new java.util.ArrayList<>();
+      java.util.Map<Integer, Long> failedAfter = new java.util.concurrent.ConcurrentHashMap<>();
+      java.util.concurrent.atomic.AtomicLong killedAt = new java.util.concurrent.atomic.AtomicLong();
+      for (int i = 0; i < 2; i++) {
+        holder.lock(name + ":" + i).lock();
+        DistributedLock lock = turnstile.lock(name + ":" + i);
+        int id = i;
+        threads.add(TestSupport.start("waiter-" + i, () -> {
+          try {
+            lock.lock();
+            failedAfter.put(id, -1L); // acquired: wrong
+          } catch (TurnstileException e) {
+            failedAfter.put(id, millisSince(killedAt.get()));
+          }
+        }));
+        Thread.sleep(500); // the first takes the pooled connection, the second waits by pub/sub
+      }
+      Thread.sleep(500);
+      killedAt.set(System.nanoTime());
+      server.kill9();
+      for (Thread t : threads) {
+        t.join(10_000);
+      }
+      System.out.println("threads: failed after Redis died (ms, tolerance 1000): " + failedAfter);
+      for (int i = 0; i < 2; i++) {
+        Long ms = failedAfter.get(i);
+        assertTrue(ms != null && ms >= 0 && ms < 2000, "waiter " + i + " gave up " + ms
+            + " ms after Redis died (tolerance 1000 ms; null = still waiting after 10 s)");
+      }
+      server.restart();
+    }
+  }
+
+  /**
    * Redis paused (SIGSTOP): tryLockAsync(t) times out at about t; the attempt Redis runs after
    * SIGCONT and grants is released at once, so nothing stays held.
    */

@@ -141,10 +141,12 @@ public final class TurnstileReactor {
 
   private static final class Pending<H extends Hold> implements Subscription {
     private final CoreSubscriber<? super H> actual;
-    private CompletableFuture<H> future; // guarded by this
-    private H value; // guarded by this: granted, not yet delivered
-    private boolean requested; // guarded by this
-    private boolean done; // guarded by this: delivered, failed or cancelled
+    /** Guards the fields below (a lock, not a monitor: no virtual-thread pinning in main code). */
+    private final java.util.concurrent.locks.ReentrantLock lock = new java.util.concurrent.locks.ReentrantLock();
+    private CompletableFuture<H> future; // guarded by lock
+    private H value; // guarded by lock: granted, not yet delivered
+    private boolean requested; // guarded by lock
+    private boolean done; // guarded by lock: delivered, failed or cancelled
 
     Pending(CoreSubscriber<? super H> actual) {
       this.actual = actual;
@@ -152,9 +154,12 @@ public final class TurnstileReactor {
 
     void start(CompletableFuture<H> f) {
       boolean cancelled;
-      synchronized (this) {
+      lock.lock();
+      try {
         cancelled = done;
         future = f;
+      } finally {
+        lock.unlock();
       }
       if (cancelled) {
         f.cancel(false);
@@ -165,7 +170,8 @@ public final class TurnstileReactor {
     void complete(H hold, Throwable error) {
       boolean deliver = false;
       boolean drop = false;
-      synchronized (this) {
+      lock.lock();
+      try {
         if (done) {
           drop = hold != null;
         } else if (hold == null) {
@@ -176,6 +182,8 @@ public final class TurnstileReactor {
         } else {
           value = hold;
         }
+      } finally {
+        lock.unlock();
       }
       if (drop) {
         closeQuietly(hold);
@@ -191,8 +199,11 @@ public final class TurnstileReactor {
     public void request(long n) {
       if (n <= 0) {
         boolean first;
-        synchronized (this) {
+        lock.lock();
+        try {
           first = !done;
+        } finally {
+          lock.unlock();
         }
         if (first) {
           cancel();
@@ -201,7 +212,8 @@ public final class TurnstileReactor {
         return;
       }
       H hold;
-      synchronized (this) {
+      lock.lock();
+      try {
         requested = true;
         if (done || value == null) {
           return;
@@ -209,6 +221,8 @@ public final class TurnstileReactor {
         hold = value;
         value = null;
         done = true;
+      } finally {
+        lock.unlock();
       }
       actual.onNext(hold);
       actual.onComplete();
@@ -218,7 +232,8 @@ public final class TurnstileReactor {
     public void cancel() {
       CompletableFuture<H> f;
       H hold;
-      synchronized (this) {
+      lock.lock();
+      try {
         if (done) {
           return;
         }
@@ -226,6 +241,8 @@ public final class TurnstileReactor {
         f = future;
         hold = value;
         value = null;
+      } finally {
+        lock.unlock();
       }
       if (hold != null) {
         closeQuietly(hold);
