@@ -106,11 +106,6 @@ final class AsyncGate<H extends Hold> {
   }
 
   /**
-   * Returns the subscription the heads share, or null.
-   *
-   * @return the subscription the heads share, or null
-   */
-  /**
    * Read side: {@code a}'s attempt was refused at server time {@code nowMs}. If {@code a} is still
    * the head (a reply of an acquisition that left is stale) and no time is known, the readers
    * queued here wait since then.
@@ -155,6 +150,11 @@ final class AsyncGate<H extends Hold> {
     }
   }
 
+  /**
+   * Returns the subscription the heads share, or null.
+   *
+   * @return the subscription the heads share, or null
+   */
   AsyncAcquisition.Channel channel() {
     lock.lock();
     try {
