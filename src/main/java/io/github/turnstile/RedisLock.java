@@ -415,16 +415,25 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     }
   }
 
+  /**
+   * The marker {@code lock_release.lua} sets when it releases {@code request} (one lease long), so
+   * that a re-sent release of it answers "already released" even after other acquisitions of the
+   * lock were released in between.
+   */
+  String releasedKey(String request) {
+    return lockKey + ":x:" + request;
+  }
+
   /** A release after which another thread of this client goes on waiting (it registers as waiting). */
   private CompletableFuture<Long> releaseAndWait(String request) {
     return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER,
-        new String[] {lockKey, wakeKey}, request, Long.toString(engine.leaseMillis), engine.clientId,
+        new String[] {lockKey, wakeKey, releasedKey(request)}, request, Long.toString(engine.leaseMillis), engine.clientId,
         channel, engine.publishCommand());
   }
 
   CompletableFuture<Long> release(String request) {
     return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER,
-        new String[] {lockKey, wakeKey}, request, Long.toString(engine.leaseMillis), "",
+        new String[] {lockKey, wakeKey, releasedKey(request)}, request, Long.toString(engine.leaseMillis), "",
         channel, engine.publishCommand());
   }
 

@@ -38,21 +38,29 @@ class ReplayIdempotencyTest {
       assertEquals(a1.token, a2.token, "replayed acquire returns the same token");
       assertEquals(fenceAfterFirst, redis.command("GET", lock.fenceKey), "no second token issued");
 
-      String[] keys = {lock.lockKey, lock.wakeKey};
+      java.util.function.Function<String, String[]> keys =
+          r -> new String[] {lock.lockKey, lock.wakeKey, lock.releasedKey(r)};
       assertEquals(1L, (long) engine.awaitQuietly(
-          engine.<Long>eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, keys, req, "30000"), "r1"));
+          engine.<Long>eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, keys.apply(req), req, "30000"), "r1"));
       assertEquals(2L, (long) engine.awaitQuietly(
-          engine.<Long>eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, keys, req, "30000"), "r2"),
+          engine.<Long>eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, keys.apply(req), req, "30000"), "r2"),
           "replayed release is recognised as already done");
-      assertEquals(0L, (long) engine.awaitQuietly(
-          engine.<Long>eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, keys, "someone:else", "30000"), "r3"),
+      assertEquals(0L, (long) engine.awaitQuietly(engine.<Long>eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER,
+          keys.apply("someone:else"), "someone:else", "30000"), "r3"),
           "a release of a request that never held it is refused");
       // a new owner's lock survives a replay of the previous owner's release
       String other = engine.newRequestId();
       assertTrue(engine.awaitQuietly(lock.attempt(other, false), "a3").acquired);
       assertEquals(2L, (long) engine.awaitQuietly(
-          engine.<Long>eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, keys, req, "30000"), "r4"));
+          engine.<Long>eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, keys.apply(req), req, "30000"), "r4"));
       assertEquals(other, redis.command("HGET", lock.lockKey, "r"), "new owner still holds it");
+      // and once the new owner has released too (field x names it now), the replay is still recognised
+      assertEquals(1L, (long) engine.awaitQuietly(
+          engine.<Long>eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, keys.apply(other), other, "30000"), "r5"));
+      assertEquals(other, redis.command("HGET", lock.lockKey, "x"));
+      assertEquals(2L, (long) engine.awaitQuietly(
+          engine.<Long>eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, keys.apply(req), req, "30000"), "r6"),
+          "a replayed release is recognised by its marker after later releases");
     }
   }
 
@@ -229,5 +237,75 @@ class ReplayIdempotencyTest {
       assertTrue(other.writeLock().tryLock(2, TimeUnit.SECONDS), "free after the single release");
       other.writeLock().unlock();
     }
+  }
+  /**
+   * The release's reply is lost; another client then takes the lock <em>and releases it</em>
+   * before the release is re-sent. The re-sent release must still be recognised as this
+   * request's (answer "already released"), not reported as a lost lease. Before per-request
+   * release markers the lock kept only the last released request (field {@code x}), so the
+   * other client's release overwrote it and the true owner got a {@code LockLostException}
+   * (found as 2 unexplained read/write leases lost in the {@code CLIENT KILL} fault loop).
+   */
+  @Test
+  void resentReleaseAfterAnotherClientTookAndReleasedTheLock(TestRedis redis) throws Exception {
+    String name = unique("replay-release-x");
+    try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
+        Turnstile viaProxy = Turnstile.connect(proxy.uri());
+        Turnstile direct = Turnstile.connect(redis.uri())) {
+      DistributedLock mine = viaProxy.lock(name);
+      resentReleaseAfterTakeover(proxy, mine, direct.lock(name));
+    }
+  }
+
+  /** As {@link #resentReleaseAfterAnotherClientTookAndReleasedTheLock}, for the write lock. */
+  @Test
+  void resentWriteReleaseAfterAnotherClientTookAndReleasedTheLock(TestRedis redis) throws Exception {
+    String name = unique("replay-wrelease-x");
+    try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
+        Turnstile viaProxy = Turnstile.connect(proxy.uri());
+        Turnstile direct = Turnstile.connect(redis.uri())) {
+      resentReleaseAfterTakeover(proxy, viaProxy.readWriteLock(name).writeLock(),
+          direct.readWriteLock(name).writeLock());
+    }
+  }
+
+  private static void resentReleaseAfterTakeover(TcpProxy proxy, DistributedLock mine, DistributedLock theirs)
+      throws Exception {
+    java.util.concurrent.atomic.AtomicInteger lost = new java.util.concurrent.atomic.AtomicInteger();
+    mine.addLeaseLossListener(e -> lost.incrementAndGet());
+    // load the scripts first: a dropped NOSCRIPT reply would stop the EVAL fallback, not test a re-send
+    mine.lock();
+    mine.unlock();
+    AtomicReference<Throwable> unlockError = new AtomicReference<>();
+    AtomicBoolean unlocked = new AtomicBoolean();
+    java.util.concurrent.CountDownLatch locked = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+    Thread t = TestSupport.start("owner", () -> {
+      mine.lock();
+      locked.countDown();
+      go.await();
+      try {
+        mine.unlock();
+        unlocked.set(true);
+      } catch (Throwable e) {
+        unlockError.set(e);
+      }
+    });
+    locked.await();
+    proxy.setDropReplies(true);
+    go.countDown();
+    assertTrue(theirs.tryLock(5, TimeUnit.SECONDS), "the release reached Redis");
+    theirs.unlock(); // the last release is now the other client's
+    proxy.setDropReplies(false);
+    proxy.cutAll(); // the release is sent again on a new connection
+    t.join(10_000);
+    assertFalse(t.isAlive(), "unlock() returned");
+    assertNull(unlockError.get(), "the true owner's unlock must not fail after a replay");
+    assertTrue(unlocked.get());
+    // a release finished locally reports a late loss through the listeners: give it time to arrive
+    assertTrue(theirs.tryLock(5, TimeUnit.SECONDS));
+    Thread.sleep(500);
+    assertEquals(0, lost.get(), "no lease loss reported: the release was this request's");
+    theirs.unlock();
   }
 }

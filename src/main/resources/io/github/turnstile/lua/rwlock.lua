@@ -12,7 +12,9 @@
 --                                      readers waiting (readers waiting since then may pass
 --                                      writers); wp = a writer waits by pub/sub
 -- KEYS[8]  rd       {p:n}:rw:rd:<req> this read request's lease: hash {r = req, t = token}, PX lease
--- KEYS[9]  rx       {p:n}:rw:rx:<req> marker of a released read request (replayed releases)
+-- KEYS[9]  rx       {p:n}:rw:rx:<req> marker of a released read or write request, PX lease: a
+--                                      re-sent release recognises its own earlier success (field
+--                                      x of w keeps only the last write release)
 -- ARGV[1]  op       read | write | runlock | wunlock | rcancel | wcancel | wpass | count
 -- ARGV[2]  owner    "<clientId>:<threadId>"
 -- ARGV[3]  request  "<clientId>:<seq>"
@@ -130,6 +132,7 @@ local function release_write()
   redis.call('HDEL', w, 'o', 'r', 't')
   redis.call('HSET', w, 'x', req)
   redis.call('PEXPIRE', w, lease)
+  redis.call('SET', rx, '1', 'PX', lease)
   if wake_readers(true) == 0 then
     wake_writer()
   end
@@ -208,7 +211,7 @@ if op == 'wunlock' then
     release_write()
     return 1
   end
-  if redis.call('HGET', w, 'x') == req then
+  if redis.call('HGET', w, 'x') == req or redis.call('EXISTS', rx) == 1 then
     return 2
   end
   return 0
