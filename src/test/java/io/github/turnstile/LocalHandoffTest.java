@@ -148,8 +148,15 @@ class LocalHandoffTest {
       }
       Map<String, Long> after = TestSupport.commandStats(redis);
       assertEquals(3, done.get());
-      assertEquals(TestSupport.totalCalls(before, "blpop"), TestSupport.totalCalls(after, "blpop"),
-          "nobody queued on the wake list");
+      // If the limit applied, every third of the 120 acquisitions would queue behind other
+      // clients on the wake list: about 40 BLPOPs. A few may happen all the same: a thread that
+      // arrives after the owner's final unlock found no local successor, but before its release
+      // reached Redis, contends in Redis, is refused and waits one hop for the release's wake
+      // token (LocalOwnership.awaitHandoff returns null then). A JDK 25 CI run saw 1; the test
+      // first asserted 0.
+      long blpops = TestSupport.totalCalls(after, "blpop") - TestSupport.totalCalls(before, "blpop");
+      assertTrue(blpops < 12, blpops + " of 120 acquisitions queued on the wake list: the limit applied"
+          + " although no other client waits");
     }
   }
 
