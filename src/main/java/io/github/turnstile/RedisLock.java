@@ -426,14 +426,17 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
 
   /** A release after which another thread of this client goes on waiting (it registers as waiting). */
   private CompletableFuture<Long> releaseAndWait(String request) {
-    return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER,
-        new String[] {lockKey, wakeKey, releasedKey(request)}, request, Long.toString(engine.leaseMillis), engine.clientId,
-        channel, engine.publishCommand());
+    return sendRelease(request, engine.clientId);
   }
 
   CompletableFuture<Long> release(String request) {
+    return sendRelease(request, "");
+  }
+
+  /** {@code lock_release.lua}; {@code waitingClient} is this client's id if one of its threads goes on waiting, or "". */
+  private CompletableFuture<Long> sendRelease(String request, String waitingClient) {
     return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER,
-        new String[] {lockKey, wakeKey, releasedKey(request)}, request, Long.toString(engine.leaseMillis), "",
+        new String[] {lockKey, wakeKey, releasedKey(request)}, request, Long.toString(engine.leaseMillis), waitingClient,
         channel, engine.publishCommand());
   }
 

@@ -103,31 +103,16 @@ class ReplayIdempotencyTest {
         Turnstile viaProxy = Turnstile.connect(proxy.uri());
         Turnstile direct = Turnstile.connect(redis.uri())) {
       RedisLock lock = (RedisLock) viaProxy.lock(name);
-      AtomicReference<Throwable> unlockError = new AtomicReference<>();
-      AtomicBoolean unlocked = new AtomicBoolean();
-      java.util.concurrent.CountDownLatch locked = new java.util.concurrent.CountDownLatch(1);
-      java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
-      Thread t = TestSupport.start("owner", () -> {
-        lock.lock();
-        locked.countDown();
-        go.await();
-        try {
-          lock.unlock(); // same thread as lock(): the true owner
-          unlocked.set(true);
-        } catch (Throwable e) {
-          unlockError.set(e);
-        }
-      });
-      locked.await();
+      Owner owner = Owner.start(lock);
       proxy.setDropReplies(true);
-      go.countDown();
+      owner.unlock();
       DistributedLock theirs = direct.lock(name);
       assertTrue(theirs.tryLock(5, TimeUnit.SECONDS), "release reached Redis");
       proxy.setDropReplies(false);
       proxy.cutAll();
-      t.join(10_000);
-      assertNull(unlockError.get(), "true owner's unlock must not fail after a replay");
-      assertTrue(unlocked.get());
+      owner.thread.join(10_000);
+      assertNull(owner.unlockError.get(), "true owner's unlock must not fail after a replay");
+      assertTrue(owner.unlocked.get());
       assertTrue(theirs.isHeldByCurrentThread());
       assertEquals("1", redis.command("HEXISTS", lock.lockKey, "o"), "other client's lock untouched");
       theirs.unlock();
@@ -276,36 +261,53 @@ class ReplayIdempotencyTest {
     // load the scripts first: a dropped NOSCRIPT reply would stop the EVAL fallback, not test a re-send
     mine.lock();
     mine.unlock();
-    AtomicReference<Throwable> unlockError = new AtomicReference<>();
-    AtomicBoolean unlocked = new AtomicBoolean();
-    java.util.concurrent.CountDownLatch locked = new java.util.concurrent.CountDownLatch(1);
-    java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
-    Thread t = TestSupport.start("owner", () -> {
-      mine.lock();
-      locked.countDown();
-      go.await();
-      try {
-        mine.unlock();
-        unlocked.set(true);
-      } catch (Throwable e) {
-        unlockError.set(e);
-      }
-    });
-    locked.await();
+    Owner owner = Owner.start(mine);
     proxy.setDropReplies(true);
-    go.countDown();
+    owner.unlock();
     assertTrue(theirs.tryLock(5, TimeUnit.SECONDS), "the release reached Redis");
     theirs.unlock(); // the last release is now the other client's
     proxy.setDropReplies(false);
     proxy.cutAll(); // the release is sent again on a new connection
-    t.join(10_000);
-    assertFalse(t.isAlive(), "unlock() returned");
-    assertNull(unlockError.get(), "the true owner's unlock must not fail after a replay");
-    assertTrue(unlocked.get());
+    owner.thread.join(10_000);
+    assertFalse(owner.thread.isAlive(), "unlock() returned");
+    assertNull(owner.unlockError.get(), "the true owner's unlock must not fail after a replay");
+    assertTrue(owner.unlocked.get());
     // a release finished locally reports a late loss through the listeners: give it time to arrive
     assertTrue(theirs.tryLock(5, TimeUnit.SECONDS));
     Thread.sleep(500);
     assertEquals(0, lost.get(), "no lease loss reported: the release was this request's");
     theirs.unlock();
+  }
+
+  /** A thread that takes a lock, then unlocks it (as its true owner) when told to, and records the outcome. */
+  private static final class Owner {
+    final AtomicReference<Throwable> unlockError = new AtomicReference<>();
+    final AtomicBoolean unlocked = new AtomicBoolean();
+    final java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+    Thread thread;
+
+    /** Starts the owner and returns once it holds {@code lock}. */
+    static Owner start(DistributedLock lock) throws InterruptedException {
+      Owner o = new Owner();
+      java.util.concurrent.CountDownLatch locked = new java.util.concurrent.CountDownLatch(1);
+      o.thread = TestSupport.start("owner", () -> {
+        lock.lock();
+        locked.countDown();
+        o.go.await();
+        try {
+          lock.unlock(); // same thread as lock(): the true owner
+          o.unlocked.set(true);
+        } catch (Throwable e) {
+          o.unlockError.set(e);
+        }
+      });
+      locked.await();
+      return o;
+    }
+
+    /** Lets the owner call unlock(); returns at once. */
+    void unlock() {
+      go.countDown();
+    }
   }
 }
