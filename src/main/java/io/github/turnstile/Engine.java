@@ -1131,7 +1131,7 @@ final class Engine implements AutoCloseable {
    */
   <T> T block(BlockingPool.Conn conn,
       java.util.function.Function<StatefulRedisConnection<String, String>, io.lettuce.core.RedisFuture<T>> command,
-      long sliceNanos, Call call, CompletableFuture<Void> fault, Abandoned<T> onAbandon)
+      long sliceNanos, Call call, CompletableFuture<?> fault, Abandoned<T> onAbandon)
       throws InterruptedException {
     CompletableFuture<T> reply = command.apply(conn.connection).toCompletableFuture();
     long clientWait = sliceNanos + BLOCK_GRACE_NANOS;

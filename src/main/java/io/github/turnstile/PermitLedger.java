@@ -68,6 +68,12 @@ final class PermitLedger {
   private boolean trimming;
   /** The sequence number of the last trim sent. */
   private long trimSeq;
+  /**
+   * One future per BLMOVE in flight ({@link #beginMove}), completed when a trim comes back
+   * ambiguous while it blocks: the waiter then abandons it (CLIENT UNBLOCK), so that the next
+   * trim's range no longer counts it.
+   */
+  private final java.util.Set<CompletableFuture<Void>> moves = new java.util.HashSet<>();
 
   PermitLedger(Io io, Ticker ticker) {
     this.io = io;
@@ -106,22 +112,49 @@ final class PermitLedger {
    * @param maxNanos how long to wait for a trim in flight (a trim itself is bounded by the
    *     command timeout)
    * @param interruptible whether an interrupt ends the wait
-   * @return true if the BLMOVE may be sent (it is then tracked); false if a trim is still in
-   *     flight after {@code maxNanos}
+   * <p>While the BLMOVE blocks it counts in every trim's {@code high}, so a permit Redis
+   * attributes to this client but the client does not count (a token whose reply was lost) would
+   * look as if the BLMOVE might explain it, and stay stranded until the BLMOVE ends at its hint.
+   * So a trim that comes back ambiguous while the BLMOVE blocks completes the returned future:
+   * the waiter abandons the BLMOVE (CLIENT UNBLOCK), and the next trim, without it in the range,
+   * gives the stranded permit back.
+   *
+   * @return the future that asks the waiter to abandon the BLMOVE (pass it to
+   *     {@link #endMove}), or null if a trim is still in flight after {@code maxNanos} (the
+   *     BLMOVE must not be sent)
    * @throws InterruptedException if interruptible and interrupted while waiting
    */
-  boolean beginMove(long maxNanos, boolean interruptible) throws InterruptedException {
+  CompletableFuture<Void> beginMove(long maxNanos, boolean interruptible) throws InterruptedException {
     lock.lock();
     try {
       maybeTrim();
       if (!awaitTrim(maxNanos, interruptible)) {
-        return false;
+        return null;
       }
       mayAdd++;
-      return true;
+      CompletableFuture<Void> stale = new CompletableFuture<>();
+      moves.add(stale);
+      return stale;
     } finally {
       lock.unlock();
     }
+  }
+
+  /**
+   * The BLMOVE begun with {@code stale} has ended: its token is counted or given back, or its
+   * outcome is unknown ({@code uncertain}).
+   */
+  void endMove(CompletableFuture<Void> stale, boolean uncertain) {
+    lock.lock();
+    try {
+      moves.remove(stale);
+      mayAdd--;
+      needsTrim |= uncertain;
+      maybeTrim();
+    } finally {
+      lock.unlock();
+    }
+    stale.complete(null); // nothing waits on it any more: unlinks what waited on it with the fault signal
   }
 
   /**
@@ -242,6 +275,7 @@ final class PermitLedger {
     io.trim(low, high, seq).whenComplete((r, e) -> {
       long missing = 0;
       Lease l;
+      java.util.List<CompletableFuture<Void>> unblock = java.util.List.of();
       lock.lock();
       try {
         if (seq != trimSeq || !trimming) {
@@ -252,14 +286,26 @@ final class PermitLedger {
           needsTrim = true; // again, when the next command of this client ends
         } else {
           missing = r[1];
-          // Redis still attributes more than is counted: commands in flight may account for it,
-          // or mask an excess; look again once they have ended
-          needsTrim |= r[2] > low;
+          if (r[2] > low) {
+            // Redis still attributes more than is counted: commands in flight may account for
+            // it, or mask an excess; look again once they have ended. A blocked BLMOVE may not
+            // end before its hint, so it is abandoned; with nothing left in flight, at once.
+            needsTrim = true;
+            if (!moves.isEmpty()) {
+              unblock = new java.util.ArrayList<>(moves);
+            }
+          }
         }
         l = lease;
         trimDone.signalAll();
+        if (needsTrim && mayAdd == 0) {
+          maybeTrim(); // the commands its range allowed for ended meanwhile: their slack is gone
+        }
       } finally {
         lock.unlock();
+      }
+      for (CompletableFuture<Void> stale : unblock) {
+        stale.complete(null);
       }
       if (missing > 0 && l != null) {
         l.lose("Redis attributed " + missing + " permit(s) fewer to this client than it held:"

@@ -487,24 +487,27 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
     Lease under = ledger.lease();
     double seconds = Engine.seconds(slice);
-    if (!ledger.beginMove(slice, call.interruptible)) {
+    CompletableFuture<Void> stale = ledger.beginMove(slice, call.interruptible);
+    if (stale == null) {
       engine.pool.release(conn); // a trim still in flight: the caller's loop looks again
       return;
     }
+    // abandoned on a recovery event, and when a trim comes back ambiguous while it blocks (see
+    // PermitLedger.beginMove): the caller's loop then acquires by script, after the next trim
     String token = engine.block(conn,
         c -> c.async().blmove(handoffKey, inflightKey, LMoveArgs.Builder.leftRight(), seconds),
-        slice, call, fault, (late, known) -> {
+        slice, call, CompletableFuture.anyOf(fault, stale), (late, known) -> {
           // the wait was abandoned: a token it took after all is not counted, and goes back
           if (known && late != null) {
             giveBack(1);
           }
-          ledger.untrack(1, !known);
+          ledger.endMove(stale, !known);
         });
     if (token != null) {
       if (!got.addMove(under)) {
         giveBack(1); // taken under a lease that is gone: not counted, so it goes back
       }
-      ledger.untrack(1, false);
+      ledger.endMove(stale, false);
     }
   }
 

@@ -14,6 +14,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
@@ -253,6 +254,49 @@ class SemaphoreAccountingTest {
   }
 
   /**
+   * 2e: a trim comes back ambiguous while the waiter's own BLMOVE blocks: Redis attributes one
+   * permit to the client that it does not count (a token whose BLMOVE reply was lost), and the
+   * BLMOVE still in flight is in the trim's range, so the trim cannot tell that permit from one
+   * the BLMOVE may yet bring. The first version left it there until the BLMOVE's slice ended (the
+   * hint: half of a 10 s lease here), with the only free permit stranded: the 2.5 s semaphore
+   * resumes of the restart fault loop. The waiter now abandons its BLMOVE when a trim comes back
+   * ambiguous, and the next trim gives the permit back. The trim here is asked for directly
+   * ({@code reconcile()}, what a recovery event does); in the fault loop it followed a release
+   * whose reply was lost.
+   */
+  @Test
+  void ambiguousTrimWhileTheWaitersOwnBlmoveBlocksDoesNotStrandAPermit() throws Exception {
+    String name = unique("acct-own-move");
+    TcpProxy proxy = proxy();
+    long lease = 10_000;
+    Client a = new Client("A", proxy.uri(), name, 1, lease);
+    closeables.add(a);
+    Client b = client("B", redis.uri(), name, 1);
+    Hold hb = acquire(b, 1);
+    AtomicReference<Hold> ha = new AtomicReference<>();
+    AtomicLong returned = new AtomicLong();
+    Thread waiter = TestSupport.start("A-waiter", () -> {
+      ha.set(acquire(a, 1));
+      returned.set(System.nanoTime());
+    });
+    int blocking = awaitBlocked(a);
+    assertTrue(proxy.setDropReplies(blocking, true));
+    release(b, hb, 1); // the token moves into A's inflight list; the BLMOVE's reply is lost
+    awaitAttributed(a, 1);
+    long asked = System.nanoTime();
+    ((RedisSemaphore) a.sem).ledger().reconcile(); // ambiguous: A's BLMOVE is still in flight as far as A knows
+    waiter.join(10_000);
+    assertFalse(waiter.isAlive(), "A's waiter returned");
+    long tookMs = TimeUnit.NANOSECONDS.toMillis(returned.get() - asked);
+    System.out.println(scenario + ": acquired " + tookMs + " ms after the ambiguous trim");
+    check(tookMs < lease / 4, "A acquired the stranded permit " + tookMs + " ms after the ambiguous trim; its"
+        + " BLMOVE's slice (the hint) is up to " + lease / 2 + " ms");
+    checkAttribution(a);
+    release(a, ha.get(), 1);
+    quiescence(1, a, b);
+  }
+
+  /**
    * 3: a BLMOVE whose reply was lost is re-sent on an auto-reconnected blocking connection and
    * moves a second token.
    */
@@ -378,8 +422,12 @@ class SemaphoreAccountingTest {
     final List<Long> losses = new CopyOnWriteArrayList<>();
 
     Client(String label, String uri, String name, int capacity) {
+      this(label, uri, name, capacity, LEASE_MS);
+    }
+
+    Client(String label, String uri, String name, int capacity, long leaseMs) {
       this.label = label;
-      this.turnstile = Turnstile.connect(uri, TurnstileOptions.builder().leaseTime(Duration.ofMillis(LEASE_MS))
+      this.turnstile = Turnstile.connect(uri, TurnstileOptions.builder().leaseTime(Duration.ofMillis(leaseMs))
           .renewInterval(Duration.ofMillis(100)).build());
       this.engine = turnstile.engine();
       this.sem = turnstile.semaphore(name, capacity);

@@ -27,7 +27,10 @@ import reactor.core.publisher.Mono;
  * nothing is left held. A hold that is granted but not emitted (the subscription was cancelled
  * as the grant arrived, or before it requested the value) is released at once, never dropped.
  * A hold emitted to a subscriber ({@code onNext}) is the subscriber's to release, which
- * {@link #using} does for it: an operator downstream that drops an emitted value (for instance
+ * {@link #using} does for it. That includes a hold whose {@code onNext} arrives just after the
+ * subscriber cancelled: the emission was decided before the cancel, which Reactive Streams
+ * (§2.8) allows, so a hand-written subscriber releases what it receives after cancelling. An
+ * operator downstream that drops an emitted value (for instance
  * {@code timeout} racing the emission) drops a held hold, so prefer {@link #using}.
  *
  * <pre>{@code
