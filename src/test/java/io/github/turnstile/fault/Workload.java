@@ -114,8 +114,8 @@ public final class Workload implements AutoCloseable {
       String client = "c" + c;
       DistributedLock lock = t.lock(name);
       DistributedSemaphore semaphore = t.semaphore(name, CAPACITY);
-      AtomicLong lastLoss = new AtomicLong();
-      semaphore.addLeaseLossListener(e -> lastLoss.set(System.nanoTime()));
+      java.util.Queue<Long> losses = new java.util.concurrent.ConcurrentLinkedQueue<>();
+      semaphore.addLeaseLossListener(e -> losses.add(System.nanoTime()));
       DistributedReadWriteLock rw = t.readWriteLock(name);
       for (int i = 0; i < lockThreads; i++) {
         boolean interruptibly = i % 2 == 1;
@@ -123,7 +123,7 @@ public final class Workload implements AutoCloseable {
       }
       for (int i = 0; i < semaphoreThreads; i++) {
         boolean uninterruptibly = i % 2 == 1;
-        w.spawn(client + "-sem-" + i, () -> w.semaphoreWorker(semaphore, client, uninterruptibly, lastLoss));
+        w.spawn(client + "-sem-" + i, () -> w.semaphoreWorker(semaphore, client, uninterruptibly, losses));
       }
       for (int i = 0; i < readers; i++) {
         w.spawn(client + "-read-" + i, () -> w.readWriteWorker(rw.readLock(), client, false));
@@ -196,7 +196,7 @@ public final class Workload implements AutoCloseable {
   }
 
   private void semaphoreWorker(DistributedSemaphore semaphore, String client, boolean uninterruptibly,
-      AtomicLong lastLoss) throws InterruptedException {
+      java.util.Queue<Long> losses) throws InterruptedException {
     ThreadLocalRandom rnd = ThreadLocalRandom.current();
     while (awaitTurn()) {
       try {
@@ -218,10 +218,15 @@ public final class Workload implements AutoCloseable {
         Thread.sleep(rnd.nextInt(1, 4));
         end = System.nanoTime();
       } finally {
-        if (!release(semaphore::release, semaphoreRelease, semaphoreLost, semaphoreMaxRelease)) {
-          long lost = lastLoss.get();
-          if (lost != 0 && lost - start > 0) {
-            end = Math.min(end, lost); // valid, by the client's own account, until it learned of the loss
+        release(semaphore::release, semaphoreRelease, semaphoreLost, semaphoreMaxRelease);
+        // Valid, by the client's own account, until it learned of a loss: a loss of the client's
+        // liveness lease voids every permit it held then (DESIGN, Accounting). Which thread's
+        // release throws LockLostException is not which permit was lost (permits belong to no
+        // thread: a holder that acquired after the loss may release first and be the one told),
+        // so every hold that spans a loss ends at it, whether or not its own release threw.
+        for (long lost : losses) {
+          if (lost - start > 0 && lost - end < 0) {
+            end = lost;
           }
         }
         semaphoreHistory.add(client, 0, 1, start, end);
