@@ -532,10 +532,9 @@ final class AsyncSides {
     PermitHold grant(AsyncAcquisition<PermitHold> w, Engine.Attempt a, long sentAtTicks) {
       int n = (int) a.token;
       // counted before the attempt stops being tracked, so no reconciliation in between sees them as excess
-      boolean counted = ledger().countScript(n, sentAtTicks);
-      Lease under = ledger().lease();
+      Lease under = ledger().countScriptUnder(n, sentAtTicks); // the lease they count under, atomically
       ledger().untrack(w.asked, false);
-      if (!counted) {
+      if (under == null) {
         sem.giveBack(n); // no live lease to count them under: they go back
         return null;
       }

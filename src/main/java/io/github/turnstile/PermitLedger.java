@@ -343,14 +343,25 @@ final class PermitLedger {
    * @return false if they cannot be counted (the caller asks for a reconciliation)
    */
   boolean countScript(int n, long sentAtNanos) {
+    return countScriptUnder(n, sentAtNanos) != null;
+  }
+
+  /**
+   * As {@link #countScript}, and returns the lease they were counted under, read under the same
+   * lock: a hold must record that lease, not whatever lease is current a moment later (a loss
+   * and a new lease in between would make a hold whose permits were lost look valid).
+   *
+   * @return the lease the permits are counted under, or null if they cannot be counted
+   */
+  Lease countScriptUnder(int n, long sentAtNanos) {
     lock.lock();
     try {
       refresh(sentAtNanos);
       if (!lease.alive(ticker.read())) {
-        return false;
+        return null;
       }
       held += n;
-      return true;
+      return lease;
     } finally {
       lock.unlock();
     }
