@@ -74,6 +74,11 @@ final class PermitLedger {
    * trim's range no longer counts it.
    */
   private final java.util.Set<CompletableFuture<Void>> moves = new java.util.HashSet<>();
+  /**
+   * How long after an ambiguous trim a BLMOVE that was in its range is abandoned if it is still
+   * in flight: long enough for the reply of a token it took just before the trim to arrive.
+   */
+  static final long MOVE_GRACE_MILLIS = 100;
 
   PermitLedger(Io io, Ticker ticker) {
     this.io = io;
@@ -115,9 +120,10 @@ final class PermitLedger {
    * <p>While the BLMOVE blocks it counts in every trim's {@code high}, so a permit Redis
    * attributes to this client but the client does not count (a token whose reply was lost) would
    * look as if the BLMOVE might explain it, and stay stranded until the BLMOVE ends at its hint.
-   * So a trim that comes back ambiguous while the BLMOVE blocks completes the returned future:
-   * the waiter abandons the BLMOVE (CLIENT UNBLOCK), and the next trim, without it in the range,
-   * gives the stranded permit back.
+   * So a trim that comes back ambiguous while the BLMOVE blocks completes the returned future
+   * {@link #MOVE_GRACE_MILLIS} later if the BLMOVE is still in flight then: the waiter abandons
+   * the BLMOVE (CLIENT UNBLOCK), and the next trim, without it in the range, gives the stranded
+   * permit back.
    *
    * @return the future that asks the waiter to abandon the BLMOVE (pass it to
    *     {@link #endMove}), or null if a trim is still in flight after {@code maxNanos} (the
@@ -264,6 +270,15 @@ final class PermitLedger {
 
   /** With the lock held: if a reconciliation is due, sends it (one at a time). */
   private void maybeTrim() {
+    maybeTrim(false);
+  }
+
+  /**
+   * With the lock held: if a reconciliation is due, sends it.
+   *
+   * @param again this trim repeats at once an ambiguous one: it is not repeated at once itself
+   */
+  private void maybeTrim(boolean again) {
     if (!needsTrim || trimming || draining > 0 || !io.connected()) {
       return;
     }
@@ -276,6 +291,7 @@ final class PermitLedger {
       long missing = 0;
       Lease l;
       java.util.List<CompletableFuture<Void>> unblock = java.util.List.of();
+      boolean ambiguous = false;
       lock.lock();
       try {
         if (seq != trimSeq || !trimming) {
@@ -289,7 +305,8 @@ final class PermitLedger {
           if (r[2] > low) {
             // Redis still attributes more than is counted: commands in flight may account for
             // it, or mask an excess; look again once they have ended. A blocked BLMOVE may not
-            // end before its hint, so it is abandoned; with nothing left in flight, at once.
+            // end before its hint, so it is abandoned (below); with nothing left in flight, at once.
+            ambiguous = true;
             needsTrim = true;
             if (!moves.isEmpty()) {
               unblock = new java.util.ArrayList<>(moves);
@@ -298,14 +315,23 @@ final class PermitLedger {
         }
         l = lease;
         trimDone.signalAll();
-        if (needsTrim && mayAdd == 0) {
-          maybeTrim(); // the commands its range allowed for ended meanwhile: their slack is gone
+        if (ambiguous && mayAdd == 0 && !again) {
+          // the commands its range allowed for ended while it ran: their slack is gone (once: a
+          // trim with high == low cannot come back ambiguous; a failed one waits for the next
+          // command to end, never spins)
+          maybeTrim(true);
         }
       } finally {
         lock.unlock();
       }
-      for (CompletableFuture<Void> stale : unblock) {
-        stale.complete(null);
+      if (!unblock.isEmpty()) {
+        // Not at once: the excess may be the very token a BLMOVE has just taken, whose reply is
+        // on its way on the other connection (abandoning it then would give a hand-off back).
+        // A BLMOVE still in flight one grace later is abandoned; one that ended is a no-op here
+        // (endMove completed its future).
+        java.util.List<CompletableFuture<Void>> kick = unblock;
+        CompletableFuture.delayedExecutor(MOVE_GRACE_MILLIS, TimeUnit.MILLISECONDS)
+            .execute(() -> kick.forEach(stale -> stale.complete(null)));
       }
       if (missing > 0 && l != null) {
         l.lose("Redis attributed " + missing + " permit(s) fewer to this client than it held:"

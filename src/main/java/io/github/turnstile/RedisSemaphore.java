@@ -504,10 +504,13 @@ final class RedisSemaphore extends DistributedSemaphore {
           ledger.endMove(stale, !known);
         });
     if (token != null) {
-      if (!got.addMove(under)) {
-        giveBack(1); // taken under a lease that is gone: not counted, so it goes back
+      try {
+        if (!got.addMove(under)) {
+          giveBack(1); // taken under a lease that is gone: not counted, so it goes back
+        }
+      } finally {
+        ledger.endMove(stale, false); // whatever happens: a move left registered would hold every trim's range open
       }
-      ledger.endMove(stale, false);
     }
   }
 
