@@ -114,9 +114,6 @@ final class PermitLedger {
    * mask the very excess the trim is for, while its waiter waits for that permit), and a BLMOVE
    * must not overtake a trim in flight (it runs on another connection).
    *
-   * @param maxNanos how long to wait for a trim in flight (a trim itself is bounded by the
-   *     command timeout)
-   * @param interruptible whether an interrupt ends the wait
    * <p>While the BLMOVE blocks it counts in every trim's {@code high}, so a permit Redis
    * attributes to this client but the client does not count (a token whose reply was lost) would
    * look as if the BLMOVE might explain it, and stay stranded until the BLMOVE ends at its hint.
@@ -125,6 +122,9 @@ final class PermitLedger {
    * the BLMOVE (CLIENT UNBLOCK), and the next trim, without it in the range, gives the stranded
    * permit back.
    *
+   * @param maxNanos how long to wait for a trim in flight (a trim itself is bounded by the
+   *     command timeout)
+   * @param interruptible whether an interrupt ends the wait
    * @return the future that asks the waiter to abandon the BLMOVE (pass it to
    *     {@link #endMove}), or null if a trim is still in flight after {@code maxNanos} (the
    *     BLMOVE must not be sent)
@@ -154,9 +154,7 @@ final class PermitLedger {
     lock.lock();
     try {
       moves.remove(stale);
-      mayAdd--;
-      needsTrim |= uncertain;
-      maybeTrim();
+      untrack(1, uncertain);
     } finally {
       lock.unlock();
     }
