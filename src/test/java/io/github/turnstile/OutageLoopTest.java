@@ -37,6 +37,13 @@ import org.junit.jupiter.api.function.Executable;
  * The failed node is brought back (as a replica) after each measurement, so that the next
  * iteration can fail over again.
  *
+ * <p><b>Replica acknowledgement</b>: with {@code -Dturnstile.test.loopReplicaAcks=N} the two
+ * failover scenarios run with {@code replicaAcks(N, 1 s)} on N + 1 replicas (so that the promoted
+ * node still has N). Asynchronous replication's window is then closed, so any overlap or over
+ * capacity is a defect. Acquisitions given back because their acknowledgement failed (FAILURE-MODEL
+ * section 4) throw by design; they are counted apart ({@code unacknowledgedAcquisitions}), and
+ * only they are allowed.
+ *
  * <p><b>Iterations</b>: {@code -Dturnstile.test.faultLoops=N}, default {@value #DEFAULT_ITERATIONS}
  * (the full run of the issue is 20).
  *
@@ -82,8 +89,21 @@ class OutageLoopTest {
   /** The longest wait for a resume: well past the lease, so that a waiter asleep until its lease ends still counts as resumed (late). */
   private static final Duration RESUME_WAIT = Duration.ofSeconds(15);
 
-  private static TurnstileOptions options() {
-    return TurnstileOptions.builder().leaseTime(Duration.ofMillis(LEASE_MS)).build();
+  /**
+   * Replica acknowledgements the failover scenarios ask of every acquisition
+   * ({@code -Dturnstile.test.loopReplicaAcks=N}, default 0: asynchronous replication, the default
+   * of {@link TurnstileOptions}). With N &gt; 0 the failover deployments get N + 1 replicas, so
+   * that the promoted node still has N to acknowledge.
+   */
+  static final int FAILOVER_ACKS = Integer.getInteger("turnstile.test.loopReplicaAcks", 0);
+  static final Duration ACK_TIMEOUT = Duration.ofMillis(1000);
+
+  private static TurnstileOptions options(int replicaAcks) {
+    TurnstileOptions.Builder b = TurnstileOptions.builder().leaseTime(Duration.ofMillis(LEASE_MS));
+    if (replicaAcks > 0) {
+      b.replicaAcks(replicaAcks, ACK_TIMEOUT);
+    }
+    return b.build();
   }
 
   /** When a fault began, and when Redis answered again ({@link System#nanoTime()}). */
@@ -195,19 +215,25 @@ class OutageLoopTest {
   /** Sentinel: kill -9 of the primary; the sentinels promote the replica. The old primary comes back as its replica. */
   @Test
   void sentinelFailover() throws Exception {
-    try (RedisSentinelProcesses sentinel = RedisSentinelProcesses.start()) {
+    try (RedisSentinelProcesses sentinel = RedisSentinelProcesses.start(FAILOVER_ACKS + 1)) {
       RedisServerProcess[] killed = new RedisServerProcess[1];
       RedisServerProcess[] promoted = new RedisServerProcess[1];
-      loop("loop-sentinel-failover", sentinel.uri(), unique("loop"), new Fault() {
+      loop("loop-sentinel-failover" + acksLabel(), sentinel.uri(), unique("loop"), new Fault() {
         @Override
         public Injected inject() {
           RedisServerProcess primary = sentinel.primary();
-          RedisServerProcess replica = sentinel.dataNodes().stream().filter(n -> n != primary).findFirst().orElseThrow();
+          List<RedisServerProcess> replicas = sentinel.dataNodes().stream().filter(n -> n != primary).toList();
           long start = System.nanoTime();
           primary.kill9();
-          long promotedAt = awaitPromoted(replica);
-          TestSupport.await("the sentinels to name the new primary", Duration.ofSeconds(30),
-              () -> named(sentinel, replica));
+          RedisServerProcess replica = awaitPromoted(replicas);
+          long promotedAt = System.nanoTime();
+          try {
+            TestSupport.await("the sentinels to name the new primary", Duration.ofSeconds(30),
+                () -> named(sentinel, replica));
+          } catch (AssertionError e) {
+            throw new AssertionError(e.getMessage() + " (" + replica.port() + " promoted, " + primary.port()
+                + " killed)\n" + sentinel.describe(), e);
+          }
           long namedAt = System.nanoTime();
           killed[0] = primary;
           promoted[0] = replica;
@@ -222,25 +248,26 @@ class OutageLoopTest {
           killed[0].command("REPLICAOF", promoted[0].host(), Integer.toString(promoted[0].port()));
           sentinel.awaitHealthy();
         }
-      }, RESUME_BOUND_MS, "sentinels-named", false);
+      }, RESUME_BOUND_MS, "sentinels-named", false, FAILOVER_ACKS);
     }
   }
 
   /** Cluster: kill -9 of the master serving the primitives' slot; its replica is promoted. The old master comes back as its replica. */
   @Test
   void clusterFailover() throws Exception {
-    try (RedisClusterProcesses cluster = RedisClusterProcesses.start(3, 1)) {
+    try (RedisClusterProcesses cluster = RedisClusterProcesses.start(3, FAILOVER_ACKS + 1)) {
       String name = unique("loop");
       String key = "{turnstile:" + name + "}:lock"; // every key of the three primitives shares this slot
       RedisServerProcess[] killed = new RedisServerProcess[1];
-      loop("loop-cluster-failover", cluster.uri(), name, new Fault() {
+      loop("loop-cluster-failover" + acksLabel(), cluster.uri(), name, new Fault() {
         @Override
         public Injected inject() {
           RedisServerProcess master = cluster.masterOf(key);
-          RedisServerProcess replica = cluster.replicasOf(master).get(0);
+          List<RedisServerProcess> replicas = cluster.replicasOf(master);
           long start = System.nanoTime();
           master.kill9();
-          long promotedAt = awaitPromoted(replica);
+          awaitPromoted(replicas);
+          long promotedAt = System.nanoTime();
           killed[0] = master;
           return new Injected(start, promotedAt, "");
         }
@@ -250,19 +277,31 @@ class OutageLoopTest {
           killed[0].restart(); // it rejoins as a replica of the promoted node
           cluster.awaitHealthy();
         }
-      }, FAILOVER_RESUME_BOUND_MS, "promotion", false);
+      }, FAILOVER_RESUME_BOUND_MS, "promotion", false, FAILOVER_ACKS);
     }
   }
 
-  private static long awaitPromoted(RedisServerProcess node) {
-    TestSupport.await(node + " promoted", Duration.ofSeconds(30), () -> {
-      try {
-        return node.command("INFO", "replication").contains("role:master");
-      } catch (RuntimeException e) {
-        return false; // a promoting Sentinel kills the node's normal clients
+  /** Waits until one of {@code candidates} is promoted; returns it. */
+  private static RedisServerProcess awaitPromoted(List<RedisServerProcess> candidates) {
+    RedisServerProcess[] promoted = new RedisServerProcess[1];
+    TestSupport.await(candidates + ": one promoted", Duration.ofSeconds(30), () -> {
+      for (RedisServerProcess node : candidates) {
+        try {
+          if (node.command("INFO", "replication").contains("role:master")) {
+            promoted[0] = node;
+            return true;
+          }
+        } catch (RuntimeException e) {
+          // a promoting Sentinel kills the node's normal clients
+        }
       }
+      return false;
     });
-    return System.nanoTime();
+    return promoted[0];
+  }
+
+  private static String acksLabel() {
+    return FAILOVER_ACKS == 0 ? "" : "-acks" + FAILOVER_ACKS;
   }
 
   private static boolean named(RedisSentinelProcesses sentinel, RedisServerProcess node) {
@@ -277,13 +316,18 @@ class OutageLoopTest {
 
   private static void loop(String scenario, String uri, String name, Fault fault, long resumeBoundMs, String resumeFrom,
       boolean strandedIsLeak) throws Exception {
+    loop(scenario, uri, name, fault, resumeBoundMs, resumeFrom, strandedIsLeak, 0);
+  }
+
+  private static void loop(String scenario, String uri, String name, Fault fault, long resumeBoundMs, String resumeFrom,
+      boolean strandedIsLeak, int replicaAcks) throws Exception {
     List<Turnstile> clients = new ArrayList<>();
     List<Iteration> iterations = new ArrayList<>();
     Workload workload = null;
     long origin = System.nanoTime();
     try {
       for (int c = 0; c < 2; c++) {
-        clients.add(Turnstile.connect(uri, options()));
+        clients.add(Turnstile.connect(uri, options(replicaAcks)));
       }
       workload = Workload.start(clients, name, 4, 4, 1, 1);
       for (int i = 1; i <= ITERATIONS; i++) {
@@ -302,7 +346,7 @@ class OutageLoopTest {
         t.close();
       }
     }
-    report(scenario, workload, iterations, resumeBoundMs, resumeFrom, strandedIsLeak, origin);
+    report(scenario, workload, iterations, resumeBoundMs, resumeFrom, strandedIsLeak, origin, replicaAcks);
   }
 
   /**
@@ -424,7 +468,7 @@ class OutageLoopTest {
   // ------------------------------------------------------------------ the report
 
   private static void report(String scenario, Workload w, List<Iteration> iterations, long resumeBoundMs,
-      String resumeFrom, boolean strandedIsLeak, long origin) {
+      String resumeFrom, boolean strandedIsLeak, long origin, int replicaAcks) {
     List<Executable> checks = new ArrayList<>();
     List<String> stuck = new ArrayList<>();
     for (Iteration it : iterations) {
@@ -458,7 +502,11 @@ class OutageLoopTest {
         case SEMAPHORE -> h.check(scenario, p.label(), Workload.CAPACITY);
         case READ_WRITE -> h.checkReadWrite(scenario, p.label());
       };
-      int acquireErrors = w.acquireErrors(p).count();
+      // with replicaAcks, an acquisition whose acknowledgement failed (too few replicas, or the
+      // failover cut the acknowledgement step) throws after giving the hold back, as documented
+      // (FAILURE-MODEL section 4): counted apart, and only those
+      int unacknowledged = replicaAcks > 0 ? w.acquireErrors(p).unacknowledged() : 0;
+      int acquireErrors = w.acquireErrors(p).count() - unacknowledged;
       int releaseErrors = w.releaseErrors(p).count();
       Map<String, Object> extra = new LinkedHashMap<>();
       extra.put("iterations", iterations.size());
@@ -467,6 +515,9 @@ class OutageLoopTest {
       extra.put("resumeMs", resume);
       extra.put("longestIdleMs", idle);
       extra.put("acquireExceptions", acquireErrors);
+      if (replicaAcks > 0) {
+        extra.put("unacknowledgedAcquisitions", unacknowledged);
+      }
       extra.put("releaseExceptions", releaseErrors);
       extra.put("leasesLost", w.leasesLost(p));
       extra.put("maxReleaseMs", maxRelease);

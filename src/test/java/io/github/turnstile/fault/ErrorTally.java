@@ -14,6 +14,7 @@ public final class ErrorTally {
   private final String what;
   private final List<Long> at = new ArrayList<>();
   private final List<String> first = new ArrayList<>();
+  private int unacknowledged;
 
   /** @param what the kind of call, e.g. "lock.acquire" */
   public ErrorTally(String what) {
@@ -24,6 +25,9 @@ public final class ErrorTally {
   public synchronized void record(Throwable e, String thread) {
     long now = System.nanoTime();
     at.add(now);
+    if (e.getMessage() != null && e.getMessage().contains(" acquired, but ")) {
+      unacknowledged++;
+    }
     if (first.size() < KEPT) {
       first.add(thread + ": " + e);
     }
@@ -47,6 +51,14 @@ public final class ErrorTally {
       }
     }
     return n;
+  }
+
+  /**
+   * @return how many were acquisitions given back because their replica acknowledgement
+   *     ({@code replicaAcks}) failed: too few acknowledgements, or a fault cut the acknowledgement step
+   */
+  public synchronized int unacknowledged() {
+    return unacknowledged;
   }
 
   /** @return the first few, "thread: exception" */

@@ -6,7 +6,7 @@ import java.util.stream.Collectors;
 
 /**
  * A real Sentinel setup on loopback ports, made of {@link RedisServerProcess} children: one
- * primary, one replica and three sentinels (quorum 2) monitoring the primary as
+ * primary, one replica (or more) and three sentinels (quorum 2) monitoring the primary as
  * {@value #MASTER_NAME}. Failure detection is fast for tests: down after 1 s.
  */
 public final class RedisSentinelProcesses implements AutoCloseable {
@@ -28,13 +28,29 @@ public final class RedisSentinelProcesses implements AutoCloseable {
      * @return the running setup
      */
     public static RedisSentinelProcesses start() {
+        return start(1);
+    }
+
+    /**
+     * Starts the primary, {@code replicas} replicas and the sentinels, and waits until the
+     * replicas are in sync and every sentinel knows the other sentinels and the replicas.
+     *
+     * @param replicas how many replicas, at least 1
+     * @return the running setup
+     */
+    public static RedisSentinelProcesses start(int replicas) {
+        if (replicas < 1) {
+            throw new IllegalArgumentException("at least one replica, was " + replicas);
+        }
         List<RedisServerProcess> data = new ArrayList<>();
         List<RedisServerProcess> sentinels = new ArrayList<>();
         try {
             RedisServerProcess primary = RedisServerProcess.start("--repl-ping-replica-period", "1");
             data.add(primary);
-            data.add(RedisServerProcess.start("--replicaof", primary.host(), Integer.toString(primary.port()),
-                    "--repl-ping-replica-period", "1"));
+            for (int r = 0; r < replicas; r++) {
+                data.add(RedisServerProcess.start("--replicaof", primary.host(), Integer.toString(primary.port()),
+                        "--repl-ping-replica-period", "1"));
+            }
             String conf = "sentinel monitor " + MASTER_NAME + " " + primary.host() + " " + primary.port() + " 2\n"
                     + "sentinel down-after-milliseconds " + MASTER_NAME + " 1000\n"
                     + "sentinel failover-timeout " + MASTER_NAME + " 5000\n"
@@ -105,6 +121,27 @@ public final class RedisSentinelProcesses implements AutoCloseable {
     /** @return the data nodes (the first primary, then the replicas) */
     public List<RedisServerProcess> dataNodes() {
         return List.copyOf(data);
+    }
+
+    /** @return each data node's role and each sentinel's primary, for a failure message */
+    public String describe() {
+        StringBuilder b = new StringBuilder();
+        for (RedisServerProcess d : data) {
+            String info = d.isAlive() ? replicationInfo(d) : "down";
+            b.append(d.port()).append(": ").append(info.lines()
+                    .filter(l -> l.startsWith("role") || l.startsWith("master_port") || l.startsWith("master_link_status")
+                            || l.startsWith("connected_slaves"))
+                    .collect(Collectors.joining(" "))).append('\n');
+        }
+        for (RedisServerProcess s : sentinels) {
+            try {
+                b.append("sentinel ").append(s.port()).append(" names ")
+                        .append(s.command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME).replace('\n', ' ')).append('\n');
+            } catch (RuntimeException e) {
+                b.append("sentinel ").append(s.port()).append(": ").append(e.getMessage()).append('\n');
+            }
+        }
+        return b.toString();
     }
 
     @Override
