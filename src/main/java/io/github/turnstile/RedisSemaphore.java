@@ -374,25 +374,26 @@ final class RedisSemaphore extends DistributedSemaphore {
         boolean uncertain = false;
         List<Object> r;
         try {
-          CompletableFuture<List<Object>> f = op("acquire", asked, collecting ? "some" : "all",
-              sub != null, engine.newRequestId());
+          String mode = collecting ? "some" : "all";
+          String request = engine.newRequestId();
+          CompletableFuture<List<Object>> f = op("acquire", asked, mode, sub != null, request);
           try {
             r = engine.awaitReply(f, call, describe);
           } catch (Engine.DeadlinePassed e) {
-            giveBackWhenDone(f, asked);
+            giveBackWhenDone(f, asked, mode, request);
             asked = 0; // tracked until its reply, by giveBackWhenDone
             return false;
           } catch (Engine.Retry e) {
             // it may have taken permits (or still run, if unanswered): what it took goes back,
             // and if its outcome stays unknown a reconciliation settles it
-            giveBackWhenDone(f, asked);
+            giveBackWhenDone(f, asked, mode, request);
             asked = 0;
             if (!engine.pauseUnlessExpired(call)) {
               return false;
             }
             continue;
           } catch (InterruptedException | RuntimeException e) {
-            giveBackWhenDone(f, asked);
+            giveBackWhenDone(f, asked, mode, request);
             asked = 0;
             throw e;
           }
@@ -537,17 +538,30 @@ final class RedisSemaphore extends DistributedSemaphore {
    */
   void giveBack(int n) {
     ledger.track(n);
-    op("release", n, "").whenComplete((r, e) -> ledger.untrack(n, e != null));
+    // Sent again (same request id: Redis gives them back once) when unanswered for the command
+    // timeout or on a recovery event, as a release is. A single copy can wait for good: on a
+    // Cluster, one queued for a dead master's connection gets no reply, and while it is tracked
+    // every trim stays ambiguous, so the permit stayed stranded with its client alive (the fault
+    // loop with replicaAcks found every permit stranded that way, FailoverTest reproduces it).
+    String request = engine.newRequestId();
+    engine.retrying(() -> op("release", n, "", false, request), ledger.leaseEnd(engine.leaseMillis))
+        .whenComplete((r, e) -> ledger.untrack(n, e != null));
   }
 
-  /** An acquire still in flight ({@code asked} tracked) that the caller gave up on: returns what it took. */
-  private void giveBackWhenDone(CompletableFuture<List<Object>> attempt, int asked) {
-    attempt.whenComplete((r, e) -> {
-      if (e == null && (Long) r.get(0) > 0) {
-        giveBack((int) (long) (Long) r.get(0));
-      }
-      ledger.untrack(asked, e != null);
-    });
+  /**
+   * An acquire still in flight ({@code asked} tracked) that the caller gave up on: returns what it
+   * took. Unanswered for the command timeout (or on a recovery event), the same request is sent
+   * again: a copy that finds the first one ran gets its stored reply, otherwise it runs now; either
+   * way its reply says what to give back, so nothing stays tracked for good (see {@link #giveBack}).
+   */
+  private void giveBackWhenDone(CompletableFuture<List<Object>> attempt, int asked, String mode, String request) {
+    engine.retrying(new RedisLock.First<>(attempt, () -> op("acquire", asked, mode, false, request)),
+        ledger.leaseEnd(engine.leaseMillis)).whenComplete((r, e) -> {
+          if (e == null && (Long) r.get(0) > 0) {
+            giveBack((int) (long) (Long) r.get(0));
+          }
+          ledger.untrack(asked, e != null);
+        });
   }
 
   // ---------------------------------------------------------------- asynchronous acquisition

@@ -221,6 +221,69 @@ class FailoverTest {
     }
   }
 
+  /**
+   * A permit given back while its master is frozen, then killed, is not stranded. A collector
+   * ({@code tryAcquire(2, t)} with one of two permits free) holds one permit when the master
+   * freezes; its deadline passes, so it gives that permit back, and the give-back is queued for
+   * the frozen master, which is killed after the failover: that copy never gets a reply. The
+   * permit is on the promoted replica, so the give-back must be sent again there. Before it was
+   * (a single copy, tracked until its reply), every trim of the client stayed ambiguous and the
+   * permit stayed stranded as long as the client lived: the fault loop with {@code replicaAcks}
+   * found both permits of its semaphore stranded that way and every worker asleep on them.
+   */
+  @Test
+  void clusterGiveBackQueuedForADeadMasterIsSentAgainSoNoPermitIsStranded() throws Exception {
+    try (RedisClusterProcesses cluster = RedisClusterProcesses.start(3, 1)) {
+      String name = unique("giveback");
+      String holders = "{turnstile:" + name + "}:s:holders";
+      RedisServerProcess master = cluster.masterOf(holders);
+      RedisServerProcess replica = cluster.replicasOf(master).get(0);
+      List<LeaseLostEvent> losses = new CopyOnWriteArrayList<>();
+      try (Turnstile a = Turnstile.connect(cluster.uri(), options(0, losses));
+          Turnstile b = Turnstile.connect(cluster.uri(), options(0, losses))) {
+        DistributedSemaphore collector = a.semaphore(name, 2);
+        DistributedSemaphore other = b.semaphore(name, 2);
+        assertTrue(other.tryAcquire(5, TimeUnit.SECONDS));
+        AtomicBoolean collected = new AtomicBoolean(true);
+        Thread collecting = TestSupport.start("collector", () -> collected.set(collector.tryAcquire(2, 3, TimeUnit.SECONDS)));
+        String clientA = a.engine().clientId;
+        TestSupport.await("the collector to hold one permit", Duration.ofSeconds(5),
+            () -> "1".equals(hget(master, holders, clientA)));
+        TestSupport.await("the replica to have the collected permit", Duration.ofSeconds(10),
+            () -> offset(master, "master_repl_offset").equals(offset(replica, "slave_repl_offset")));
+        master.pause();
+        long frozen = System.nanoTime();
+        collecting.join(10_000);
+        assertFalse(collected.get(), "the collector gave up at its deadline, while the master was frozen");
+        long promotedMs = awaitPromoted(replica, frozen);
+        master.kill9(); // the give-back queued for it never gets a reply
+        other.release();
+        long released = System.nanoTime();
+        TestSupport.await("both permits free again (permits held by the collector's client: "
+            + collector.heldPermits() + ", its ledger: " + ((RedisSemaphore) collector).ledger() + ")",
+            LEASE.plusSeconds(5), () -> {
+              try {
+                return other.availablePermits() == 2;
+              } catch (TurnstileException e) {
+                return false; // the slot is moving
+              }
+            });
+        long freeMs = TestSupport.millisSince(released);
+        assertTrue(losses.isEmpty(), "no lease was lost: " + losses);
+        assertTrue(retrying(() -> collector.tryAcquire(2, 5, TimeUnit.SECONDS)), "and the collector can take both");
+        collector.release(2);
+        System.out.println("[failover] cluster, give-back queued for a frozen then killed master: promoted after "
+            + promotedMs + " ms; both permits free " + freeMs + " ms after the other client's release");
+      }
+    }
+  }
+
+  /** A hash field's value, or "" if it is missing. */
+  private static String hget(RedisServerProcess node, String key, String field) {
+    String v = node.command("HGET", key, field);
+    return v == null ? "" : v.trim();
+  }
+
   /** A replication offset field of {@code INFO replication}, or "" while the node cannot answer. */
   private static String offset(RedisServerProcess node, String field) {
     try {
