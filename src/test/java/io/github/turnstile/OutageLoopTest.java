@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.function.Executable;
 
@@ -120,6 +121,15 @@ class OutageLoopTest {
 
     /** Makes the deployment ready for the next iteration (after the measurement). */
     default void restore() throws Exception { }
+
+    /**
+     * Returns the node serving the primitives now, for a diagnostic dump.
+     *
+     * @return the node serving the primitives now, or null if the scenario does not say
+     */
+    default RedisServerProcess primary() {
+      return null;
+    }
   }
 
   /** What one iteration measured, from its start to the end of its restore. */
@@ -248,6 +258,11 @@ class OutageLoopTest {
           killed[0].command("REPLICAOF", promoted[0].host(), Integer.toString(promoted[0].port()));
           sentinel.awaitHealthy();
         }
+
+        @Override
+        public RedisServerProcess primary() {
+          return sentinel.primary();
+        }
       }, RESUME_BOUND_MS, "sentinels-named", false, FAILOVER_ACKS);
     }
   }
@@ -276,6 +291,11 @@ class OutageLoopTest {
         public void restore() {
           killed[0].restart(); // it rejoins as a replica of the promoted node
           cluster.awaitHealthy();
+        }
+
+        @Override
+        public RedisServerProcess primary() {
+          return cluster.masterOf(key);
         }
       }, FAILOVER_RESUME_BOUND_MS, "promotion", false, FAILOVER_ACKS);
     }
@@ -331,7 +351,7 @@ class OutageLoopTest {
       }
       workload = Workload.start(clients, name, 4, 4, 1, 1);
       for (int i = 1; i <= ITERATIONS; i++) {
-        Iteration it = iteration(i, workload, fault, origin);
+        Iteration it = iteration(i, workload, fault, origin, () -> semaphoreState(fault, name, clients));
         iterations.add(it);
         System.out.println(it.line(scenario));
         if (!it.busy().isEmpty()) {
@@ -353,7 +373,8 @@ class OutageLoopTest {
    * One iteration: load, the fault, the resume, a second of load, a quiescence with the leak check,
    * then the restore (under load again). Everything counted from its start to the restore's end.
    */
-  private static Iteration iteration(int number, Workload w, Fault fault, long origin) throws Exception {
+  private static Iteration iteration(int number, Workload w, Fault fault, long origin, Supplier<String> semaphoreState)
+      throws Exception {
     long begin = System.nanoTime();
     Map<Primitive, Long> lostBefore = new EnumMap<>(Primitive.class);
     Map<Primitive, Long> countBefore = new EnumMap<>(Primitive.class);
@@ -390,6 +411,10 @@ class OutageLoopTest {
     // Stranded: still missing 3 s after the quiescence, less than a lease, while the clients are
     // alive. Leaked: still missing after a further lease, once the idle clients' liveness lapsed.
     Workload.Leaks stranded = quiet ? w.leaks(Duration.ofSeconds(3)) : null;
+    if (!quiet || stranded.permitsMissing() > 0) {
+      System.out.println("[loop] iteration=" + number + (quiet ? " permits stranded" : " workers stuck")
+          + ", the semaphore now: " + semaphoreState.get());
+    }
     Workload.Leaks leaked = stranded == null || stranded.none() ? stranded
         : w.leaks(Duration.ofMillis(LEASE_MS + 2000));
     Map<Primitive, Long> resume = new EnumMap<>(Primitive.class);
@@ -418,6 +443,53 @@ class OutageLoopTest {
     return new Iteration(number, History.millis(injected.startNanos() - origin),
         History.millis(answered - injected.startNanos()), injected.note(), resume, idle, acquireErrors,
         releaseErrors, lost, maxRelease, stranded, leaked, busy, loaded);
+  }
+
+  /**
+   * The semaphore's keys on the node serving it (each with its content and PTTL) and each client's
+   * id and ledger, for diagnosing a stranded permit or a stuck semaphore; never throws.
+   */
+  static String semaphoreState(Fault fault, String name, List<Turnstile> clients) {
+    StringBuilder b = new StringBuilder();
+    for (Turnstile t : clients) {
+      try {
+        RedisSemaphore s = (RedisSemaphore) t.semaphore(name, Workload.CAPACITY);
+        b.append("\n  client ").append(t.engine().clientId).append(": ").append(s.ledger());
+      } catch (RuntimeException e) {
+        b.append("\n  client: ").append(e);
+      }
+    }
+    RedisServerProcess node;
+    try {
+      node = fault.primary();
+    } catch (RuntimeException e) {
+      return b.append("\n  no primary: ").append(e).toString();
+    }
+    if (node == null) {
+      return b.toString();
+    }
+    try {
+      String prefix = "{turnstile:" + name + "}:s:";
+      for (String key : node.command("KEYS", prefix + "*").lines().sorted().toList()) {
+        if (key.isBlank()) {
+          continue;
+        }
+        String type = node.command("TYPE", key).trim();
+        String content = switch (type) {
+          case "hash" -> node.command("HGETALL", key);
+          case "list" -> node.command("LRANGE", key, "0", "-1");
+          case "zset" -> node.command("ZRANGE", key, "0", "-1", "WITHSCORES");
+          case "string" -> node.command("GET", key);
+          default -> type;
+        };
+        b.append("\n  ").append(key.substring(prefix.length())).append(" pttl=")
+            .append(node.command("PTTL", key).trim()).append(": ").append(content.replace('\n', ' ').trim());
+      }
+      b.append("\n  server time: ").append(node.command("TIME").replace('\n', ' ').trim());
+    } catch (RuntimeException e) {
+      b.append("\n  ").append(node).append(": ").append(e);
+    }
+    return b.toString();
   }
 
   /** @return the start of the first hold that began at or after {@code instant}, or Long.MIN_VALUE */
