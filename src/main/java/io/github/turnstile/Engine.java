@@ -722,6 +722,45 @@ final class Engine implements AutoCloseable {
     }
   }
 
+  /**
+   * After a successful attempt of a waiting call, with {@link TurnstileOptions#replicaAcks()} set:
+   * waits for the replicas. Too few acknowledgements (or a refusal) give the hold back and fail, as
+   * in {@link #confirmReplicated}. A fault that cuts the acknowledgement itself (the connection to a
+   * primary that is failing over resets, none can be opened, no reply comes, or the hold is no
+   * longer on the node the acknowledgement reached) leaves the hold's fate unknown: the caller sends
+   * the attempt again, same request id, and acknowledges again. The attempt script is idempotent
+   * per request, so the copy replays the grant (same token) if the current primary has it, and
+   * otherwise grants afresh or reports the holder in the way. The fault counts against the call
+   * like an outage (its deadline, or its outage tolerance).
+   *
+   * @return true if acknowledged (or no acknowledgement is asked for); false if the attempt is to
+   *     be sent again
+   * @throws TurnstileException if the replicas did not acknowledge, the acknowledgement was
+   *     refused, or an untimed call's outage tolerance ran out; the hold was given back
+   */
+  private boolean acknowledged(Contender c, String request, Call call) {
+    if (options.replicaAcks() == 0) {
+      return true;
+    }
+    try {
+      awaitReplicas(c.leaseKey(request));
+      return true;
+    } catch (RuntimeException e) {
+      if (e instanceof NotReplicated || e instanceof AclRefusal || (e.getCause() != null && !isTransient(e.getCause()))) {
+        c.cancel(request);
+        throw new TurnstileException(c.describe() + " was acquired, but " + e.getMessage()
+            + "; it was released again", e);
+      }
+      try {
+        unreachable(call, System.nanoTime(), c.describe() + " (replica acknowledgement)", e);
+      } catch (TurnstileException outOfTolerance) {
+        c.cancel(request);
+        throw outOfTolerance;
+      }
+      return false;
+    }
+  }
+
   // ---------------------------------------------------------------- one-shot commands
 
   /** Fails fast with a clear message while the connection to Redis is down. */
@@ -840,8 +879,12 @@ final class Engine implements AutoCloseable {
         }
         throw e;
       }
-      if (a.acquired) {
-        confirmReplicated(c, request);
+      if (a.acquired && !acknowledged(c, request, call)) {
+        uncertain = true;
+        if (!pauseUnlessExpired(call)) {
+          return giveUp(c, request, true);
+        }
+        continue;
       }
       sentAtNanos[0] = sentAt;
       return a;

@@ -8,6 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.turnstile.testing.RedisServerProcess;
 import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -103,6 +107,66 @@ class ReplicaAcksTest {
         () -> replica.command("INFO", "replication").contains("master_link_status:up"));
     assertTrue(lock.tryLock(2, TimeUnit.SECONDS), "acknowledged again once the replica is back");
     lock.unlock();
+  }
+
+  /**
+   * A fault that cuts the acknowledgement (here {@code CLIENT KILL} of every normal connection while
+   * the {@code WAIT} blocks on a frozen replica) leaves the hold's fate unknown, not refused:
+   * {@code lock()} and both sides of the read/write lock send their attempt again (same request:
+   * a replay of the grant) and acknowledge again once the replica answers, instead of throwing. The
+   * fault loop with {@code replicaAcks} saw such throws on failovers ("... was acquired, but replica
+   * acknowledgement: java.net.SocketException: Connection reset; it was released again"). Own
+   * servers: the test kills connections.
+   */
+  @Test
+  void untimedAcquisitionsRideThroughAFaultThatCutsTheirAcknowledgement() throws Exception {
+    try (RedisServerProcess p = RedisServerProcess.start();
+        RedisServerProcess r = RedisServerProcess.start("--replicaof", p.host(), Integer.toString(p.port()))) {
+      TestSupport.await("replica in sync", Duration.ofSeconds(10),
+          () -> r.command("INFO", "replication").contains("master_link_status:up"));
+      try (Turnstile t = Turnstile.connect(p.uri(), TurnstileOptions.builder()
+          .replicaAcks(1, Duration.ofSeconds(5)).build())) {
+        ExecutorService actor = Executors.newSingleThreadExecutor();
+        try {
+          String name = unique("cut-ack");
+          DistributedLock lock = t.lock(name);
+          DistributedReadWriteLock rw = t.readWriteLock(unique("cut-ack-rw"));
+          List<String> kinds = List.of("lock", "write lock", "read lock");
+          List<java.util.concurrent.Callable<Boolean>> acquisitions = List.of(
+              () -> { lock.lock(); return lock.isHeldByCurrentThread(); },
+              () -> { rw.writeLock().lock(); return rw.isWriteLockedByCurrentThread(); },
+              () -> { rw.readLock().lock(); return rw.getReadHoldCount() == 1; });
+          List<Runnable> releases = List.of(lock::unlock, rw.writeLock()::unlock, rw.readLock()::unlock);
+          for (int i = 0; i < kinds.size(); i++) {
+            r.pause();
+            Future<Boolean> held;
+            try {
+              held = actor.submit(acquisitions.get(i));
+              // granted on the primary, its WAIT blocked on the frozen replica: cut it
+              TestSupport.await("the " + kinds.get(i) + "'s WAIT to block", Duration.ofSeconds(5),
+                  () -> p.command("CLIENT", "LIST").contains("cmd=wait"));
+              int killed = Integer.parseInt(p.command("CLIENT", "KILL", "TYPE", "normal").trim());
+              assertTrue(killed > 0, "connections killed: " + killed);
+              Thread.sleep(300);
+              assertFalse(held.isDone(), kinds.get(i) + " is still waiting for its acknowledgement");
+            } finally {
+              r.resume();
+            }
+            long resumed = System.nanoTime();
+            assertTrue(held.get(10, TimeUnit.SECONDS), kinds.get(i) + " acquired through the cut acknowledgement");
+            long ms = TestSupport.millisSince(resumed);
+            actor.submit(releases.get(i)).get(5, TimeUnit.SECONDS);
+            System.out.println("ACKS " + kinds.get(i) + ": acquired " + ms + " ms after the replica resumed,"
+                + " through a killed acknowledgement connection");
+          }
+          assertFalse(lock.isLocked());
+          assertFalse(rw.isWriteLocked());
+          assertEquals(0, rw.getReadLockCount());
+        } finally {
+          actor.shutdownNow();
+        }
+      }
+    }
   }
 
   @Test
