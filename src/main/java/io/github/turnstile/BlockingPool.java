@@ -124,7 +124,13 @@ final class BlockingPool implements AutoCloseable {
     }
     // Open a new one on the connector thread: Lettuce's connect is interrupted by the caller's
     // interrupt, which must not break an uninterruptible lock(), nor leak a half-made connection.
-    CompletableFuture<Conn> opening = CompletableFuture.supplyAsync(() -> factory.apply(node), connector);
+    CompletableFuture<Conn> opening;
+    try {
+      opening = CompletableFuture.supplyAsync(() -> factory.apply(node), connector);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      permits.release(); // closed: the connector thread is gone
+      throw new TurnstileException("cannot open a blocking connection: Turnstile is closed");
+    }
     try {
       c = Waits.get(opening, openNanos, interruptible);
       open.incrementAndGet();

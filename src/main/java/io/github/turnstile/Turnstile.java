@@ -350,7 +350,12 @@ public final class Turnstile implements AutoCloseable {
     return locks.size();
   }
 
-  /** Stops the watchdog and closes Turnstile's connections (and the client, if owned). */
+  /**
+   * Stops the watchdog and closes Turnstile's connections (and the client, if owned). Threads
+   * waiting in an acquisition of one of its primitives then end with {@link TurnstileException}
+   * (pending asynchronous acquisitions fail with it); holds still held are no longer renewed, so
+   * they end in Redis when their leases run out.
+   */
   @Override
   public void close() {
     engine.close();
