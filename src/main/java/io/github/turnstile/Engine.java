@@ -853,41 +853,50 @@ final class Engine implements AutoCloseable {
   Attempt attempt(Contender c, String request, Call call, boolean subscribed, long[] sentAtNanos)
       throws InterruptedException {
     boolean uncertain = false; // an earlier copy of this attempt may have run
-    while (true) {
-      call.checkInterrupt();
-      if (!awaitUp(call, c.describe())) {
-        return giveUp(c, request, uncertain);
-      }
-      long sentAt = ticker.read();
-      CompletableFuture<Attempt> f = c.attempt(request, subscribed);
-      Attempt a;
-      try {
-        a = awaitReply(f, call, c.describe());
-      } catch (Retry r) {
-        uncertain = true;
-        if (!pauseUnlessExpired(call)) {
-          return giveUp(c, request, true);
+    try {
+      while (true) {
+        call.checkInterrupt();
+        if (!awaitUp(call, c.describe())) {
+          return giveUp(c, request, uncertain);
         }
-        continue;
-      } catch (DeadlinePassed e) {
-        cancelIfAcquired(f, c, request);
-        return giveUp(c, request, uncertain);
-      } catch (InterruptedException | RuntimeException e) {
-        cancelIfAcquired(f, c, request);
-        if (uncertain) {
-          c.cancel(request);
+        long sentAt = ticker.read();
+        CompletableFuture<Attempt> f = c.attempt(request, subscribed);
+        Attempt a;
+        try {
+          a = awaitReply(f, call, c.describe());
+        } catch (Retry r) {
+          uncertain = true;
+          if (!pauseUnlessExpired(call)) {
+            return giveUp(c, request, true);
+          }
+          continue;
+        } catch (DeadlinePassed e) {
+          cancelIfAcquired(f, c, request);
+          return giveUp(c, request, uncertain);
+        } catch (InterruptedException | RuntimeException e) {
+          cancelIfAcquired(f, c, request);
+          throw e;
         }
-        throw e;
-      }
-      if (a.acquired && !acknowledged(c, request, call)) {
-        uncertain = true;
-        if (!pauseUnlessExpired(call)) {
-          return giveUp(c, request, true);
+        if (a.acquired && !acknowledged(c, request, call)) {
+          uncertain = true;
+          if (!pauseUnlessExpired(call)) {
+            return giveUp(c, request, true);
+          }
+          continue;
         }
-        continue;
+        sentAtNanos[0] = sentAt;
+        return a;
       }
-      sentAtNanos[0] = sentAt;
-      return a;
+    } catch (InterruptedException | RuntimeException e) {
+      // Interrupted or out of outage tolerance anywhere in the loop (not only while a reply was
+      // awaited: also while waiting for the connection or pausing before a re-send): a copy sent
+      // earlier may have granted, so undo it. The first version undid it only for a failure while
+      // a reply was awaited, and an interrupt while the connection was down left the grant held
+      // until its lease ran out (WaitingDefectsTest.interruptWhileRidingThroughAnOutageUndoesAGrantWhoseReplyWasLost).
+      if (uncertain) {
+        c.cancel(request);
+      }
+      throw e;
     }
   }
 
