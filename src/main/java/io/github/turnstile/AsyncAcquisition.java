@@ -344,10 +344,18 @@ final class AsyncAcquisition<H extends Hold> {
     }
   }
 
-  /** Waits for the subscription's confirmation, at most the command timeout. */
+  /**
+   * Waits for the subscription's confirmation, at most the command timeout, re-checking the
+   * connection every {@link Env#recheckNanos()}: an outage that begins meanwhile is counted
+   * against the outage tolerance as it goes, not only once the command timeout has passed.
+   */
   private void awaitReady(Channel ch) {
-    long since = System.nanoTime();
-    CompletableFuture<Boolean> t = Timer.after(env.commandTimeoutNanos());
+    awaitReady(ch, System.nanoTime());
+  }
+
+  private void awaitReady(Channel ch, long since) {
+    long left = env.commandTimeoutNanos() - (System.nanoTime() - since);
+    CompletableFuture<Boolean> t = Timer.after(Math.max(0, Math.min(env.recheckNanos(), left)));
     if (!arm(t)) {
       return;
     }
@@ -359,6 +367,14 @@ final class AsyncAcquisition<H extends Hold> {
         step();
       } else if (ch.ready().isDone()) {
         subscriptionFailed(ch);
+      } else if (System.nanoTime() - since < env.commandTimeoutNanos()) {
+        if (deadlineUp()) {
+          return;
+        }
+        if (!env.connected() && !outage(System.nanoTime(), " (connection down, reconnecting)", null)) {
+          return; // the outage tolerance ran out: failed
+        }
+        awaitReady(ch, since); // still waiting for the confirmation
       } else {
         // no confirmation: the subscriber connection may be stuck (reconnecting to a node that is
         // gone); replace it, so that this and every other waiter on it subscribes anew

@@ -182,6 +182,50 @@ class AsyncFaultTest {
   }
 
   /**
+   * Reproduced (CI run 25): an async waiter whose subscription is not yet confirmed when Redis
+   * goes away waited for the confirmation a whole command timeout (5 s) before it counted the
+   * outage, so it gave up about 5 s after Redis died, not one outage tolerance (1 s) after.
+   *
+   * <p>Deterministic: the proxy stalls new connections, so the subscriber connection the waiter
+   * opens hangs in its handshake; then the client's main connection is cut and reconnecting is
+   * refused. The stalled subscriber connection is left alone (closing it would fail the
+   * subscription at once, a path that already counted the outage).
+   */
+  @Test
+  void asyncWaiterAwaitingItsSubscriptionCountsAnOutageThatBeginsMeanwhile() throws Exception {
+    TurnstileOptions options = TurnstileOptions.builder().outageTolerance(Duration.ofMillis(1000)).build();
+    try (RedisServerProcess server = RedisServerProcess.start();
+        io.github.turnstile.testing.TcpProxy proxy = io.github.turnstile.testing.TcpProxy.start(server.host(), server.port());
+        Turnstile holder = Turnstile.connect(server.uri());
+        Turnstile turnstile = Turnstile.connect(proxy.uri(), options)) {
+      String name = unique("async-subscribing-outage");
+      holder.lock(name).lock();
+      proxy.setStallNew(true); // the main connection works; the subscriber connection will hang
+      CompletableFuture<LockHold> waiting = turnstile.lock(name).lockAsync();
+      long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+      while (proxy.stalledCount() == 0 && System.nanoTime() < until) {
+        Thread.sleep(5);
+      }
+      assertEquals(1, proxy.stalledCount(), "the waiter opened its subscriber connection");
+      Thread.sleep(100);
+      assertFalse(waiting.isDone(), "refused once, now waiting for its subscription");
+      proxy.setRefuseNew(true);
+      for (int port : proxy.serverSidePorts()) {
+        proxy.cut(port); // the main connection; the stalled one is not proxied yet
+      }
+      long start = System.nanoTime();
+      Throwable e = failure(waiting, 10);
+      long ms = millisSince(start);
+      System.out.println("async: waiter awaiting its subscription failed " + ms + " ms after Redis went away"
+          + " (tolerance 1000 ms): " + e);
+      assertInstanceOf(TurnstileException.class, e);
+      assertTrue(ms < 2000, "the waiter gave up " + ms + " ms after Redis went away (tolerance 1000 ms)");
+      proxy.setRefuseNew(false);
+      proxy.setStallNew(false);
+    }
+  }
+
+  /**
    * A lone untimed lockAsync parked on pub/sub (the holder's lease is 30 s, so its slice is long)
    * when Redis dies: it fails about one outage tolerance later, not when the slice ends.
    */
