@@ -1,6 +1,7 @@
 package io.github.turnstile;
 
-import java.util.ArrayDeque;
+import java.util.Iterator;
+import java.util.LinkedHashSet;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -22,7 +23,12 @@ final class AsyncGate<H extends Hold> {
   private final AsyncAcquisition.Env env;
   private final AsyncAcquisition.Side<H> side;
   private final ReentrantLock lock = new ReentrantLock();
-  private final ArrayDeque<AsyncAcquisition<H>> queue = new ArrayDeque<>(); // guarded by lock
+  /**
+   * FIFO behind the head; a set with insertion order so that one that ends early (cancelled, timed
+   * out) leaves in constant time: with many pending on one name, a deque's remove made a mass
+   * cancellation quadratic. Guarded by lock.
+   */
+  private final LinkedHashSet<AsyncAcquisition<H>> queue = new LinkedHashSet<>();
   private AsyncAcquisition<H> head; // guarded by lock
   private AsyncAcquisition.Channel channel; // guarded by lock
   /**
@@ -75,6 +81,17 @@ final class AsyncGate<H extends Hold> {
     }
   }
 
+  /** Removes and returns the first queued acquisition, or null; lock held. */
+  private AsyncAcquisition<H> poll() {
+    Iterator<AsyncAcquisition<H>> it = queue.iterator();
+    if (!it.hasNext()) {
+      return null;
+    }
+    AsyncAcquisition<H> first = it.next();
+    it.remove();
+    return first;
+  }
+
   /** {@code a} ended: it leaves the queue; if it was the head, the next one becomes head. */
   void leave(AsyncAcquisition<H> a) {
     AsyncAcquisition<H> next = null;
@@ -86,7 +103,7 @@ final class AsyncGate<H extends Hold> {
         return;
       }
       do {
-        next = queue.poll();
+        next = poll();
       } while (next != null && next.isOver());
       head = next;
       if (next == null) {
