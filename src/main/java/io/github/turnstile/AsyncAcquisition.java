@@ -154,6 +154,17 @@ final class AsyncAcquisition<H extends Hold> {
      */
     abstract void withdraw(AsyncAcquisition<H> w, boolean uncertain);
 
+    /**
+     * A fault cut the replicas' acknowledgement of grant {@code a} and the acquisition goes on. By
+     * default the next attempt carries the same request id, so it replays the grant where the
+     * primary has it: the grant is left as it is, and may be held.
+     *
+     * @return whether {@code w} may still hold the grant (undone if it gives up)
+     */
+    boolean acknowledgementCut(AsyncAcquisition<H> w, Engine.Attempt a) {
+      return true;
+    }
+
     /** The key whose existence is the hold {@code w} took (for {@code WAIT}, replicaAcks). */
     abstract String leaseKey(AsyncAcquisition<H> w);
   }
@@ -652,13 +663,65 @@ final class AsyncAcquisition<H extends Hold> {
         deliver(a, sentAt);
         return;
       }
+      Throwable cause = Engine.unwrap(e);
+      if (cause instanceof RuntimeException && Engine.cutsAcknowledgement((RuntimeException) cause)) {
+        goOnAfterCut(a, cause);
+        return;
+      }
       quietly(() -> side.cancelGrant(this, a));
       cancelTimers();
       gate.leave(this);
-      Throwable cause = Engine.unwrap(e);
       result.completeExceptionally(new TurnstileException(side.describe() + " was acquired, but "
           + cause.getMessage() + "; it was released again", cause));
     });
+  }
+
+  /**
+   * A fault cut the replicas' acknowledgement of a grant (a failover reset the connection, no reply
+   * came): its fate on the current primary is unknown. As {@link Engine} does for a waiting
+   * thread, the fault counts against the call like an outage, and the acquisition goes on: the
+   * side gives the grant up if it cannot be replayed ({@link Side#acknowledgementCut}), and the
+   * next attempt (for locks, the same request id) replays it where the primary has it, or asks
+   * afresh. An untimed call whose outage tolerance runs out fails, its grant undone.
+   */
+  private void goOnAfterCut(Engine.Attempt a, Throwable cause) {
+    if (!call.expired()) {
+      try {
+        env.unreachable(call, System.nanoTime(), side.describe() + " (replica acknowledgement)", cause);
+      } catch (TurnstileException outOfTolerance) {
+        quietly(() -> side.cancelGrant(this, a));
+        cancelTimers();
+        gate.leave(this);
+        result.completeExceptionally(outOfTolerance);
+        return;
+      }
+    }
+    boolean mayHold = side.acknowledgementCut(this, a);
+    boolean gone;
+    mu.lock();
+    try {
+      gone = result.isDone();
+      if (!gone) {
+        finished = false;
+        uncertain |= mayHold;
+      }
+    } finally {
+      mu.unlock();
+    }
+    if (gone) {
+      // the caller cancelled while the acknowledgement was awaited
+      if (mayHold) {
+        quietly(() -> side.cancelGrant(this, a));
+      }
+      cancelTimers();
+      gate.leave(this);
+      return;
+    }
+    if (call.expired()) {
+      timeout(); // its deadline passed while the acknowledgement was awaited: abandon() withdraws it
+      return;
+    }
+    step();
   }
 
   private void deliver(Engine.Attempt a, long sentAt) {

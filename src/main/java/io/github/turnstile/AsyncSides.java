@@ -550,6 +550,13 @@ final class AsyncSides {
       stopIfIdle();
     }
 
+    /** Each attempt asks afresh (a new request id): the permits go back, and are asked for again. */
+    @Override
+    boolean acknowledgementCut(AsyncAcquisition<PermitHold> w, Engine.Attempt a) {
+      cancelGrant(w, a);
+      return false;
+    }
+
     @Override
     void failed(AsyncAcquisition<PermitHold> w, CompletableFuture<Engine.Attempt> f) {
       int asked = w.asked;

@@ -746,7 +746,7 @@ final class Engine implements AutoCloseable {
       awaitReplicas(c.leaseKey(request));
       return true;
     } catch (RuntimeException e) {
-      if (e instanceof NotReplicated || e instanceof AclRefusal || (e.getCause() != null && !isTransient(e.getCause()))) {
+      if (!cutsAcknowledgement(e)) {
         c.cancel(request);
         throw new TurnstileException(c.describe() + " was acquired, but " + e.getMessage()
             + "; it was released again", e);
@@ -759,6 +759,20 @@ final class Engine implements AutoCloseable {
       }
       return false;
     }
+  }
+
+  /**
+   * Whether a failure of {@link #awaitReplicas} is a fault that cut the acknowledgement (the
+   * connection reset, no reply came, no connection could be opened, the hold was no longer on the
+   * node asked), so that the hold's fate is unknown, rather than an answer: too few replicas
+   * ({@link NotReplicated}), an ACL refusal, or another error Redis gave.
+   *
+   * @param e what {@link #awaitReplicas} threw
+   * @return true if the acknowledgement was cut by a fault
+   */
+  static boolean cutsAcknowledgement(RuntimeException e) {
+    return !(e instanceof NotReplicated || e instanceof AclRefusal
+        || (e.getCause() != null && !isTransient(e.getCause())));
   }
 
   // ---------------------------------------------------------------- one-shot commands

@@ -346,7 +346,19 @@ final class RedisSemaphore extends DistributedSemaphore {
           got = ledger.collection(); // a lease loss voided what was collected: start again
         }
         if (got.taken() == permits) {
-          confirmReplicated(permits);
+          if (!acknowledged(permits, call)) {
+            // a fault cut the acknowledgement: the permits may be gone with the old primary, so
+            // they go back (a give-back re-sent until answered) and the collection starts again
+            int back = got.abandon();
+            if (back > 0) {
+              giveBack(back);
+            }
+            got = ledger.collection();
+            if (call.expired()) {
+              return false;
+            }
+            continue;
+          }
           if (got.complete()) {
             success = true;
             return true;
@@ -470,6 +482,30 @@ final class RedisSemaphore extends DistributedSemaphore {
     } catch (RuntimeException e) {
       throw new TurnstileException(permits + " permit(s) of " + describe + " were acquired, but "
           + e.getMessage() + "; they were given back", e);
+    }
+  }
+
+  /**
+   * As {@link #confirmReplicated} for a waiting call: a fault that cuts the acknowledgement itself
+   * (a failover resets the connection to the primary, no reply comes) counts against the call like
+   * an outage (its deadline, or its outage tolerance) and returns false, so the caller gives the
+   * permits back and collects again; only an answer (too few replicas, a refusal) fails the call.
+   *
+   * @return true if acknowledged; false if the acknowledgement was cut by a fault
+   * @throws TurnstileException if the replicas did not acknowledge, the acknowledgement was refused,
+   *     or an untimed call's outage tolerance ran out (the caller gives the permits back)
+   */
+  private boolean acknowledged(int permits, Engine.Call call) {
+    try {
+      engine.awaitReplicas(keys[4]);
+      return true;
+    } catch (RuntimeException e) {
+      if (!Engine.cutsAcknowledgement(e)) {
+        throw new TurnstileException(permits + " permit(s) of " + describe + " were acquired, but "
+            + e.getMessage() + "; they were given back", e);
+      }
+      engine.unreachable(call, System.nanoTime(), describe + " (replica acknowledgement)", e);
+      return false;
     }
   }
 

@@ -41,9 +41,10 @@ import org.junit.jupiter.api.function.Executable;
  * <p><b>Replica acknowledgement</b>: with {@code -Dturnstile.test.loopReplicaAcks=N} the two
  * failover scenarios run with {@code replicaAcks(N, 1 s)} on N + 1 replicas (so that the promoted
  * node still has N). Asynchronous replication's window is then closed, so any overlap or over
- * capacity is a defect. Acquisitions given back because their acknowledgement failed (FAILURE-MODEL
- * section 4) throw by design; they are counted apart ({@code unacknowledgedAcquisitions}), and
- * only they are allowed.
+ * capacity is a defect. Acquisitions given back because too few replicas acknowledged in time
+ * (FAILURE-MODEL section 4: a promoted replica still resyncing) throw by design; they are counted
+ * apart ({@code unacknowledgedAcquisitions}), and only they are allowed. An acknowledgement cut by
+ * the failover itself is ridden through, so an exception for it is a defect like any other.
  *
  * <p><b>Iterations</b>: {@code -Dturnstile.test.faultLoops=N}, default {@value #DEFAULT_ITERATIONS}
  * (the full run of the issue is 20).

@@ -113,7 +113,9 @@ class ReplicaAcksTest {
    * A fault that cuts the acknowledgement (here {@code CLIENT KILL} of every normal connection while
    * the {@code WAIT} blocks on a frozen replica) leaves the hold's fate unknown, not refused:
    * {@code lock()} and both sides of the read/write lock send their attempt again (same request:
-   * a replay of the grant) and acknowledge again once the replica answers, instead of throwing. The
+   * a replay of the grant) and acknowledge again once the replica answers, instead of throwing;
+   * {@code acquire(n)} gives its permits back and collects again; the async acquisitions do the same
+   * as their blocking kin (semaphore: give back, ask afresh), instead of failing their future. The
    * fault loop with {@code replicaAcks} saw such throws on failovers ("... was acquired, but replica
    * acknowledgement: java.net.SocketException: Connection reset; it was released again"). Own
    * servers: the test kills connections.
@@ -131,34 +133,48 @@ class ReplicaAcksTest {
           String name = unique("cut-ack");
           DistributedLock lock = t.lock(name);
           DistributedReadWriteLock rw = t.readWriteLock(unique("cut-ack-rw"));
-          List<String> kinds = List.of("lock", "write lock", "read lock");
-          List<java.util.concurrent.Callable<Boolean>> acquisitions = List.of(
-              () -> { lock.lock(); return lock.isHeldByCurrentThread(); },
-              () -> { rw.writeLock().lock(); return rw.isWriteLockedByCurrentThread(); },
-              () -> { rw.readLock().lock(); return rw.getReadHoldCount() == 1; });
-          List<Runnable> releases = List.of(lock::unlock, rw.writeLock()::unlock, rw.readLock()::unlock);
-          for (int i = 0; i < kinds.size(); i++) {
+          DistributedSemaphore s = t.semaphore(unique("cut-ack-sem"), 3);
+          // each acquires on the actor thread and returns how to release there
+          java.util.Map<String, java.util.concurrent.Callable<Runnable>> acquisitions = new java.util.LinkedHashMap<>();
+          acquisitions.put("lock", () -> { lock.lock(); assertTrue(lock.isHeldByCurrentThread()); return lock::unlock; });
+          acquisitions.put("write lock", () -> {
+            rw.writeLock().lock();
+            assertTrue(rw.isWriteLockedByCurrentThread());
+            return rw.writeLock()::unlock;
+          });
+          acquisitions.put("read lock", () -> {
+            rw.readLock().lock();
+            assertEquals(1, rw.getReadHoldCount());
+            return rw.readLock()::unlock;
+          });
+          acquisitions.put("2 permits", () -> { s.acquire(2); assertEquals(2, s.heldPermits()); return () -> s.release(2); });
+          acquisitions.put("lockAsync", () -> asyncHold(lock.lockAsync()));
+          acquisitions.put("write lockAsync", () -> asyncHold(rw.writeLock().lockAsync()));
+          acquisitions.put("read lockAsync", () -> asyncHold(rw.readLock().lockAsync()));
+          acquisitions.put("acquireAsync(2)", () -> asyncHold(s.acquireAsync(2)));
+          for (java.util.Map.Entry<String, java.util.concurrent.Callable<Runnable>> kind : acquisitions.entrySet()) {
             r.pause();
-            Future<Boolean> held;
+            Future<Runnable> held;
             try {
-              held = actor.submit(acquisitions.get(i));
+              held = actor.submit(kind.getValue());
               // granted on the primary, its WAIT blocked on the frozen replica: cut it
-              TestSupport.await("the " + kinds.get(i) + "'s WAIT to block", Duration.ofSeconds(5),
-                  () -> p.command("CLIENT", "LIST").contains("cmd=wait"));
+              TestSupport.await("the " + kind.getKey() + "'s WAIT to block", Duration.ofSeconds(5),
+                  () -> blockedInWait(p.command("CLIENT", "LIST")));
               int killed = Integer.parseInt(p.command("CLIENT", "KILL", "TYPE", "normal").trim());
               assertTrue(killed > 0, "connections killed: " + killed);
               Thread.sleep(300);
-              assertFalse(held.isDone(), kinds.get(i) + " is still waiting for its acknowledgement");
+              assertFalse(held.isDone(), kind.getKey() + " is still waiting for its acknowledgement");
             } finally {
               r.resume();
             }
             long resumed = System.nanoTime();
-            assertTrue(held.get(10, TimeUnit.SECONDS), kinds.get(i) + " acquired through the cut acknowledgement");
+            Runnable release = held.get(10, TimeUnit.SECONDS); // throws if the acquisition threw
             long ms = TestSupport.millisSince(resumed);
-            actor.submit(releases.get(i)).get(5, TimeUnit.SECONDS);
-            System.out.println("ACKS " + kinds.get(i) + ": acquired " + ms + " ms after the replica resumed,"
+            actor.submit(release).get(5, TimeUnit.SECONDS);
+            System.out.println("ACKS " + kind.getKey() + ": acquired " + ms + " ms after the replica resumed,"
                 + " through a killed acknowledgement connection");
           }
+          assertEquals(3, s.availablePermits(), "every permit back, none given back twice");
           assertFalse(lock.isLocked());
           assertFalse(rw.isWriteLocked());
           assertEquals(0, rw.getReadLockCount());
@@ -167,6 +183,32 @@ class ReplicaAcksTest {
         }
       }
     }
+  }
+
+  /**
+   * Whether a client is blocked in {@code WAIT} now: its flags have {@code b}. {@code cmd=wait}
+   * alone also matches an idle connection whose last command was a {@code WAIT} (an earlier
+   * acquisition's), and killing connections then would cut nothing.
+   */
+  private static boolean blockedInWait(String clientList) {
+    for (String line : clientList.split("\n")) {
+      java.util.regex.Matcher flags = java.util.regex.Pattern.compile("\\bflags=(\\S*)").matcher(line);
+      if (line.contains(" cmd=wait") && flags.find() && flags.group(1).contains("b")) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Waits for an async acquisition (failing as it does) and returns its hold's release. */
+  private static Runnable asyncHold(java.util.concurrent.CompletableFuture<? extends Hold> f) throws Exception {
+    Hold h;
+    try {
+      h = f.get(20, TimeUnit.SECONDS);
+    } catch (java.util.concurrent.ExecutionException e) {
+      throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
+    }
+    return h::close;
   }
 
   @Test
