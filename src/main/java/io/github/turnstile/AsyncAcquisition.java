@@ -689,7 +689,9 @@ final class AsyncAcquisition<H extends Hold> {
       try {
         env.unreachable(call, System.nanoTime(), side.describe() + " (replica acknowledgement)", cause);
       } catch (TurnstileException outOfTolerance) {
-        quietly(() -> side.cancelGrant(this, a));
+        if (side.acknowledgementCut(this, a)) {
+          quietly(() -> side.cancelGrant(this, a));
+        }
         cancelTimers();
         gate.leave(this);
         result.completeExceptionally(outOfTolerance);

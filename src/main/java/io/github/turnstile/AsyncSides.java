@@ -550,10 +550,17 @@ final class AsyncSides {
       stopIfIdle();
     }
 
-    /** Each attempt asks afresh (a new request id): the permits go back, and are asked for again. */
+    /**
+     * Each attempt asks afresh (a new request id). The primary serving now may have the permits or
+     * not (lost with the old one): the attempt stops being tracked as given up on, so that a
+     * reconciliation gives back whatever Redis attributes to this client beyond what it counts (a
+     * give-back of n would free, where they were lost, permits that other holds of this client have).
+     */
     @Override
     boolean acknowledgementCut(AsyncAcquisition<PermitHold> w, Engine.Attempt a) {
-      cancelGrant(w, a);
+      ledger().untrack(w.asked, true);
+      w.asked = 0;
+      stopIfIdle();
       return false;
     }
 

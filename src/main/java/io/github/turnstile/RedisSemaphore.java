@@ -346,13 +346,7 @@ final class RedisSemaphore extends DistributedSemaphore {
           got = ledger.collection(); // a lease loss voided what was collected: start again
         }
         if (got.taken() == permits) {
-          if (!acknowledged(permits, call)) {
-            // a fault cut the acknowledgement: the permits may be gone with the old primary, so
-            // they go back (a give-back re-sent until answered) and the collection starts again
-            int back = got.abandon();
-            if (back > 0) {
-              giveBack(back);
-            }
+          if (!acknowledged(permits, call, got)) {
             got = ledger.collection();
             if (call.expired()) {
               return false;
@@ -486,16 +480,20 @@ final class RedisSemaphore extends DistributedSemaphore {
   }
 
   /**
-   * As {@link #confirmReplicated} for a waiting call: a fault that cuts the acknowledgement itself
-   * (a failover resets the connection to the primary, no reply comes) counts against the call like
-   * an outage (its deadline, or its outage tolerance) and returns false, so the caller gives the
-   * permits back and collects again; only an answer (too few replicas, a refusal) fails the call.
+   * As {@link #confirmReplicated} for a waiting call. A fault that cuts the acknowledgement itself
+   * (a failover resets the connection to the primary, no reply comes) leaves the permits' fate
+   * unknown: the primary serving now may have them or not (lost with the old one). They stop
+   * counting ({@code got} is abandoned) and a reconciliation gives back whatever Redis attributes
+   * to this client beyond what it counts; not a give-back of n, which, where they were lost, would
+   * free permits that other threads of this client hold. The fault counts against the call like
+   * an outage (its deadline, or its outage tolerance) and the caller collects again. Only an
+   * answer (too few replicas, a refusal) fails the call with the permits given back.
    *
    * @return true if acknowledged; false if the acknowledgement was cut by a fault
-   * @throws TurnstileException if the replicas did not acknowledge, the acknowledgement was refused,
-   *     or an untimed call's outage tolerance ran out (the caller gives the permits back)
+   * @throws TurnstileException if the replicas did not acknowledge or the acknowledgement was
+   *     refused (the caller gives the permits back), or an untimed call's outage tolerance ran out
    */
-  private boolean acknowledged(int permits, Engine.Call call) {
+  private boolean acknowledged(int permits, Engine.Call call, PermitLedger.Collection got) {
     try {
       engine.awaitReplicas(keys[4]);
       return true;
@@ -504,6 +502,8 @@ final class RedisSemaphore extends DistributedSemaphore {
         throw new TurnstileException(permits + " permit(s) of " + describe + " were acquired, but "
             + e.getMessage() + "; they were given back", e);
       }
+      got.abandon();
+      ledger.reconcile();
       engine.unreachable(call, System.nanoTime(), describe + " (replica acknowledgement)", e);
       return false;
     }

@@ -186,6 +186,92 @@ class ReplicaAcksTest {
   }
 
   /**
+   * A cut acknowledgement whose permits the primary serving afterwards does not have (lost with
+   * the old primary in a failover) must free nothing that other holds of the same client have.
+   * Reproduced by the fault loop with {@code replicaAcks(1)}: 6 over capacity in 20 Sentinel
+   * failovers when a cut acknowledgement gave its permits back (a give-back of n frees up to n of
+   * what Redis attributes to the client, there the permits of its other threads).
+   *
+   * <p>Deterministic here, on one primary: one permit is held, the semaphore's keys are saved
+   * (DUMP), then {@code acquire(2)} is granted and blocks in {@code WAIT} (replica frozen); the
+   * keys are put back as saved (RESTORE), as a promoted replica that never saw the grant would
+   * have them, and every connection is killed. Both the blocking and the async acquisition must
+   * then acquire their 2 permits anew with the first still held: none available, not one.
+   */
+  @Test
+  void aCutAcknowledgementOfPermitsThePrimaryLostFreesNoneThatOtherHoldsHave() throws Exception {
+    try (RedisServerProcess p = RedisServerProcess.start();
+        RedisServerProcess r = RedisServerProcess.start("--replicaof", p.host(), Integer.toString(p.port()))) {
+      TestSupport.await("replica in sync", Duration.ofSeconds(10),
+          () -> r.command("INFO", "replication").contains("master_link_status:up"));
+      io.lettuce.core.RedisClient raw = io.lettuce.core.RedisClient.create(p.uri());
+      try (Turnstile t = Turnstile.connect(p.uri(), TurnstileOptions.builder()
+          .replicaAcks(1, Duration.ofSeconds(5)).build())) {
+        ExecutorService actor = Executors.newSingleThreadExecutor();
+        try {
+          for (String kind : List.of("acquire(2)", "acquireAsync(2)")) {
+            String name = unique("cut-ack-lost");
+            DistributedSemaphore s = t.semaphore(name, 3);
+            s.acquire(); // held by this thread throughout
+            java.util.Map<byte[], byte[]> saved = new java.util.LinkedHashMap<>();
+            java.util.Map<byte[], Long> ttls = new java.util.HashMap<>();
+            try (io.lettuce.core.api.StatefulRedisConnection<byte[], byte[]> c =
+                raw.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE)) {
+              for (byte[] key : c.sync().keys("*" + name + "}*")) {
+                saved.put(key, c.sync().dump(key));
+                ttls.put(key, c.sync().pttl(key));
+              }
+            }
+            r.pause();
+            Future<Runnable> held;
+            try {
+              held = actor.submit(() -> {
+                if (kind.equals("acquire(2)")) {
+                  s.acquire(2);
+                  return () -> s.release(2);
+                }
+                return asyncHold(s.acquireAsync(2));
+              });
+              TestSupport.await("the " + kind + "'s WAIT to block", Duration.ofSeconds(5),
+                  () -> blockedInWait(p.command("CLIENT", "LIST")));
+              try (io.lettuce.core.api.StatefulRedisConnection<byte[], byte[]> c =
+                  raw.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE)) {
+                for (byte[] key : c.sync().keys("*" + name + "}*")) {
+                  if (saved.keySet().stream().noneMatch(k -> java.util.Arrays.equals(k, key))) {
+                    c.sync().del(key); // written by the grant: the promoted replica never saw it
+                  }
+                }
+                for (java.util.Map.Entry<byte[], byte[]> e : saved.entrySet()) {
+                  long ttl = ttls.get(e.getKey());
+                  c.sync().restore(e.getKey(), e.getValue(),
+                      io.lettuce.core.RestoreArgs.Builder.ttl(Math.max(0, ttl)).replace());
+                }
+              }
+              assertTrue(Integer.parseInt(p.command("CLIENT", "KILL", "TYPE", "normal").trim()) > 0);
+              Thread.sleep(300);
+              assertFalse(held.isDone(), kind + " is still waiting");
+            } finally {
+              r.resume();
+            }
+            Runnable release = held.get(10, TimeUnit.SECONDS);
+            assertEquals(0, s.availablePermits(), kind + ": 3 permits held (1 + 2), none available; "
+                + s.availablePermits() + " available means the cut acknowledgement freed the held one");
+            actor.submit(release).get(5, TimeUnit.SECONDS);
+            s.release();
+            TestSupport.await("every permit back", Duration.ofSeconds(5), () -> s.availablePermits() == 3);
+            TestSupport.await("replica back in sync", Duration.ofSeconds(10),
+                () -> r.command("INFO", "replication").contains("master_link_status:up"));
+          }
+        } finally {
+          actor.shutdownNow();
+        }
+      } finally {
+        raw.shutdown();
+      }
+    }
+  }
+
+  /**
    * Whether a client is blocked in {@code WAIT} now: its flags have {@code b}. {@code cmd=wait}
    * alone also matches an idle connection whose last command was a {@code WAIT} (an earlier
    * acquisition's), and killing connections then would cut nothing.
