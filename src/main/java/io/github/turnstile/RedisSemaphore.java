@@ -474,9 +474,13 @@ final class RedisSemaphore extends DistributedSemaphore {
     try {
       engine.awaitReplicas(keys[4]);
     } catch (RuntimeException e) {
-      throw new TurnstileException(permits + " permit(s) of " + describe + " were acquired, but "
-          + e.getMessage() + "; they were given back", e);
+      throw notReplicated(permits, e);
     }
+  }
+
+  private TurnstileException notReplicated(int permits, RuntimeException e) {
+    return new TurnstileException(permits + " permit(s) of " + describe + " were acquired, but "
+        + e.getMessage() + "; they were given back", e);
   }
 
   /**
@@ -499,8 +503,7 @@ final class RedisSemaphore extends DistributedSemaphore {
       return true;
     } catch (RuntimeException e) {
       if (!Engine.cutsAcknowledgement(e)) {
-        throw new TurnstileException(permits + " permit(s) of " + describe + " were acquired, but "
-            + e.getMessage() + "; they were given back", e);
+        throw notReplicated(permits, e);
       }
       got.abandon();
       ledger.reconcile();

@@ -32,9 +32,7 @@ class ReplicaAcksTest {
   @BeforeAll
   void start() {
     primary = RedisServerProcess.start();
-    replica = RedisServerProcess.start("--replicaof", primary.host(), Integer.toString(primary.port()));
-    TestSupport.await("replica in sync", Duration.ofSeconds(10),
-        () -> replica.command("INFO", "replication").contains("master_link_status:up"));
+    replica = replicaOf(primary);
     acked = Turnstile.connect(primary.uri(), TurnstileOptions.builder()
         .replicaAcks(1, Duration.ofMillis(300)).build());
   }
@@ -103,8 +101,7 @@ class ReplicaAcksTest {
     } finally {
       replica.resume();
     }
-    TestSupport.await("replica back in sync", Duration.ofSeconds(10),
-        () -> replica.command("INFO", "replication").contains("master_link_status:up"));
+    awaitInSync(replica);
     assertTrue(lock.tryLock(2, TimeUnit.SECONDS), "acknowledged again once the replica is back");
     lock.unlock();
   }
@@ -114,8 +111,8 @@ class ReplicaAcksTest {
    * the {@code WAIT} blocks on a frozen replica) leaves the hold's fate unknown, not refused:
    * {@code lock()} and both sides of the read/write lock send their attempt again (same request:
    * a replay of the grant) and acknowledge again once the replica answers, instead of throwing;
-   * {@code acquire(n)} gives its permits back and collects again; the async acquisitions do the same
-   * as their blocking kin (semaphore: give back, ask afresh), instead of failing their future. The
+   * {@code acquire(n)} stops counting its permits, reconciles and collects again; the async acquisitions do the same
+   * as their blocking kin (semaphore: reconcile, ask afresh), instead of failing their future. The
    * fault loop with {@code replicaAcks} saw such throws on failovers ("... was acquired, but replica
    * acknowledgement: java.net.SocketException: Connection reset; it was released again"). Own
    * servers: the test kills connections.
@@ -123,9 +120,7 @@ class ReplicaAcksTest {
   @Test
   void untimedAcquisitionsRideThroughAFaultThatCutsTheirAcknowledgement() throws Exception {
     try (RedisServerProcess p = RedisServerProcess.start();
-        RedisServerProcess r = RedisServerProcess.start("--replicaof", p.host(), Integer.toString(p.port()))) {
-      TestSupport.await("replica in sync", Duration.ofSeconds(10),
-          () -> r.command("INFO", "replication").contains("master_link_status:up"));
+        RedisServerProcess r = replicaOf(p)) {
       try (Turnstile t = Turnstile.connect(p.uri(), TurnstileOptions.builder()
           .replicaAcks(1, Duration.ofSeconds(5)).build())) {
         ExecutorService actor = Executors.newSingleThreadExecutor();
@@ -201,9 +196,7 @@ class ReplicaAcksTest {
   @Test
   void aCutAcknowledgementOfPermitsThePrimaryLostFreesNoneThatOtherHoldsHave() throws Exception {
     try (RedisServerProcess p = RedisServerProcess.start();
-        RedisServerProcess r = RedisServerProcess.start("--replicaof", p.host(), Integer.toString(p.port()))) {
-      TestSupport.await("replica in sync", Duration.ofSeconds(10),
-          () -> r.command("INFO", "replication").contains("master_link_status:up"));
+        RedisServerProcess r = replicaOf(p)) {
       io.lettuce.core.RedisClient raw = io.lettuce.core.RedisClient.create(p.uri());
       try (Turnstile t = Turnstile.connect(p.uri(), TurnstileOptions.builder()
           .replicaAcks(1, Duration.ofSeconds(5)).build())) {
@@ -259,8 +252,7 @@ class ReplicaAcksTest {
             actor.submit(release).get(5, TimeUnit.SECONDS);
             s.release();
             TestSupport.await("every permit back", Duration.ofSeconds(5), () -> s.availablePermits() == 3);
-            TestSupport.await("replica back in sync", Duration.ofSeconds(10),
-                () -> r.command("INFO", "replication").contains("master_link_status:up"));
+            awaitInSync(r);
           }
         } finally {
           actor.shutdownNow();
@@ -269,6 +261,23 @@ class ReplicaAcksTest {
         raw.shutdown();
       }
     }
+  }
+
+  /** Starts a replica of {@code primary} and waits until it is in sync. */
+  private static RedisServerProcess replicaOf(RedisServerProcess primary) {
+    RedisServerProcess r = RedisServerProcess.start("--replicaof", primary.host(), Integer.toString(primary.port()));
+    try {
+      awaitInSync(r);
+    } catch (RuntimeException | Error e) {
+      r.close();
+      throw e;
+    }
+    return r;
+  }
+
+  private static void awaitInSync(RedisServerProcess replica) {
+    TestSupport.await("replica in sync", Duration.ofSeconds(10),
+        () -> replica.command("INFO", "replication").contains("master_link_status:up"));
   }
 
   /**
