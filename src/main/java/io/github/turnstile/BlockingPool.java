@@ -51,6 +51,8 @@ final class BlockingPool implements AutoCloseable {
   private final int size;
   private final Function<String, Conn> factory;
   private final AtomicInteger open = new AtomicInteger();
+  /** Connections opened since the pool was created (for tests and the cost figures). */
+  private final java.util.concurrent.atomic.LongAdder opened = new java.util.concurrent.atomic.LongAdder();
   private static final long CONNECT_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(15);
   private final java.util.concurrent.ExecutorService connector =
       java.util.concurrent.Executors.newCachedThreadPool(r -> {
@@ -134,6 +136,7 @@ final class BlockingPool implements AutoCloseable {
     try {
       c = Waits.get(opening, openNanos, interruptible);
       open.incrementAndGet();
+      opened.increment();
       return c;
     } catch (InterruptedException e) {
       keepWhenOpened(opening);
@@ -156,6 +159,7 @@ final class BlockingPool implements AutoCloseable {
     opening.whenComplete((conn, error) -> {
       if (conn != null) {
         open.incrementAndGet();
+        opened.increment();
         release(conn);
       } else {
         permits.release();
@@ -235,6 +239,15 @@ final class BlockingPool implements AutoCloseable {
    */
   int openConnections() {
     return open.get();
+  }
+
+  /**
+   * Returns how many connections this pool has opened since it was created.
+   *
+   * @return how many connections this pool has opened since it was created
+   */
+  long opened() {
+    return opened.sum();
   }
 
   @Override

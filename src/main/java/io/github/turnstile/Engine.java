@@ -202,6 +202,12 @@ final class Engine implements AutoCloseable {
     }
   }
 
+  /**
+   * Engines (clients) created in this JVM. Tests bound per-client figures by it: a command refused
+   * to every client shows in {@code ACL LOG} at most this many times.
+   */
+  static final java.util.concurrent.atomic.AtomicLong CREATED = new java.util.concurrent.atomic.AtomicLong();
+
   final TurnstileOptions options;
   final String clientId;
   final long leaseMillis;
@@ -233,6 +239,7 @@ final class Engine implements AutoCloseable {
    * @param connect opens the topology, given the client name prefix to set on its connections
    */
   Engine(java.util.function.Function<String, Topology> connect, TurnstileOptions options) {
+    CREATED.incrementAndGet();
     this.options = options;
     this.leaseMillis = options.leaseTime().toMillis();
     this.commandTimeoutNanos = options.commandTimeout().toNanos();
@@ -242,6 +249,9 @@ final class Engine implements AutoCloseable {
     this.clientId = HexFormat.of().formatHex(id);
     String name = "turnstile:" + clientId;
     this.topology = connect.apply(name);
+    if (options.replicaAcks() > 0) {
+      requireWait(topology, options);
+    }
     this.async = topology.async();
     this.pool = new BlockingPool(options.blockingPoolSize(), node -> topology.openBlocking(node, name + ":blocking"));
     this.acks = new BlockingPool(options.blockingPoolSize(), node -> topology.openBlocking(node, name + ":acks"));
@@ -262,6 +272,27 @@ final class Engine implements AutoCloseable {
     });
   }
 
+  /**
+   * With {@code replicaAcks} set: fails at once, naming the option, if Redis does not run
+   * {@code WAIT} for this client (an ACL without it, a managed service that refuses it), rather
+   * than at the first acquisition. Closes the topology when it fails.
+   */
+  private static void requireWait(Topology topology, TurnstileOptions options) {
+    String option = "replicaAcks(" + options.replicaAcks() + ", " + options.replicaAckTimeout().toMillis() + " ms)";
+    try {
+      topology.probeWait();
+    } catch (RuntimeException e) {
+      topology.close();
+      Throwable cause = unwrap(e);
+      if (OptionalCommands.isRefusal(cause)) {
+        throw new TurnstileException(option + " needs WAIT, which Redis refused to this client: "
+            + cause.getMessage() + ". Grant +wait (README, \"Least privilege\"), or connect without"
+            + " replicaAcks", cause);
+      }
+      throw new TurnstileException("cannot check that Redis runs WAIT, which " + option + " needs: " + cause, cause);
+    }
+  }
+
   private static java.util.concurrent.ThreadFactory daemon(String name) {
     return r -> {
       Thread t = new Thread(r, name);
@@ -280,6 +311,15 @@ final class Engine implements AutoCloseable {
 
   RedisClusterAsyncCommands<String, String> async() {
     return async;
+  }
+
+  /**
+   * Returns how this engine reaches Redis (for tests).
+   *
+   * @return the topology
+   */
+  Topology topology() {
+    return topology;
   }
 
   /**
@@ -1199,7 +1239,10 @@ final class Engine implements AutoCloseable {
       java.util.function.Function<StatefulRedisConnection<String, String>, io.lettuce.core.RedisFuture<T>> command,
       long sliceNanos, Call call, CompletableFuture<?> fault, Abandoned<T> onAbandon)
       throws InterruptedException {
+    long sentAt = System.nanoTime();
     CompletableFuture<T> reply = command.apply(conn.connection).toCompletableFuture();
+    // no earlier than this, Redis ends the command by its own timeout (whole milliseconds, rounded up)
+    long serverEnds = sentAt + sliceNanos + TimeUnit.MILLISECONDS.toNanos(1);
     long clientWait = sliceNanos + BLOCK_GRACE_NANOS;
     if (call.timed) {
       clientWait = Math.min(clientWait, call.remaining());
@@ -1208,16 +1251,16 @@ final class Engine implements AutoCloseable {
     try {
       Waits.get(either, clientWait, call.interruptible);
     } catch (InterruptedException e) {
-      abandon(conn, reply, onAbandon);
+      abandon(conn, reply, serverEnds, onAbandon);
       throw e;
     } catch (TimeoutException e) {
-      abandon(conn, reply, onAbandon);
+      abandon(conn, reply, serverEnds, onAbandon);
       return null;
     } catch (ExecutionException | CancellationException e) {
       // the connection failed: Lettuce gave up on the command, so its outcome is unknown
     }
     if (!reply.isDone()) {
-      abandon(conn, reply, onAbandon); // a fault event: attempt again now
+      abandon(conn, reply, serverEnds, onAbandon); // a fault event: attempt again now
       return null;
     }
     try {
@@ -1243,31 +1286,48 @@ final class Engine implements AutoCloseable {
   }
 
   /**
-   * Stops a blocked command we no longer want, without waiting: CLIENT UNBLOCK it, and once it
-   * answers tell {@code onAbandon} what it did (it may have raced the unblock) and return the
-   * connection. If it does not answer promptly, close the connection and report the outcome
-   * unknown.
+   * Stops a blocked command we no longer want, without waiting, and once its outcome is known tells
+   * {@code onAbandon} what it did (it may have raced the stop) and returns or closes the connection:
+   * <ul>
+   *   <li>if Redis ends the command by its own timeout within {@link #UNBLOCK_GRACE_NANOS} anyway
+   *       (a timed call's command times out at the caller's deadline), it is left to do so: no
+   *       {@code CLIENT UNBLOCK};</li>
+   *   <li>otherwise {@code CLIENT UNBLOCK} ends it, and the connection is kept;</li>
+   *   <li>where this client cannot unblock ({@code CLIENT UNBLOCK} or {@code CLIENT ID} refused, once,
+   *       see {@link OptionalCommands}; or the main connection is down), the connection is closed,
+   *       which ends the command in Redis, and the pool opens another when next needed.</li>
+   * </ul>
+   * A command that does not answer within the grace has its connection closed too, and its
+   * outcome is reported unknown.
+   *
+   * @param serverEnds when Redis ends the command by its own timeout, at the earliest ({@link System#nanoTime()})
    */
-  private <T> void abandon(BlockingPool.Conn conn, CompletableFuture<T> reply, Abandoned<T> onAbandon) {
-    if (!reply.isDone()) {
-      if (topology.isOpen()) {
-        topology.unblock(conn);
-      } else {
-        // no connection to send CLIENT UNBLOCK on: closing cancels the command
-        pool.discard(conn);
-        onAbandon.abandoned(null, false);
-        return;
-      }
+  private <T> void abandon(BlockingPool.Conn conn, CompletableFuture<T> reply, long serverEnds, Abandoned<T> onAbandon) {
+    if (reply.isDone()) {
+      settle(conn, reply, 0, onAbandon);
+      return;
     }
-    CompletableFuture<T> late = new CompletableFuture<>();
-    reply.whenComplete((v, e) -> {
-      if (e == null) {
-        late.complete(v);
+    long untilTimeout = serverEnds - System.nanoTime();
+    if (untilTimeout <= UNBLOCK_GRACE_NANOS) {
+      settle(conn, reply, Math.max(0, untilTimeout) + UNBLOCK_GRACE_NANOS, onAbandon);
+      return;
+    }
+    if (!topology.isOpen()) {
+      close(conn, reply, onAbandon); // no connection to send CLIENT UNBLOCK on
+      return;
+    }
+    topology.optional.unblock(conn, topology::unblock).whenComplete((unblocked, e) -> {
+      if (Boolean.TRUE.equals(unblocked)) {
+        settle(conn, reply, UNBLOCK_GRACE_NANOS, onAbandon);
       } else {
-        late.completeExceptionally(e);
+        close(conn, reply, onAbandon);
       }
     });
-    late.orTimeout(UNBLOCK_GRACE_NANOS, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
+  }
+
+  /** Waits up to {@code graceNanos} for the reply of an abandoned command: then the connection is idle again; else closed, the outcome unknown. */
+  private <T> void settle(BlockingPool.Conn conn, CompletableFuture<T> reply, long graceNanos, Abandoned<T> onAbandon) {
+    copy(reply).orTimeout(graceNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
       if (e == null) {
         pool.release(conn);
         onAbandon.abandoned(v, true);
@@ -1277,6 +1337,38 @@ final class Engine implements AutoCloseable {
       }
     });
   }
+
+  /**
+   * Closes the connection of an abandoned command that cannot be unblocked: Redis ends the command
+   * with the connection. What it did is known only if its reply arrived first (it raced the
+   * close); otherwise a reply may have been produced and lost with the connection.
+   */
+  private <T> void close(BlockingPool.Conn conn, CompletableFuture<T> reply, Abandoned<T> onAbandon) {
+    abandonedByClose.increment();
+    pool.discard(conn);
+    copy(reply).orTimeout(UNBLOCK_GRACE_NANOS, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
+      if (e == null) {
+        onAbandon.abandoned(v, true);
+      } else {
+        onAbandon.abandoned(null, false);
+      }
+    });
+  }
+
+  private static <T> CompletableFuture<T> copy(CompletableFuture<T> f) {
+    CompletableFuture<T> c = new CompletableFuture<>();
+    f.whenComplete((v, e) -> {
+      if (e == null) {
+        c.complete(v);
+      } else {
+        c.completeExceptionally(e);
+      }
+    });
+    return c;
+  }
+
+  /** Blocking connections closed to end a command that could not be unblocked (for tests and the cost figures). */
+  final java.util.concurrent.atomic.LongAdder abandonedByClose = new java.util.concurrent.atomic.LongAdder();
 
   // ---------------------------------------------------------------- releases
 

@@ -21,6 +21,7 @@ import io.lettuce.core.pubsub.StatefulRedisPubSubConnection;
 import java.net.SocketAddress;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
@@ -41,7 +42,8 @@ import java.util.concurrent.ConcurrentHashMap;
  *       re-subscribes by itself (a SUBSCRIBE is harmless to repeat); on a Cluster of Redis 7 or
  *       later the channels are shard channels ({@code SSUBSCRIBE}/{@code SPUBLISH}), so a message
  *       stays on the slot's shard;</li>
- *   <li>{@code CLIENT UNBLOCK}: sent to the node that holds the blocked connection;</li>
+ *   <li>{@code CLIENT UNBLOCK}: sent to the node that holds the blocked connection, unless this
+ *       client was refused it ({@link OptionalCommands}: then the engine closes the connection);</li>
  *   <li>renewal batches: a script may only touch keys of one slot on a Cluster, so the watchdog
  *       groups its leases by {@link #batchOf} (one group on a single server, one per slot on a
  *       Cluster; the groups are sent together, so a tick costs one round trip per node);</li>
@@ -55,10 +57,14 @@ abstract class Topology implements AutoCloseable {
   private final StatefulConnection<String, String> main;
   private final RedisClusterAsyncCommands<String, String> async;
   private volatile Runnable recovered = () -> {};
+  /** The commands this client does without once refused (CLIENT SETNAME, CLIENT ID, CLIENT UNBLOCK, INFO). */
+  final OptionalCommands optional;
 
-  Topology(StatefulConnection<String, String> main, RedisClusterAsyncCommands<String, String> async) {
+  Topology(StatefulConnection<String, String> main, RedisClusterAsyncCommands<String, String> async,
+      OptionalCommands optional) {
     this.main = main;
     this.async = async;
+    this.optional = optional;
   }
 
   /**
@@ -159,8 +165,21 @@ abstract class Topology implements AutoCloseable {
     return true;
   }
 
-  /** Asks the node holding {@code conn} to unblock its blocked command (as if it timed out). */
-  abstract void unblock(BlockingPool.Conn conn);
+  /**
+   * Asks the node holding {@code conn} to unblock its blocked command (as if it timed out); see
+   * {@link OptionalCommands#unblock} for when it is sent at all.
+   *
+   * @return the reply of {@code CLIENT UNBLOCK}
+   */
+  abstract CompletableFuture<?> unblock(BlockingPool.Conn conn);
+
+  /**
+   * Checks that Redis runs {@code WAIT} for this client ({@code replicaAcks} needs it), on the
+   * primary or on every Cluster master: {@code WAIT 0 0} answers at once.
+   *
+   * @throws RedisException if a node refused it or did not answer
+   */
+  abstract void probeWait();
 
   /**
    * Returns the renewal batch a lease key belongs to: keys of one batch may share a script.
@@ -202,12 +221,12 @@ abstract class Topology implements AutoCloseable {
    *     {@code null} when the application owns the client
    */
   static Topology standalone(RedisClient client, Runnable shutdown, String clientName) {
-    return new Standalone(client, shutdown, clientName);
+    return new Standalone(client, shutdown, clientName, new OptionalCommands());
   }
 
   /** @param shutdown as for {@link #standalone} */
   static Topology cluster(RedisClusterClient client, Runnable shutdown, String clientName) {
-    return new Cluster(client, shutdown, clientName);
+    return new Cluster(client, shutdown, clientName, new OptionalCommands());
   }
 
   /** Opens a connection and names it; wraps failures in TurnstileException. */
@@ -220,11 +239,15 @@ abstract class Topology implements AutoCloseable {
     }
   }
 
-  static BlockingPool.Conn named(StatefulRedisConnection<String, String> c, String node, String clientName,
+  /**
+   * Names a new blocking connection and learns its id (both optional: {@link OptionalCommands});
+   * closes it if that fails for another reason.
+   */
+  final BlockingPool.Conn named(StatefulRedisConnection<String, String> c, String node, String clientName,
       Runnable onClose) {
     try {
-      c.sync().clientSetname(clientName);
-      return new BlockingPool.Conn(c, c.sync().clientId(), node, onClose);
+      optional.name(() -> c.sync().clientSetname(clientName));
+      return new BlockingPool.Conn(c, optional.idOf(c, () -> c.sync().clientId()), node, onClose);
     } catch (RedisException e) {
       c.closeAsync();
       onClose.run();
@@ -232,10 +255,10 @@ abstract class Topology implements AutoCloseable {
     }
   }
 
-  static StatefulRedisPubSubConnection<String, String> namedSubscriber(
+  final StatefulRedisPubSubConnection<String, String> namedSubscriber(
       StatefulRedisPubSubConnection<String, String> c, String clientName) {
     try {
-      c.sync().clientSetname(clientName);
+      optional.name(() -> c.sync().clientSetname(clientName));
       return c;
     } catch (RedisException e) {
       c.closeAsync();
@@ -294,13 +317,15 @@ abstract class Topology implements AutoCloseable {
     private final StatefulRedisConnection<String, String> main;
     private final ConnectionEvents events;
 
-    Standalone(RedisClient client, Runnable shutdown, String clientName) {
+    Standalone(RedisClient client, Runnable shutdown, String clientName, OptionalCommands optional) {
+      // naming the main connection also checks that Redis answers (a refusal is an answer)
       this(client, shutdown, openMain(() -> client.connect(StringCodec.UTF8),
-          c -> c.sync().clientSetname(clientName + ":main"), "main connection"));
+          c -> optional.name(() -> c.sync().clientSetname(clientName + ":main")), "main connection"), optional);
     }
 
-    private Standalone(RedisClient client, Runnable shutdown, StatefulRedisConnection<String, String> main) {
-      super(main, main.async());
+    private Standalone(RedisClient client, Runnable shutdown, StatefulRedisConnection<String, String> main,
+        OptionalCommands optional) {
+      super(main, main.async(), optional);
       this.client = client;
       this.shutdown = shutdown;
       this.main = main;
@@ -328,8 +353,13 @@ abstract class Topology implements AutoCloseable {
     }
 
     @Override
-    void unblock(BlockingPool.Conn conn) {
-      main.async().clientUnblock(conn.clientId, UnblockType.TIMEOUT);
+    CompletableFuture<?> unblock(BlockingPool.Conn conn) {
+      return main.async().clientUnblock(conn.clientId, UnblockType.TIMEOUT).toCompletableFuture();
+    }
+
+    @Override
+    void probeWait() {
+      main.sync().waitForReplication(0, 0);
     }
 
     @Override
@@ -366,18 +396,20 @@ abstract class Topology implements AutoCloseable {
     private volatile long watchUntil;
     private volatile boolean closed;
 
-    Cluster(RedisClusterClient client, Runnable shutdown, String clientName) {
+    Cluster(RedisClusterClient client, Runnable shutdown, String clientName, OptionalCommands optional) {
       this(client, shutdown, openMain(() -> client.connect(StringCodec.UTF8), c -> c.sync().ping(),
-          "cluster connection"));
+          "cluster connection"), optional);
     }
 
     private Cluster(RedisClusterClient client, Runnable shutdown,
-        StatefulRedisClusterConnection<String, String> main) {
-      super(main, main.async());
+        StatefulRedisClusterConnection<String, String> main, OptionalCommands optional) {
+      super(main, main.async(), optional);
       this.client = client;
       this.shutdown = shutdown;
       this.main = main;
-      this.sharded = majorVersion(serverInfo(main)) >= 7;
+      // unknown (no RESP3 handshake, INFO refused): 7.0 or later is assumed (DESIGN §11)
+      int major = majorVersion(main, optional);
+      this.sharded = major < 0 || major >= 7;
       // Any connection of the cluster client that comes back after a drop: the node may be up again.
       this.events = new ConnectionEvents(c -> true);
       client.addListener(events);
@@ -386,29 +418,23 @@ abstract class Topology implements AutoCloseable {
           .subscribe(e -> recovered());
     }
 
-    private static String serverInfo(StatefulRedisClusterConnection<String, String> main) {
+    /**
+     * The major version of a master's server: from the handshake of its node connection
+     * ({@code HELLO 3} answers it), else {@code INFO server} unless refused; -1 if unknown.
+     */
+    private static int majorVersion(StatefulRedisClusterConnection<String, String> main, OptionalCommands optional) {
       try {
-        return main.sync().info("server");
+        for (RedisClusterNode n : main.getPartitions()) {
+          if (n.is(RedisClusterNode.NodeFlag.UPSTREAM) && n.getUri() != null) {
+            StatefulRedisConnection<String, String> node = main.getConnection(n.getUri().getHost(), n.getUri().getPort());
+            return optional.majorVersion(node, () -> node.sync().info("server"));
+          }
+        }
+        return optional.majorVersion(main, () -> main.sync().info("server"));
       } catch (RedisException e) {
         main.close();
         throw refusedOr(e, "cannot talk to Redis (cluster connection)");
       }
-    }
-
-    /** The major version in an INFO server reply (0 if absent). */
-    static int majorVersion(String info) {
-      for (String line : info.split("\r?\n")) {
-        if (line.startsWith("redis_version:")) {
-          String v = line.substring("redis_version:".length()).trim();
-          int dot = v.indexOf('.');
-          try {
-            return Integer.parseInt(dot < 0 ? v : v.substring(0, dot));
-          } catch (NumberFormatException e) {
-            return 0;
-          }
-        }
-      }
-      return 0;
     }
 
     @Override
@@ -488,13 +514,22 @@ abstract class Topology implements AutoCloseable {
     }
 
     @Override
-    void unblock(BlockingPool.Conn conn) {
+    CompletableFuture<?> unblock(BlockingPool.Conn conn) {
       int colon = conn.node.lastIndexOf(':');
       try {
-        main.getConnection(conn.node.substring(0, colon), Integer.parseInt(conn.node.substring(colon + 1)))
-            .async().clientUnblock(conn.clientId, UnblockType.TIMEOUT);
+        return main.getConnection(conn.node.substring(0, colon), Integer.parseInt(conn.node.substring(colon + 1)))
+            .async().clientUnblock(conn.clientId, UnblockType.TIMEOUT).toCompletableFuture();
       } catch (RedisException e) {
-        // the node is gone; the caller discards the connection if it does not answer
+        return CompletableFuture.failedFuture(e); // the node is gone: the caller closes the connection
+      }
+    }
+
+    @Override
+    void probeWait() {
+      for (RedisClusterNode n : main.getPartitions()) {
+        if (n.is(RedisClusterNode.NodeFlag.UPSTREAM) && !n.getSlots().isEmpty() && n.getUri() != null) {
+          main.getConnection(n.getUri().getHost(), n.getUri().getPort()).sync().waitForReplication(0, 0);
+        }
       }
     }
 

@@ -1,6 +1,7 @@
 package io.github.turnstile;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
@@ -15,11 +16,12 @@ import java.util.TreeSet;
 import org.junit.jupiter.api.Test;
 
 /**
- * The README's {@code ACL SETUSER} lines grant exactly what Turnstile runs: the commands of every
- * Lua script (parsed from the resources), plus the fixed list of what Turnstile's Java code and
- * Lettuce send ({@link LeastPrivilege}); no category, no key or channel beyond the prefix. A new
- * command in a script fails this test until the README says so. Then Redis itself must accept
- * the lines.
+ * The README's {@code ACL SETUSER} lines grant exactly what Turnstile runs: the default lines the
+ * commands of every Lua script (parsed from the resources), plus the fixed list of what Turnstile's
+ * Java code and Lettuce send ({@link LeastPrivilege}), less the optional ones; the optional line
+ * exactly those. No category, no key or channel beyond the prefix, and no {@code @admin} or
+ * {@code @dangerous} command in a default line (asked of the server under test). A new command in a
+ * script fails this test until the README says so. Then Redis itself must accept the lines.
  */
 class AclLineTest {
 
@@ -35,7 +37,7 @@ class AclLineTest {
 
   private static void check(Deployment d) {
     List<String> line = LeastPrivilege.readmeLine(d);
-    Map<String, String> required = LeastPrivilege.required(d);
+    Map<String, String> required = LeastPrivilege.defaults(d);
     Set<String> granted = new TreeSet<>();
     List<String> problems = new ArrayList<>();
     assertEquals(LeastPrivilege.USER, line.get(0), "the README's user name");
@@ -92,7 +94,55 @@ class AclLineTest {
     }
   }
 
-  /** Redis accepts both lines as they are (the Cluster one needs Redis 7: sharded pub/sub). */
+  /** The optional line adds exactly the optional commands, each of which the README says what it buys. */
+  @Test
+  void optionalLineGrantsExactlyTheOptionalCommands() throws Exception {
+    List<String> line = LeastPrivilege.readmeOptionalLine();
+    assertEquals(LeastPrivilege.USER, line.get(0), "the README's user name");
+    Set<String> granted = new TreeSet<>();
+    for (String rule : line.subList(1, line.size())) {
+      assertTrue(rule.startsWith("+") && !rule.startsWith("+@"), "the optional line only adds commands: " + rule);
+      granted.add(rule.substring(1));
+    }
+    assertEquals(new TreeSet<>(LeastPrivilege.optional().keySet()), granted,
+        "README.md's optional ACL SETUSER line against LeastPrivilege's optional commands");
+    String readme = java.nio.file.Files.readString(java.nio.file.Path.of(
+        System.getProperty("basedir", "."), "README.md"));
+    for (String c : granted) {
+      // in a Markdown table a pipe inside code is written as backslash and pipe
+      assertTrue(readme.contains("`+" + c + "`") || readme.contains("`+" + c.replace("|", "\\|") + "`"),
+          "README.md says what +" + c + " buys");
+    }
+  }
+
+  /**
+   * No default line grants an {@code @admin} or {@code @dangerous} command (as the server under test
+   * categorizes them), and every such command Turnstile or Lettuce sends is optional.
+   */
+  @Test
+  void noAdminOrDangerousCommandByDefault() {
+    try (RedisServerProcess server = RedisServerProcess.start()) {
+      Set<String> risky = new TreeSet<>();
+      for (String category : List.of("admin", "dangerous")) {
+        risky.addAll(List.of(server.command("ACL", "CAT", category).split("\n")));
+      }
+      for (Deployment d : Deployment.values()) {
+        for (String c : LeastPrivilege.readmeLine(d)) {
+          if (c.startsWith("+")) {
+            assertFalse(risky.contains(c.substring(1)), "the default " + d + " line grants " + c
+                + ", an @admin or @dangerous command on " + server.version());
+          }
+        }
+        for (String c : LeastPrivilege.required(d).keySet()) {
+          if (risky.contains(c)) {
+            assertTrue(LeastPrivilege.optional(d).containsKey(c), c + " is @admin or @dangerous: it must be optional");
+          }
+        }
+      }
+    }
+  }
+
+  /** Redis accepts both lines as they are, alone and with the optional line (the Cluster one needs Redis 7: sharded pub/sub). */
   @Test
   void redisAcceptsTheLines() {
     try (RedisServerProcess server = RedisServerProcess.start()) {
@@ -100,12 +150,14 @@ class AclLineTest {
       LeastPrivilege.createUser(server, Deployment.STANDALONE, "standalone", "pw", r -> r);
       String user = server.command("ACL", "GETUSER", "standalone");
       assertTrue(user.contains("{turnstile:*"), user);
+      LeastPrivilege.createFullUser(server, Deployment.STANDALONE, "standalone-full", "pw");
       if (LeastPrivilege.major(version) < 7) {
         System.err.println("[turnstile-testing] SKIPPED AclLineTest: the Cluster ACL line needs Redis >= 7"
             + " (sharded pub/sub commands); this redis-server is " + version);
         return;
       }
       LeastPrivilege.createUser(server, Deployment.CLUSTER, "cluster", "pw", r -> r);
+      LeastPrivilege.createFullUser(server, Deployment.CLUSTER, "cluster-full", "pw");
     }
   }
 }

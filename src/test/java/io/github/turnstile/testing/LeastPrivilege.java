@@ -30,6 +30,11 @@ import java.util.stream.Stream;
  * script's header documents as "the publish command" ({@code PUBLISH}, or {@code SPUBLISH} on a
  * Redis 7 Cluster); any other computed command fails {@link #scriptCommands()}.
  *
+ * <p>Some of the Java code's commands are <b>optional</b> ({@link #optional}): Turnstile uses them
+ * when Redis lets it and does without them otherwise, detecting a refusal once per client. The
+ * README's default lines leave them out (with every {@code @admin} and {@code @dangerous} command)
+ * and its optional line grants them, saying what each buys.
+ *
  * <p>A new command in a script, or in the lists below, makes {@code AclLineTest} fail until the
  * README's lines say the same; the contract suites then run as the user those lines create.
  */
@@ -55,8 +60,9 @@ public final class LeastPrivilege {
      */
     private static final Map<String, String> STANDALONE_CLIENT = ordered(
             "client|setname", "Turnstile names every connection (CLIENT LIST shows turnstile:<id>:...)",
-            "client|id", "the id of each blocking connection, to unblock it",
-            "client|unblock", "a waiter that gives up (interrupt, deadline, recovery) leaves its BLPOP/BLMOVE at once",
+            "client|id", "optional: the id of a blocking connection, to unblock it, where the RESP3 handshake did not give it",
+            "client|unblock", "optional: a waiter that gives up early (interrupt, recovery, close) ends its BLPOP/BLMOVE"
+                    + " and keeps the connection",
             "evalsha", "every script",
             "eval", "a script after NOSCRIPT (restart, SCRIPT FLUSH)",
             "blpop", "lock and write-lock waiters block on the wake list",
@@ -65,15 +71,16 @@ public final class LeastPrivilege {
             "hdel", "a lock waiter that gives up clears that mark",
             "hexists", "isLocked()",
             "pexpire", "replicaAcks: the write that WAIT then counts",
-            "wait", "replicaAcks",
+            "wait", "optional: replicaAcks only",
             "subscribe", "waiters past the blocking pool, and readers, wait by pub/sub",
             "unsubscribe", "the last local waiter on a channel leaves it");
 
     /** As {@link #STANDALONE_CLIENT}, on a Redis 7 Cluster. */
     private static final Map<String, String> CLUSTER_CLIENT = ordered(
-            "client|setname", "Turnstile names its blocking and subscriber connections",
-            "client|id", "the id of each blocking connection, to unblock it",
-            "client|unblock", "a waiter that gives up leaves its BLPOP/BLMOVE at once",
+            "client|setname", "Turnstile names its blocking and subscriber connections; Lettuce names its topology"
+                    + " refresh connections",
+            "client|id", "optional: the id of a blocking connection, to unblock it, where the RESP3 handshake did not give it",
+            "client|unblock", "optional: a waiter that gives up early ends its BLPOP/BLMOVE and keeps the connection",
             "evalsha", "every script",
             "eval", "a script after NOSCRIPT (restart, SCRIPT FLUSH)",
             "blpop", "lock and write-lock waiters block on the wake list",
@@ -82,14 +89,54 @@ public final class LeastPrivilege {
             "hdel", "a lock waiter that gives up clears that mark",
             "hexists", "isLocked()",
             "pexpire", "replicaAcks: the write that WAIT then counts",
-            "wait", "replicaAcks",
+            "wait", "optional: replicaAcks only",
             "ssubscribe", "waiters past the blocking pool, and readers, wait by sharded pub/sub",
             "sunsubscribe", "the last local waiter on a shard channel leaves it",
             "ping", "Turnstile checks the cluster connection when it connects",
-            "info", "Turnstile reads the server version (sharded pub/sub from 7.0); Lettuce's topology refresh reads INFO of every node",
+            "info", "optional: Lettuce's topology refresh reads INFO of every node (and goes on without it); Turnstile"
+                    + " reads the server version there only where the RESP3 handshake did not give it",
             "cluster|nodes", "Lettuce's topology refresh",
             "cluster|myid", "Lettuce's cluster connection asks its node's id when it connects (to drop stale ones)",
             "asking", "Lettuce follows ASK redirects while a slot migrates");
+
+    /**
+     * The commands Turnstile does without where Redis refuses them (each detected once per client), with
+     * what granting each buys: the README's optional line. Every {@code @admin} and {@code @dangerous}
+     * command Turnstile or Lettuce sends is among them.
+     */
+    private static final Map<String, String> OPTIONAL = ordered(
+            "client|unblock", "(@admin) a waiter that gives up early (interrupt, recovery event, close) ends its"
+                    + " blocking command and keeps its connection; without it the connection is closed and a new one"
+                    + " opened when next needed",
+            "client|id", "with +client|unblock, where the connection's handshake is RESP2 (RESP3's HELLO gives the id)",
+            "wait", "replicaAcks(n, timeout); without it, connecting with replicaAcks fails at once",
+            "info", "(@dangerous; Cluster) Lettuce's topology refresh reads it on every node and goes on without it,"
+                    + " but each refusal shows in ACL LOG");
+
+    /**
+     * Returns the optional commands of {@code d}, with what granting each buys.
+     *
+     * @param d the deployment
+     * @return command to what it buys
+     */
+    public static Map<String, String> optional(Deployment d) {
+        Map<String, String> out = new LinkedHashMap<>();
+        for (Map.Entry<String, String> e : OPTIONAL.entrySet()) {
+            if (clientCommands(d).containsKey(e.getKey())) {
+                out.put(e.getKey(), e.getValue());
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Returns every optional command, of any deployment (the README's optional line).
+     *
+     * @return command to what it buys
+     */
+    public static Map<String, String> optional() {
+        return OPTIONAL;
+    }
 
     /** The command scripts publish with: {@code publish}, or {@code spublish} on a Redis 7 Cluster. */
     public static String publishCommand(Deployment d) {
@@ -244,18 +291,57 @@ public final class LeastPrivilege {
         return all;
     }
 
+    /**
+     * Returns what the README's default line for {@code d} grants: every command Turnstile needs,
+     * less the {@link #optional} ones.
+     *
+     * @param d the deployment
+     * @return command (lower case) to why or where it is used
+     */
+    public static Map<String, String> defaults(Deployment d) {
+        Map<String, String> all = new TreeMap<>(required(d));
+        all.keySet().removeAll(OPTIONAL.keySet());
+        return all;
+    }
+
     // ------------------------------------------------------------------ the README
 
     /**
-     * Returns the README's {@code ACL SETUSER} line for {@code d}, split into arguments after
+     * Returns the README's default {@code ACL SETUSER} line for {@code d}, split into arguments after
      * {@code ACL SETUSER} (the user name first). The Cluster line is the one whose preceding
      * comment line (a line starting with {@code #}) mentions "Cluster"; there is exactly one of
-     * each.
+     * each. The optional line (its comment says "optional") is not one of them: {@link #readmeOptionalLine}.
      *
      * @param d the deployment
      * @return the arguments, e.g. {@code [turnstile, reset, on, >CHANGE-ME, ~{turnstile:*, ...]}
      */
     public static List<String> readmeLine(Deployment d) {
+        List<List<String>> found = readmeLines(d == Deployment.CLUSTER ? "Cluster" : null);
+        if (found.size() != 1) {
+            throw new IllegalStateException("README.md should have exactly one ACL SETUSER line for " + d
+                    + " (the Cluster one after a '# ... Cluster ...' comment line), found " + found.size());
+        }
+        return found.get(0);
+    }
+
+    /**
+     * Returns the README's optional {@code ACL SETUSER} line (after a comment line that says
+     * "optional"), split into arguments after {@code ACL SETUSER}: the user name, then the rules it adds
+     * to the default line.
+     *
+     * @return the arguments, e.g. {@code [turnstile, +client|unblock, ...]}
+     */
+    public static List<String> readmeOptionalLine() {
+        List<List<String>> found = readmeLines("optional");
+        if (found.size() != 1) {
+            throw new IllegalStateException("README.md should have exactly one optional ACL SETUSER line (after a"
+                    + " '# ... optional ...' comment line), found " + found.size());
+        }
+        return found.get(0);
+    }
+
+    /** The ACL SETUSER lines whose comment says {@code kind} ("Cluster", "optional"), or (null) default lines not for a Cluster. */
+    private static List<List<String>> readmeLines(String kind) {
         List<String> lines;
         Path readme = baseDir().resolve("README.md");
         try {
@@ -270,8 +356,11 @@ public final class LeastPrivilege {
             if (t.startsWith("#")) {
                 comment = t;
             } else if (t.startsWith("ACL SETUSER ")) {
-                boolean cluster = comment.contains("Cluster");
-                if (cluster == (d == Deployment.CLUSTER)) {
+                boolean optional = comment.contains("optional");
+                boolean cluster = !optional && comment.contains("Cluster");
+                boolean wanted = "optional".equals(kind) ? optional
+                        : "Cluster".equals(kind) ? cluster : !optional && !cluster;
+                if (wanted) {
                     found.add(List.of(t.substring("ACL SETUSER ".length()).trim().split("\\s+")));
                 }
                 comment = "";
@@ -279,11 +368,7 @@ public final class LeastPrivilege {
                 comment = "";
             }
         }
-        if (found.size() != 1) {
-            throw new IllegalStateException("README.md should have exactly one ACL SETUSER line for " + d
-                    + " (the Cluster one after a '# ... Cluster ...' comment line), found " + found.size());
-        }
-        return found.get(0);
+        return found;
     }
 
     /**
@@ -315,6 +400,54 @@ public final class LeastPrivilege {
     public static void createUser(RedisServerProcess server, Deployment d, String user, String password,
             java.util.function.UnaryOperator<List<String>> edit) {
         List<String> args = edit.apply(setUser(d, user, password));
+        createUser(server, user, args);
+    }
+
+    /**
+     * Creates {@code user} on {@code server} with the README's default line for {@code d} and its
+     * optional line: everything Turnstile can use (no refusal in {@code ACL LOG} is expected).
+     *
+     * @param server the server
+     * @param d the deployment whose line to use
+     * @param user the user name
+     * @param password its password
+     */
+    public static void createFullUser(RedisServerProcess server, Deployment d, String user, String password) {
+        List<String> args = setUser(d, user, password);
+        args.addAll(readmeOptionalLine().subList(1, readmeOptionalLine().size()));
+        createUser(server, user, args);
+    }
+
+    /**
+     * The rules of the most restricted user Turnstile works for, as {@code ACL SETUSER} arguments: the
+     * README's default line for {@code d} without {@code +client|setname}, so that it lacks every
+     * command Turnstile can do without ({@link #WITHOUT}).
+     *
+     * @param d the deployment
+     * @param user the user name
+     * @param password its password
+     * @return {@code ["ACL", "SETUSER", user, ...]}
+     */
+    public static List<String> restrictedUser(Deployment d, String user, String password) {
+        List<String> args = setUser(d, user, password);
+        for (String c : WITHOUT) {
+            args.remove("+" + c);
+        }
+        return args;
+    }
+
+    /** What the {@link #restrictedUser} lacks: the commands Turnstile can do without, and {@code client|setname}. */
+    public static final List<String> WITHOUT = List.of("client|unblock", "client|id", "client|setname", "info", "wait");
+
+    /**
+     * Runs {@code ACL SETUSER} ({@code args}, as {@link #setUser} or {@link #restrictedUser} give
+     * them) on {@code server} through its default user.
+     *
+     * @param server the server
+     * @param user the user name, for the message
+     * @param args the whole command
+     */
+    public static void createUser(RedisServerProcess server, String user, List<String> args) {
         String reply = server.command(args.toArray(new String[0]));
         if (!"OK".equals(reply)) {
             throw new IllegalStateException("ACL SETUSER " + user + " failed on " + server + ": " + reply);
@@ -365,6 +498,52 @@ public final class LeastPrivilege {
         if (!"client|setinfo".equals(object) && !"client".equals(object)) {
             out.add(String.join(" ", entry.values()));
         }
+    }
+
+    /**
+     * Returns how many times each command was refused, from a server's {@code ACL LOG} (entries of
+     * one command are grouped, each with its {@code count}), ignoring Lettuce's {@code CLIENT SETINFO}
+     * as {@link #refusals} does.
+     *
+     * @param aclLogReply the reply of {@code ACL LOG}, as {@link RedisServerProcess#command} decodes it
+     * @return refused command (the entry's object) to the number of refusals
+     */
+    public static Map<String, Long> refusalCounts(String aclLogReply) {
+        Map<String, Long> out = new TreeMap<>();
+        if (aclLogReply == null || aclLogReply.isEmpty()) {
+            return out;
+        }
+        List<String> tokens = Arrays.asList(aclLogReply.split("\n"));
+        long count = 0;
+        for (int i = 0; i + 1 < tokens.size(); i++) {
+            String k = tokens.get(i);
+            if (k.equals("count")) {
+                count = Long.parseLong(tokens.get(i + 1).trim());
+                i++;
+            } else if (k.equals("object")) {
+                String object = tokens.get(i + 1);
+                if (!"client|setinfo".equals(object) && !"client".equals(object)) {
+                    out.merge(object, count, Long::sum);
+                }
+                i++;
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Returns the ACL rules of the README's default line for {@code d} as {@code redis-server}
+     * arguments ({@code --user name rules...}), so that the user survives a restart of the server
+     * (an {@code ACL SETUSER} is lost with it).
+     *
+     * @param args the {@code ACL SETUSER} command ({@link #setUser}, {@link #restrictedUser})
+     * @return {@code ["--user", name, rule, ...]}
+     */
+    public static List<String> serverArgs(List<String> args) {
+        List<String> out = new ArrayList<>();
+        out.add("--user");
+        out.addAll(args.subList(2, args.size()));
+        return out;
     }
 
     /**
