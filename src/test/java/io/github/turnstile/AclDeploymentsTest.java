@@ -14,6 +14,7 @@ import io.github.turnstile.testing.RedisServerProcess;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
@@ -23,8 +24,12 @@ import org.junit.jupiter.api.Test;
  * The README's ACL lines on a Redis Cluster (the Cluster line, on every node) and on Sentinel (the
  * one-server line, on both data nodes): two clients run locks, read/write locks and a semaphore
  * through both tiers of waiting (a pool of one blocking connection, so waits also go to pub/sub,
- * sharded on the Cluster), give up timed waits (CLIENT UNBLOCK), ask isLocked(), and acquire with
- * replica acknowledgement (WAIT); afterwards no node's {@code ACL LOG} holds a refusal.
+ * sharded on the Cluster), give up timed waits and an interrupted one (CLIENT UNBLOCK), ask
+ * isLocked(), and acquire with replica acknowledgement (WAIT). As the user of the default line and
+ * the optional line, no node's {@code ACL LOG} holds a refusal afterwards; as the restricted user
+ * (the default line without {@code +client|setname}: none of the optional commands), the same
+ * workload without replica acknowledgement runs, and each of those commands is refused at most once
+ * per client ({@link NoAdmin}).
  */
 class AclDeploymentsTest {
   private static final String PASSWORD = "acl-deployments-test";
@@ -43,13 +48,15 @@ class AclDeploymentsTest {
     }
     try (RedisClusterProcesses cluster = RedisClusterProcesses.start(3, 1, 15_000)) {
       for (RedisServerProcess node : cluster.nodes()) {
-        LeastPrivilege.createUser(node, Deployment.CLUSTER, LeastPrivilege.USER, PASSWORD, r -> r);
+        LeastPrivilege.createFullUser(node, Deployment.CLUSTER, LeastPrivilege.USER, PASSWORD);
       }
       String uri = cluster.uri().replace("redis-cluster://", "redis-cluster://" + LeastPrivilege.USER + ":"
           + PASSWORD + "@");
-      workload(uri);
+      workload(cluster.nodes(), uri, true);
       assertNoRefusals(cluster.nodes());
       assertUsed(cluster.nodes(), "ssubscribe", "spublish", "blpop", "blmove", "client|unblock", "wait");
+
+      restricted(cluster.nodes(), Deployment.CLUSTER, uri, true);
 
       // A user without the topology refresh's command cannot connect, and is told which command it lacks.
       for (RedisServerProcess node : cluster.nodes()) {
@@ -70,15 +77,37 @@ class AclDeploymentsTest {
   void sentinel() throws Exception {
     try (RedisSentinelProcesses s = RedisSentinelProcesses.start()) {
       for (RedisServerProcess node : s.dataNodes()) {
-        LeastPrivilege.createUser(node, Deployment.STANDALONE, LeastPrivilege.USER, PASSWORD, r -> r);
+        LeastPrivilege.createFullUser(node, Deployment.STANDALONE, LeastPrivilege.USER, PASSWORD);
       }
       // Lettuce sends the URI's credentials to the data nodes, none to the sentinels
       String uri = s.uri().replace("redis-sentinel://", "redis-sentinel://" + LeastPrivilege.USER + ":"
           + PASSWORD + "@");
-      workload(uri);
+      workload(s.dataNodes(), uri, true);
       assertNoRefusals(s.dataNodes());
       assertUsed(s.dataNodes(), "subscribe", "publish", "blpop", "blmove", "client|unblock", "wait");
+
+      restricted(s.dataNodes(), Deployment.STANDALONE, uri, false);
     }
+  }
+
+  /**
+   * The user becomes the restricted one on every node; the workload runs again without replica
+   * acknowledgement (connecting with it fails at once without WAIT, see NoAdminTest), with its
+   * early give-up now closing a connection instead of unblocking it.
+   */
+  private static void restricted(List<RedisServerProcess> nodes, Deployment d, String uri, boolean cluster)
+      throws Exception {
+    for (RedisServerProcess node : nodes) {
+      LeastPrivilege.createUser(node, LeastPrivilege.USER, LeastPrivilege.restrictedUser(d, LeastPrivilege.USER,
+          PASSWORD));
+      assertEquals("OK", node.command("ACL", "LOG", "RESET"));
+      assertEquals("OK", node.command("CONFIG", "RESETSTAT"));
+    }
+    long before = Engine.CREATED.get();
+    workload(nodes, uri, false);
+    Map<String, Long> refused = NoAdmin.assertDetectedOnce(nodes, cluster, Engine.CREATED.get() - before);
+    assertTrue(refused.getOrDefault("client|unblock", 0L) >= 1, "the interrupted waiter tried to unblock: " + refused);
+    assertUsed(nodes, cluster ? "spublish" : "publish", "blpop", "blmove");
   }
 
   private static void assertNoRefusals(List<RedisServerProcess> nodes) {
@@ -106,9 +135,23 @@ class AclDeploymentsTest {
     }
   }
 
-  private static void workload(String uri) throws Exception {
+  /** Clients blocked in a command now, added up over {@code nodes}. */
+  private static long blocked(List<RedisServerProcess> nodes) {
+    long n = 0;
+    for (RedisServerProcess node : nodes) {
+      for (String line : node.command("INFO", "clients").split("\\r?\\n")) {
+        if (line.startsWith("blocked_clients:")) {
+          n += Long.parseLong(line.substring("blocked_clients:".length()).trim());
+        }
+      }
+    }
+    return n;
+  }
+
+  private static void workload(List<RedisServerProcess> nodes, String uri, boolean withWait) throws Exception {
     TurnstileOptions small = TurnstileOptions.builder().blockingPoolSize(1).build();
-    TurnstileOptions acked = TurnstileOptions.builder().replicaAcks(1, Duration.ofSeconds(5)).build();
+    TurnstileOptions acked = withWait ? TurnstileOptions.builder().replicaAcks(1, Duration.ofSeconds(5)).build()
+        : TurnstileOptions.defaults();
     try (Turnstile a = Turnstile.connect(uri, acked); Turnstile b = Turnstile.connect(uri, small)) {
       // locks: b waits for two at once, on its one blocking connection and by (sharded) pub/sub
       List<DistributedLock> held = new ArrayList<>();
@@ -120,7 +163,24 @@ class AclDeploymentsTest {
         held.add(l);
         DistributedLock theirs = b.lock(name);
         assertTrue(theirs.isLocked());
-        assertFalse(theirs.tryLock(50, TimeUnit.MILLISECONDS), "times out: its wait is unblocked");
+        assertFalse(theirs.tryLock(50, TimeUnit.MILLISECONDS), "times out: its wait ends at the deadline");
+        if (i == 0) {
+          // an early give-up: CLIENT UNBLOCK where granted, else the connection is closed (once the
+          // tryLock's connection is back: with the one connection lent, the waiter would wait by pub/sub)
+          TestSupport.await("the connection back", Duration.ofSeconds(10), () -> b.engine().pool.inUse() == 0);
+          Thread interrupted = TestSupport.start("interrupted", () -> {
+            try {
+              theirs.lockInterruptibly();
+              theirs.unlock();
+            } catch (InterruptedException expected) {
+              // the give-up
+            }
+          });
+          TestSupport.await("blocked in Redis", Duration.ofSeconds(10), () -> blocked(nodes) == 1);
+          interrupted.interrupt();
+          interrupted.join(10_000);
+          assertFalse(interrupted.isAlive());
+        }
         waits.add(CompletableFuture.supplyAsync(() -> {
           theirs.lock();
           long token = theirs.fencingToken();

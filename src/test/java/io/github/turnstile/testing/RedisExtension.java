@@ -82,20 +82,49 @@ public final class RedisExtension implements ParameterResolver, BeforeAllCallbac
                     c.close();
                 });
             }
-            if (kind == RedisTopology.Kind.ACL_USER) {
+            String password = "pw-" + Long.toHexString(System.nanoTime());
+            if (kind == RedisTopology.Kind.ACL_USER || kind == RedisTopology.Kind.NO_ADMIN) {
                 RedisServerProcess server = RedisServerProcess.start();
                 try {
-                    String password = "pw-" + Long.toHexString(System.nanoTime());
-                    LeastPrivilege.createUser(server, LeastPrivilege.Deployment.STANDALONE, LeastPrivilege.USER,
-                            password, rules -> rules);
+                    List<String> user;
+                    if (kind == RedisTopology.Kind.ACL_USER) {
+                        LeastPrivilege.createFullUser(server, LeastPrivilege.Deployment.STANDALONE, LeastPrivilege.USER,
+                                password);
+                        user = new java.util.ArrayList<>(LeastPrivilege.readmeLine(LeastPrivilege.Deployment.STANDALONE));
+                        user.addAll(LeastPrivilege.readmeOptionalLine().subList(1, LeastPrivilege.readmeOptionalLine().size()));
+                    } else {
+                        user = LeastPrivilege.restrictedUser(LeastPrivilege.Deployment.STANDALONE, LeastPrivilege.USER,
+                                password);
+                        LeastPrivilege.createUser(server, LeastPrivilege.USER, user);
+                        user = user.subList(2, user.size());
+                    }
                     TestRedis redis = TestRedis.asUser(server, LeastPrivilege.USER, password,
-                            "redis-server process, README's ACL user");
+                            "redis-server process, " + (kind == RedisTopology.Kind.ACL_USER ? "README's ACL user"
+                                    : "restricted ACL user"));
                     System.err.println("[turnstile-testing] Redis " + server.version() + " as ACL user "
-                            + LeastPrivilege.USER + ": " + String.join(" ", LeastPrivilege.readmeLine(
-                                    LeastPrivilege.Deployment.STANDALONE)));
+                            + LeastPrivilege.USER + ": " + String.join(" ", user).replace(password, "..."));
                     return new Deployment(redis, server);
                 } catch (RuntimeException | Error e) {
                     server.close();
+                    throw e;
+                }
+            }
+            if (kind == RedisTopology.Kind.NO_ADMIN_CLUSTER) {
+                RedisClusterProcesses c = RedisClusterProcesses.start(3, 1, 15_000);
+                try {
+                    List<String> user = LeastPrivilege.restrictedUser(LeastPrivilege.Deployment.CLUSTER,
+                            LeastPrivilege.USER, password);
+                    for (RedisServerProcess node : c.nodes()) {
+                        LeastPrivilege.createUser(node, LeastPrivilege.USER, user);
+                    }
+                    String uri = c.uri().replace("redis-cluster://", "redis-cluster://" + LeastPrivilege.USER + ":"
+                            + password + "@");
+                    System.err.println("[turnstile-testing] Redis Cluster " + c.uri() + " as ACL user "
+                            + LeastPrivilege.USER + ": " + String.join(" ", user.subList(2, user.size())).replace(password, "..."));
+                    return new Deployment(TestRedis.ofNodesAsUser(uri, c.masters(), c.nodes(), "redis cluster processes,"
+                            + " restricted ACL user"), c);
+                } catch (RuntimeException | Error e) {
+                    c.close();
                     throw e;
                 }
             }

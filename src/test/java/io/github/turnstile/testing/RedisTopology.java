@@ -23,10 +23,23 @@ public @interface RedisTopology {
         SENTINEL,
         /**
          * One redis-server process of its own, which Turnstile reaches as the least-privilege user
-         * of the README's {@code ACL SETUSER} line ({@link TestRedis#uri()} carries its
-         * credentials); the tests' own commands run as the default user ({@link TestRedis#asUser}).
+         * of the README's {@code ACL SETUSER} line with its optional line: everything Turnstile can
+         * use ({@link TestRedis#uri()} carries its credentials); the tests' own commands run as the
+         * default user ({@link TestRedis#asUser}).
          */
-        ACL_USER
+        ACL_USER,
+        /**
+         * As {@link #ACL_USER}, but the user is {@link LeastPrivilege#restrictedUser}: the README's
+         * default line without {@code +client|setname}, so it lacks every command Turnstile can do
+         * without ({@code client|unblock}, {@code client|id}, {@code client|setname}, {@code info},
+         * {@code wait}).
+         */
+        NO_ADMIN,
+        /**
+         * A Cluster as {@link #CLUSTER} (of its own, not shared with CLUSTER classes), reached as the
+         * {@link LeastPrivilege#restrictedUser} of the README's Cluster line on every node.
+         */
+        NO_ADMIN_CLUSTER
     }
 
     /** @return the deployment */

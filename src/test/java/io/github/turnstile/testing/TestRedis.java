@@ -28,19 +28,31 @@ public final class TestRedis {
     private final String source;
     private final List<RedisServerProcess> nodes; // the masters of a deployment; empty for a single server
     private final String adminUri; // the URI whose credentials command() uses: uri(), or an admin's
+    private final List<RedisServerProcess> all; // every node of a deployment, replicas included
 
     private TestRedis(String uri, String host, int port, String source, List<RedisServerProcess> nodes) {
-        this(uri, host, port, source, nodes, uri);
+        this(uri, host, port, source, nodes, uri, nodes);
     }
 
     private TestRedis(String uri, String host, int port, String source, List<RedisServerProcess> nodes,
-            String adminUri) {
+            String adminUri, List<RedisServerProcess> all) {
         this.uri = Objects.requireNonNull(uri, "uri");
         this.host = host;
         this.port = port;
         this.source = Objects.requireNonNull(source, "source");
         this.nodes = List.copyOf(nodes);
         this.adminUri = adminUri;
+        this.all = List.copyOf(all);
+    }
+
+    /**
+     * Returns every server process of the deployment (a Cluster's replicas included; the one
+     * server of {@link #asUser}), or an empty list when the server is not a process started here.
+     *
+     * @return the processes
+     */
+    public List<RedisServerProcess> allNodes() {
+        return all;
     }
 
     /**
@@ -56,7 +68,7 @@ public final class TestRedis {
      */
     public static TestRedis asUser(RedisServerProcess server, String user, String password, String source) {
         String uri = "redis://" + user + ":" + password + "@" + server.host() + ":" + server.port();
-        return new TestRedis(uri, server.host(), server.port(), source, List.of(server), server.uri());
+        return new TestRedis(uri, server.host(), server.port(), source, List.of(server), server.uri(), List.of(server));
     }
 
     private TestRedis(String uri, String host, int port, String source) {
@@ -75,6 +87,22 @@ public final class TestRedis {
     public static TestRedis ofNodes(String uri, List<RedisServerProcess> masters, String source) {
         RedisServerProcess first = masters.get(0);
         return new TestRedis(uri, first.host(), first.port(), source, masters);
+    }
+
+    /**
+     * As {@link #ofNodes}, reached as a restricted ACL user whose credentials {@code uri} carries,
+     * while {@link #command} runs as the first master's default user (as {@link #asUser} does).
+     *
+     * @param uri the Turnstile URI, with the user's credentials
+     * @param masters the servers that take writes
+     * @param all every server of the deployment
+     * @param source where it came from
+     * @return the value
+     */
+    public static TestRedis ofNodesAsUser(String uri, List<RedisServerProcess> masters, List<RedisServerProcess> all,
+            String source) {
+        RedisServerProcess first = masters.get(0);
+        return new TestRedis(uri, first.host(), first.port(), source, masters, first.uri(), all);
     }
 
     /**
