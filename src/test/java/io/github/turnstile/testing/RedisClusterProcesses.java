@@ -46,12 +46,29 @@ public final class RedisClusterProcesses implements AutoCloseable {
      * @return the running cluster
      */
     public static RedisClusterProcesses start(int masters, int replicasPerMaster, int nodeTimeoutMillis) {
+        return start(masters, replicasPerMaster, nodeTimeoutMillis, new String[0]);
+    }
+
+    /**
+     * As {@link #start(int, int, int)}, with more {@code redis-server} arguments for every node
+     * (e.g. {@code "--rename-command", "PUBLISH", ""}).
+     *
+     * @param masters number of masters (at least 1)
+     * @param replicasPerMaster replicas per master
+     * @param nodeTimeoutMillis the node timeout
+     * @param extraArgs more arguments, one argv element each
+     * @return the running cluster
+     */
+    public static RedisClusterProcesses start(int masters, int replicasPerMaster, int nodeTimeoutMillis,
+            String... extraArgs) {
         List<RedisServerProcess> nodes = new ArrayList<>();
         try {
             for (int i = 0; i < masters * (1 + replicasPerMaster); i++) {
-                nodes.add(RedisServerProcess.start("--cluster-enabled", "yes",
+                List<String> args = new ArrayList<>(List.of("--cluster-enabled", "yes",
                         "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", Integer.toString(nodeTimeoutMillis),
                         "--cluster-require-full-coverage", "no", "--repl-ping-replica-period", "1"));
+                args.addAll(List.of(extraArgs));
+                nodes.add(RedisServerProcess.start(args.toArray(new String[0])));
             }
             RedisClusterProcesses cluster = new RedisClusterProcesses(nodes);
             cluster.form(masters, replicasPerMaster);
