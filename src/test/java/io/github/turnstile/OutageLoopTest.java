@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.github.turnstile.fault.History;
 import io.github.turnstile.fault.Workload;
 import io.github.turnstile.fault.Workload.Primitive;
+import io.github.turnstile.testing.LeastPrivilege;
 import io.github.turnstile.testing.RedisClusterProcesses;
 import io.github.turnstile.testing.RedisSentinelProcesses;
 import io.github.turnstile.testing.RedisServerProcess;
@@ -220,6 +221,45 @@ class OutageLoopTest {
         redis.restart(); // returns once the new server answers PING
         return new Injected(start, System.nanoTime(), "");
       }, RESUME_BOUND_MS, "restart-ping", true);
+    }
+  }
+
+  /**
+   * Issue 22: the three faults of one server in turn (kill -9 and restart as above, then
+   * {@code CLIENT KILL TYPE normal} sent by an admin connection, then {@code CLIENT PAUSE}), with both
+   * clients connected as the restricted user: no {@code client|unblock}, {@code client|id},
+   * {@code client|setname}, {@code info} or {@code wait} (a {@code --user} directive, so that it
+   * survives the restarts). Every recovery ends the blocked waits by closing their connections.
+   * Afterwards {@code ACL LOG} (since the last restart) holds refusals of those commands only, at
+   * most one each per client.
+   */
+  @Test
+  void restrictedUserRestartKillPause() throws Exception {
+    String password = "restricted-loop";
+    List<String> args = new ArrayList<>(List.of("--appendonly", "yes", "--appendfsync", "always"));
+    args.addAll(LeastPrivilege.serverArgs(LeastPrivilege.restrictedUser(LeastPrivilege.Deployment.STANDALONE,
+        LeastPrivilege.USER, password)));
+    try (RedisServerProcess redis = RedisServerProcess.start(args.toArray(new String[0]))) {
+      String uri = "redis://" + LeastPrivilege.USER + ":" + password + "@" + redis.host() + ":" + redis.port();
+      int[] round = {0};
+      loop("loop-restricted-user", uri, unique("loop"), () -> {
+        long start = System.nanoTime();
+        switch (round[0]++ % 3) {
+          case 0:
+            redis.kill9();
+            Thread.sleep(2000);
+            redis.restart();
+            return new Injected(start, System.nanoTime(), "restart");
+          case 1:
+            String killed = redis.command("CLIENT", "KILL", "TYPE", "normal");
+            return new Injected(start, System.nanoTime(), "kill killed=" + killed);
+          default:
+            redis.command("CLIENT", "PAUSE", "2000", "ALL");
+            redis.command("PING");
+            return new Injected(start, System.nanoTime(), "pause");
+        }
+      }, RESUME_BOUND_MS, "restart-ping, kill, pause-end", true);
+      NoAdmin.assertDetectedOnce(List.of(redis), false, 2);
     }
   }
 
