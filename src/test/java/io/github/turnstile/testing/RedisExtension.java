@@ -194,6 +194,7 @@ public final class RedisExtension implements ParameterResolver, BeforeAllCallbac
                 RedisServerProcess process = RedisServerProcess.start();
                 started = new Started(TestRedis.of(process.uri(), process.host(), process.port(),
                         TestRedis.SOURCE_PROCESS), process);
+                System.err.println("[turnstile-testing] redis-server binary " + RedisServerProcess.binary());
             }
         }
         String version = started.redis.port() > 0 ? started.redis.version() : "unknown";
