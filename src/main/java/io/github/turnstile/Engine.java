@@ -1189,7 +1189,7 @@ final class Engine implements AutoCloseable {
     } catch (TurnstileException e) {
       AclRefusal refused = AclRefusal.of(e, null, null, null);
       if (refused != null) {
-        throw refused; // e.g. no CLIENT ID for this user: a configuration error, not a busy pool
+        throw refused; // e.g. a key pattern or AUTH refused: a configuration error, not a busy pool
       }
       LOG.log(Level.DEBUG, "no blocking connection: {0}", e.toString());
       return null;

@@ -69,6 +69,11 @@ class ShardedOnlyClusterTest {
           client.shutdown();
         }
       }
+      // the same user lacks WAIT: replicaAcks fails at connect, on a Cluster too (NoAdminTest: one server)
+      TurnstileException e = org.junit.jupiter.api.Assertions.assertThrows(TurnstileException.class,
+          () -> Turnstile.connect(uri, TurnstileOptions.builder().replicaAcks(1, java.time.Duration.ofSeconds(1))
+              .build()).close());
+      assertTrue(e.getMessage().contains("replicaAcks(1, 1000 ms) needs WAIT"), e.getMessage());
     }
   }
 
