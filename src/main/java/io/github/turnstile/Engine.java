@@ -1239,10 +1239,7 @@ final class Engine implements AutoCloseable {
       java.util.function.Function<StatefulRedisConnection<String, String>, io.lettuce.core.RedisFuture<T>> command,
       long sliceNanos, Call call, CompletableFuture<?> fault, Abandoned<T> onAbandon)
       throws InterruptedException {
-    long sentAt = System.nanoTime();
     CompletableFuture<T> reply = command.apply(conn.connection).toCompletableFuture();
-    // no earlier than this, Redis ends the command by its own timeout (whole milliseconds, rounded up)
-    long serverEnds = sentAt + sliceNanos + TimeUnit.MILLISECONDS.toNanos(1);
     long clientWait = sliceNanos + BLOCK_GRACE_NANOS;
     if (call.timed) {
       clientWait = Math.min(clientWait, call.remaining());
@@ -1251,16 +1248,16 @@ final class Engine implements AutoCloseable {
     try {
       Waits.get(either, clientWait, call.interruptible);
     } catch (InterruptedException e) {
-      abandon(conn, reply, serverEnds, onAbandon);
+      abandon(conn, reply, onAbandon);
       throw e;
     } catch (TimeoutException e) {
-      abandon(conn, reply, serverEnds, onAbandon);
+      abandon(conn, reply, onAbandon);
       return null;
     } catch (ExecutionException | CancellationException e) {
       // the connection failed: Lettuce gave up on the command, so its outcome is unknown
     }
     if (!reply.isDone()) {
-      abandon(conn, reply, serverEnds, onAbandon); // a fault event: attempt again now
+      abandon(conn, reply, onAbandon); // a fault event: attempt again now
       return null;
     }
     try {
@@ -1289,27 +1286,21 @@ final class Engine implements AutoCloseable {
    * Stops a blocked command we no longer want, without waiting, and once its outcome is known tells
    * {@code onAbandon} what it did (it may have raced the stop) and returns or closes the connection:
    * <ul>
-   *   <li>if Redis ends the command by its own timeout within {@link #UNBLOCK_GRACE_NANOS} anyway
-   *       (a timed call's command times out at the caller's deadline), it is left to do so: no
-   *       {@code CLIENT UNBLOCK};</li>
-   *   <li>otherwise {@code CLIENT UNBLOCK} ends it, and the connection is kept;</li>
+   *   <li>{@code CLIENT UNBLOCK} ends it, and the connection is kept;</li>
    *   <li>where this client cannot unblock ({@code CLIENT UNBLOCK} or {@code CLIENT ID} refused, once,
    *       see {@link OptionalCommands}; or the main connection is down), the connection is closed,
    *       which ends the command in Redis, and the pool opens another when next needed.</li>
    * </ul>
-   * A command that does not answer within the grace has its connection closed too, and its
-   * outcome is reported unknown.
-   *
-   * @param serverEnds when Redis ends the command by its own timeout, at the earliest ({@link System#nanoTime()})
+   * Leaving the command to its own timeout is no option, even at the caller's deadline (which
+   * bounds that timeout): Redis ends timed-out blocked commands on its cron (every 100 ms at the
+   * default {@code hz 10}), so the command would stay queued in Redis for up to that long, where it
+   * may take a wake token or a permit meant for the next waiter. A command that does not answer its
+   * unblock within {@link #UNBLOCK_GRACE_NANOS} has its connection closed too, and its outcome is
+   * reported unknown.
    */
-  private <T> void abandon(BlockingPool.Conn conn, CompletableFuture<T> reply, long serverEnds, Abandoned<T> onAbandon) {
+  private <T> void abandon(BlockingPool.Conn conn, CompletableFuture<T> reply, Abandoned<T> onAbandon) {
     if (reply.isDone()) {
       settle(conn, reply, 0, onAbandon);
-      return;
-    }
-    long untilTimeout = serverEnds - System.nanoTime();
-    if (untilTimeout <= UNBLOCK_GRACE_NANOS) {
-      settle(conn, reply, Math.max(0, untilTimeout) + UNBLOCK_GRACE_NANOS, onAbandon);
       return;
     }
     if (!topology.isOpen()) {

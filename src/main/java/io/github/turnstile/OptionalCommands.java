@@ -20,7 +20,7 @@ import java.util.function.Supplier;
  *       {@code turnstile:<id>:...}); without it they stay unnamed;</li>
  *   <li>{@code CLIENT ID}: the id of a blocking connection, for {@code CLIENT UNBLOCK}; asked only
  *       when the handshake ({@code HELLO 3}) did not give it (RESP2);</li>
- *   <li>{@code CLIENT UNBLOCK} ({@code @admin}): a waiter that gives up early (interrupt, recovery
+ *   <li>{@code CLIENT UNBLOCK} ({@code @admin}): a waiter that gives up (deadline, interrupt, recovery
  *       event, close) ends its blocking command and the connection is reused; without it the
  *       connection is closed instead, which ends the command in Redis, and a new one is opened
  *       when next needed (DESIGN §5, "Giving up");</li>
@@ -100,7 +100,7 @@ final class OptionalCommands {
 
   private final Probe naming = new Probe("CLIENT SETNAME", "its connections stay unnamed");
   private final Probe ids = new Probe("CLIENT ID",
-      "a waiter that gives up early closes its blocking connection instead of unblocking it");
+      "a waiter that gives up closes its blocking connection instead of unblocking it");
   private final Probe info = new Probe("INFO", "the server version is assumed to be 7.0 or later");
   /**
    * The verdict on CLIENT UNBLOCK: null while unknown; a future while the first one is in flight
@@ -250,7 +250,7 @@ final class OptionalCommands {
         CompletableFuture<Boolean> before = unblocking.getAndSet(NO);
         if (before != NO) {
           LOG.log(Level.INFO, "Redis refused CLIENT UNBLOCK to this client ({0}): a waiter that gives up"
-              + " early closes its blocking connection instead, and a new one is opened when next needed"
+              + " closes its blocking connection instead, and a new one is opened when next needed"
               + " (README, \"Least privilege\")", Engine.unwrap(e).getMessage());
         }
         return Boolean.FALSE;

@@ -61,7 +61,7 @@ public final class LeastPrivilege {
     private static final Map<String, String> STANDALONE_CLIENT = ordered(
             "client|setname", "Turnstile names every connection (CLIENT LIST shows turnstile:<id>:...)",
             "client|id", "optional: the id of a blocking connection, to unblock it, where the RESP3 handshake did not give it",
-            "client|unblock", "optional: a waiter that gives up early (interrupt, recovery, close) ends its BLPOP/BLMOVE"
+            "client|unblock", "optional: a waiter that gives up (deadline, interrupt, recovery, close) ends its BLPOP/BLMOVE"
                     + " and keeps the connection",
             "evalsha", "every script",
             "eval", "a script after NOSCRIPT (restart, SCRIPT FLUSH)",
@@ -80,7 +80,7 @@ public final class LeastPrivilege {
             "client|setname", "Turnstile names its blocking and subscriber connections; Lettuce names its topology"
                     + " refresh connections",
             "client|id", "optional: the id of a blocking connection, to unblock it, where the RESP3 handshake did not give it",
-            "client|unblock", "optional: a waiter that gives up early ends its BLPOP/BLMOVE and keeps the connection",
+            "client|unblock", "optional: a waiter that gives up ends its BLPOP/BLMOVE and keeps the connection",
             "evalsha", "every script",
             "eval", "a script after NOSCRIPT (restart, SCRIPT FLUSH)",
             "blpop", "lock and write-lock waiters block on the wake list",
@@ -105,7 +105,7 @@ public final class LeastPrivilege {
      * command Turnstile or Lettuce sends is among them.
      */
     private static final Map<String, String> OPTIONAL = ordered(
-            "client|unblock", "(@admin) a waiter that gives up early (interrupt, recovery event, close) ends its"
+            "client|unblock", "(@admin) a waiter that gives up (deadline, interrupt, recovery event, close) ends its"
                     + " blocking command and keeps its connection; without it the connection is closed and a new one"
                     + " opened when next needed",
             "client|id", "with +client|unblock, where the connection's handshake is RESP2 (RESP3's HELLO gives the id)",
