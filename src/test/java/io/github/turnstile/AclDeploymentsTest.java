@@ -106,7 +106,9 @@ class AclDeploymentsTest {
     long before = Engine.CREATED.get();
     workload(nodes, uri, false);
     Map<String, Long> refused = NoAdmin.assertDetectedOnce(nodes, cluster, Engine.CREATED.get() - before);
-    assertTrue(refused.getOrDefault("client|unblock", 0L) >= 1, "the interrupted waiter tried to unblock: " + refused);
+    if (LeastPrivilege.major(nodes.get(0).version()) >= 7) { // 6.2 logs it as 'client', not counted
+      assertTrue(refused.getOrDefault("client|unblock", 0L) >= 1, "the interrupted waiter tried to unblock: " + refused);
+    }
     assertUsed(nodes, cluster ? "spublish" : "publish", "blpop", "blmove");
   }
 

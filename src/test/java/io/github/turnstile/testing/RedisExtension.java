@@ -2,6 +2,8 @@ package io.github.turnstile.testing;
 
 import java.util.List;
 import org.junit.jupiter.api.extension.BeforeAllCallback;
+import org.junit.jupiter.api.extension.ConditionEvaluationResult;
+import org.junit.jupiter.api.extension.ExecutionCondition;
 import org.junit.jupiter.api.extension.ExtensionContext;
 import org.junit.jupiter.api.extension.ParameterContext;
 import org.junit.jupiter.api.extension.ParameterResolver;
@@ -22,7 +24,7 @@ import org.testcontainers.utility.DockerImageName;
  * </ol>
  * Non-JUnit code can get the same instance from {@link #shared()}.
  */
-public final class RedisExtension implements ParameterResolver, BeforeAllCallback {
+public final class RedisExtension implements ParameterResolver, BeforeAllCallback, ExecutionCondition {
 
     /** Store namespace holding the shared server handle in the root context. */
     public static final ExtensionContext.Namespace NAMESPACE = ExtensionContext.Namespace.create(RedisExtension.class);
@@ -41,6 +43,30 @@ public final class RedisExtension implements ParameterResolver, BeforeAllCallbac
     @Override
     public void beforeAll(ExtensionContext context) {
         handle(context);
+    }
+
+    /**
+     * Disables a class of {@link RedisTopology.Kind#NO_ADMIN_CLUSTER} where the redis-server binary
+     * is older than 7.0: the README's Cluster line needs sharded pub/sub. Says so in one line.
+     */
+    @Override
+    public ConditionEvaluationResult evaluateExecutionCondition(ExtensionContext context) {
+        RedisTopology topology = context.getTestClass().map(c -> c.getAnnotation(RedisTopology.class)).orElse(null);
+        if (topology == null || topology.value() != RedisTopology.Kind.NO_ADMIN_CLUSTER
+                || context.getTestMethod().isPresent()) {
+            return ConditionEvaluationResult.enabled("");
+        }
+        String version;
+        try (RedisServerProcess probe = RedisServerProcess.start()) {
+            version = probe.version();
+        }
+        if (LeastPrivilege.major(version) < 7) {
+            String why = "the README's Cluster ACL line needs Redis 7.0 or later (sharded pub/sub), this redis-server is "
+                    + version;
+            System.err.println("[turnstile-testing] SKIPPED " + context.getDisplayName() + ": " + why);
+            return ConditionEvaluationResult.disabled(why);
+        }
+        return ConditionEvaluationResult.enabled("");
     }
 
     @Override
