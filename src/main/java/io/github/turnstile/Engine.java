@@ -220,6 +220,8 @@ final class Engine implements AutoCloseable {
   private final Topology topology;
   private final RedisClusterAsyncCommands<String, String> async;
   final BlockingPool pool;
+  /** Blocking connections closed to end a command that could not be unblocked (for tests and the cost figures). */
+  final java.util.concurrent.atomic.LongAdder abandonedByClose = new java.util.concurrent.atomic.LongAdder();
   /** Connections for WAIT (replica acknowledgements): separate, so they never queue behind waiters. */
   private final BlockingPool acks;
   final Subscriptions subscriptions;
@@ -1357,9 +1359,6 @@ final class Engine implements AutoCloseable {
     });
     return c;
   }
-
-  /** Blocking connections closed to end a command that could not be unblocked (for tests and the cost figures). */
-  final java.util.concurrent.atomic.LongAdder abandonedByClose = new java.util.concurrent.atomic.LongAdder();
 
   // ---------------------------------------------------------------- releases
 

@@ -135,7 +135,8 @@ final class OptionalCommands {
    * @return the id, or -1
    */
   long idOf(StatefulConnection<String, String> c, Supplier<Long> clientId) {
-    Long id = handshake(c) == null ? null : handshake(c).getConnectionId();
+    ConnectionState state = handshake(c);
+    Long id = state == null ? null : state.getConnectionId();
     if (id != null) {
       return id;
     }
