@@ -513,12 +513,17 @@ abstract class Topology implements AutoCloseable {
       throw new TurnstileException("Redis Cluster node " + node + " left the topology");
     }
 
+    /**
+     * Through the cluster connection's connection to the node, opened asynchronously if it has none
+     * yet: this may run on a Lettuce event loop (OptionalCommands sends the unblocks that waited for
+     * the first one's verdict from the thread that completes it), which must never block.
+     */
     @Override
     CompletableFuture<?> unblock(BlockingPool.Conn conn) {
       int colon = conn.node.lastIndexOf(':');
       try {
-        return main.getConnection(conn.node.substring(0, colon), Integer.parseInt(conn.node.substring(colon + 1)))
-            .async().clientUnblock(conn.clientId, UnblockType.TIMEOUT).toCompletableFuture();
+        return main.getConnectionAsync(conn.node.substring(0, colon), Integer.parseInt(conn.node.substring(colon + 1)))
+            .thenCompose(c -> c.async().clientUnblock(conn.clientId, UnblockType.TIMEOUT).toCompletableFuture());
       } catch (RedisException e) {
         return CompletableFuture.failedFuture(e); // the node is gone: the caller closes the connection
       }
