@@ -223,7 +223,9 @@ class AclDeploymentsTest {
         semB.release();
         return true;
       });
-      Thread.sleep(200);
+      // blocked in BLMOVE before the release (a sleep here let a loaded machine release first, and
+      // the waiter took the permit by script: no BLMOVE ran, and assertUsed failed)
+      TestSupport.await("the semaphore waiter blocked in Redis", Duration.ofSeconds(10), () -> blocked(nodes) == 1);
       semA.release();
       assertTrue(permit.get(10, TimeUnit.SECONDS));
       assertEquals(1, semA.availablePermits());
