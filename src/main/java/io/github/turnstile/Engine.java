@@ -66,11 +66,21 @@ final class Engine implements AutoCloseable {
     final long token;
     /** When not acquired: how long the current holder's lease still runs, in ms (-1 unknown). */
     final long retryMillis;
+    /** A semaphore's grant: the epoch of the registration the permits count under (0: none, counting mode). */
+    final long epoch;
+    /** A semaphore's reply: whether another client waits (the bound on local hand-offs). */
+    final boolean others;
 
     Attempt(boolean acquired, long token, long retryMillis) {
+      this(acquired, token, retryMillis, 0, false);
+    }
+
+    Attempt(boolean acquired, long token, long retryMillis, long epoch, boolean others) {
       this.acquired = acquired;
       this.token = token;
       this.retryMillis = retryMillis;
+      this.epoch = epoch;
+      this.others = others;
     }
   }
 
@@ -222,6 +232,8 @@ final class Engine implements AutoCloseable {
   private final ScheduledExecutorService scheduler;
   private final ExecutorService events;
   private final ExecutorService connector;
+  /** The threads that wait in Redis on behalf of a primitive's blocked callers (a semaphore's waiters). */
+  private final ExecutorService waiters;
   private final AtomicLong requests = new AtomicLong();
   /** Completed (and replaced) whenever Redis may have come back: every waiter then re-attempts. */
   private final Signal faults = new Signal();
@@ -250,6 +262,7 @@ final class Engine implements AutoCloseable {
         topology.sharded(), connector);
     this.scheduler = Executors.newSingleThreadScheduledExecutor(daemon("turnstile-watchdog-" + clientId));
     this.events = Executors.newSingleThreadExecutor(daemon("turnstile-events-" + clientId));
+    this.waiters = Executors.newCachedThreadPool(daemon("turnstile-waiter-" + clientId));
     this.watchdog = new Watchdog(this, scheduler, options.renewInterval().toMillis());
     this.metrics = Metrics.create(options, clientId, pool, watchdog);
     topology.onRecovered(this::recovered);
@@ -272,6 +285,39 @@ final class Engine implements AutoCloseable {
 
   String newRequestId() {
     return clientId + ":" + requests.incrementAndGet();
+  }
+
+  /**
+   * Returns a fresh request sequence number: {@code newRequestId()} is the client id, a colon and
+   * such a number.
+   *
+   * @return a fresh request sequence number
+   */
+  long newRequestSeq() {
+    return requests.incrementAndGet();
+  }
+
+  /**
+   * Runs {@code task} on a waiter thread (a cached pool: threads live while a primitive's callers
+   * wait, and a little longer).
+   *
+   * @throws TurnstileException if the engine is closed
+   */
+  void startWaiter(Runnable task) {
+    try {
+      waiters.execute(task);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      throw new TurnstileException("Turnstile is closed");
+    }
+  }
+
+  /** Runs {@code task} after {@code delayNanos} on the engine's scheduler (not at all once closed). */
+  void schedule(Runnable task, long delayNanos) {
+    try {
+      scheduler.schedule(task, delayNanos, TimeUnit.NANOSECONDS);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      // closed
+    }
   }
 
   String ownerId(Thread t) {
@@ -415,6 +461,15 @@ final class Engine implements AutoCloseable {
         || t instanceof java.io.IOException || t instanceof TimeoutException;
   }
 
+  /** An untimed call gave up: Redis was unreachable for longer than the outage tolerance. */
+  static final class OutOfTolerance extends TurnstileException {
+    private static final long serialVersionUID = 1L;
+
+    OutOfTolerance(String message, Throwable cause) {
+      super(message, cause);
+    }
+  }
+
   /** Redis cannot be used right now (e.g. no master is known for a slot); retried like a lost connection. */
   static final class Unavailable extends TurnstileException {
     private static final long serialVersionUID = 1L;
@@ -476,7 +531,7 @@ final class Engine implements AutoCloseable {
     }
     long down = System.nanoTime() - call.unreachableSince;
     if (!call.timed && down >= outageToleranceNanos) {
-      throw new TurnstileException(what + ": Redis has been unreachable for "
+      throw new OutOfTolerance(what + ": Redis has been unreachable for "
           + TimeUnit.NANOSECONDS.toMillis(down) + " ms, longer than the outage tolerance ("
           + options.outageTolerance().toMillis() + " ms)" + (cause == null ? "" : ": " + cause), cause);
     }
@@ -1423,6 +1478,7 @@ final class Engine implements AutoCloseable {
     events.shutdown();
     subscriptions.close();
     connector.shutdown();
+    waiters.shutdown();
     pool.close();
     acks.close();
     topology.close();

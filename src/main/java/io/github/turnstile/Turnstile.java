@@ -287,25 +287,53 @@ public final class Turnstile implements AutoCloseable {
   }
 
   /**
-   * Returns the distributed semaphore of this name, creating it in Redis with {@code permits}
-   * permits if it does not exist yet. Costs one round trip, which checks the stored capacity.
+   * Returns the leased semaphore of this name, creating it in Redis with {@code permits} permits
+   * if it does not exist yet. Its permits are held by live clients: a client that crashes, or is
+   * cut off for longer than its lease, loses them to the others, and a client cannot release more
+   * permits than it holds (see {@link DistributedSemaphore}). Costs one round trip, which checks the
+   * stored capacity.
    *
    * @param name the semaphore's name, shared by every client that uses it; non-blank, at most
    *     {@value #MAX_NAME_LENGTH} characters
-   * @param permits its capacity, any non-negative {@code int} (the work of every call in Redis is
-   *     bounded whatever the capacity); must equal the stored capacity if the semaphore exists
+   * @param permits its capacity, any {@code int} (negative: acquisitions wait until permits are
+   *     added); must equal the stored capacity if the semaphore exists
    * @return the semaphore: the same instance for as long as it is referenced
    * @throws NullPointerException if name is null
-   * @throws IllegalArgumentException if name is blank or too long, permits is negative, or the
-   *     semaphore exists with a different capacity (the message names both)
+   * @throws IllegalArgumentException if name is blank or too long, the semaphore exists with a
+   *     different capacity (the message names both), or it exists as a counting semaphore
    * @throws TurnstileException if Redis cannot be reached
    */
   public DistributedSemaphore semaphore(String name, int permits) {
+    return semaphore(name, permits, true);
+  }
+
+  /**
+   * Returns the counting semaphore of this name, creating it in Redis with {@code permits} free
+   * permits if it does not exist yet (otherwise {@code permits} is not used). It has exactly the
+   * counting semantics of {@link java.util.concurrent.Semaphore}: {@code release()} adds a permit
+   * whether or not the caller acquired one, and nothing is leased or ever reclaimed, so a permit
+   * acquired by a client that crashes is gone. Meant for signalling between JVMs (created with 0
+   * permits: one JVM releases, another acquires). Costs one round trip.
+   *
+   * @param name the semaphore's name, shared by every client that uses it; non-blank, at most
+   *     {@value #MAX_NAME_LENGTH} characters
+   * @param permits the free permits it is created with, any {@code int}
+   * @return the semaphore: the same instance for as long as it is referenced
+   * @throws NullPointerException if name is null
+   * @throws IllegalArgumentException if name is blank or too long, or it exists as a leased semaphore
+   * @throws TurnstileException if Redis cannot be reached
+   */
+  public DistributedSemaphore countingSemaphore(String name, int permits) {
+    return semaphore(name, permits, false);
+  }
+
+  private DistributedSemaphore semaphore(String name, int permits, boolean leased) {
     checkName(name);
-    if (permits < 0) {
-      throw new IllegalArgumentException("permits must not be negative, was " + permits);
+    RedisSemaphore s = semaphores.get(name, n -> new RedisSemaphore(engine, n, permits, leased));
+    if (s.isLeased() != leased) {
+      throw new IllegalArgumentException("semaphore '" + name + "' is used by this client as a "
+          + (s.isLeased() ? "leased" : "counting") + " semaphore");
     }
-    RedisSemaphore s = semaphores.get(name, n -> new RedisSemaphore(engine, n, permits));
     s.initialize(permits);
     return s;
   }

@@ -240,37 +240,4 @@ class AsyncSemaphoreContractTest {
           () -> t1.semaphore(name, 2).availablePermits() == 2);
     }
   }
-
-  /**
-   * An attempt that throws before it is sent is untracked once: the ledger's permits in flight
-   * come back to zero (a second untrack drove them below zero, so that a reconciliation could
-   * give back held permits, and the idle client never stopped its liveness lease).
-   */
-  @Test
-  void attemptThrowingBeforeSendIsUntrackedOnce() throws Exception {
-    RedisSemaphore sem = (RedisSemaphore) t1.semaphore(unique("async-sem-throw"), 2);
-    AsyncSides.PermitSide side = sem.asyncSide();
-    var send = side.sendAcquire;
-    side.sendAcquire = (n, subscribed) -> {
-      throw new IllegalStateException("injected: not sent");
-    };
-    try {
-      Throwable e = failure(sem.acquireAsync(1), 5);
-      Throwable c = e;
-      while (c.getCause() != null && !"injected: not sent".equals(c.getMessage())) {
-        c = c.getCause();
-      }
-      assertEquals("injected: not sent", c.getMessage(), "the acquisition fails with the attempt's error");
-    } finally {
-      side.sendAcquire = send;
-    }
-    assertEquals(0, sem.ledger().mayAdd(), "permits in flight after the failed attempt");
-    PermitHold hold = await(sem.acquireAsync(2));
-    assertEquals(2, sem.heldPermits());
-    assertEquals(0, sem.ledger().mayAdd());
-    hold.release().toCompletableFuture().get(5, TimeUnit.SECONDS);
-    // the release's own bookkeeping may run just after its stage completes
-    TestSupport.await("the release untracked", Duration.ofSeconds(3), () -> sem.ledger().mayAdd() == 0);
-    assertEquals(2, sem.availablePermits());
-  }
 }

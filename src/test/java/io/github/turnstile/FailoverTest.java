@@ -260,7 +260,7 @@ class FailoverTest {
         other.release();
         long released = System.nanoTime();
         TestSupport.await("both permits free again (permits held by the collector's client: "
-            + collector.heldPermits() + ", its ledger: " + ((RedisSemaphore) collector).ledger() + ")",
+            + collector.heldPermits() + ", its ledger: " + ((RedisSemaphore) collector).books() + ")",
             LEASE.plusSeconds(5), () -> {
               try {
                 return other.availablePermits() == 2;

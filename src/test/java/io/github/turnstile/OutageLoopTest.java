@@ -455,7 +455,7 @@ class OutageLoopTest {
     for (Turnstile t : clients) {
       try {
         RedisSemaphore s = (RedisSemaphore) t.semaphore(name, Workload.CAPACITY);
-        b.append("\n  client ").append(t.engine().clientId).append(": ").append(s.ledger());
+        b.append("\n  client ").append(t.engine().clientId).append(": ").append(s.books());
       } catch (RuntimeException e) {
         b.append("\n  client: ").append(e);
       }

@@ -80,7 +80,7 @@ class SemaphoreFaultRunTest {
           .build());
       this.sem = turnstile.semaphore(name, CAPACITY);
       sem.addLeaseLossListener(e -> {
-        long at = SemaphoreAccountingTest.declaredAt(e);
+        long at = declaredAt(e);
         losses.add(at);
         reasons.add(at + " " + e.reason());
       });
@@ -619,4 +619,11 @@ class SemaphoreFaultRunTest {
     }
   }
 
+
+  /** Records the nanoTime of a loss from its event: when it was declared (ms, so 1 ms earlier). */
+  static long declaredAt(LeaseLostEvent e) {
+    long nanos = System.nanoTime();
+    long millis = System.currentTimeMillis();
+    return nanos - TimeUnit.MILLISECONDS.toNanos(Math.max(0, millis - e.lostAtMillis()) + 1);
+  }
 }
