@@ -68,19 +68,16 @@ final class Engine implements AutoCloseable {
     final long retryMillis;
     /** A semaphore's grant: the epoch of the registration the permits count under (0: none, counting mode). */
     final long epoch;
-    /** A semaphore's reply: whether another client waits (the bound on local hand-offs). */
-    final boolean others;
 
     Attempt(boolean acquired, long token, long retryMillis) {
-      this(acquired, token, retryMillis, 0, false);
+      this(acquired, token, retryMillis, 0);
     }
 
-    Attempt(boolean acquired, long token, long retryMillis, long epoch, boolean others) {
+    Attempt(boolean acquired, long token, long retryMillis, long epoch) {
       this.acquired = acquired;
       this.token = token;
       this.retryMillis = retryMillis;
       this.epoch = epoch;
-      this.others = others;
     }
   }
 

@@ -64,6 +64,8 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   private transient Lease lease;
   /** The last epoch this client knows to be dead: the next grant replaces it in Redis. */
   private long deadEpoch;
+  /** The newest epoch this client has seen: an older one is never adopted again. */
+  private long newestEpoch;
   /** Permits held under the live registration (by threads, holds, or on their way to a waiter). */
   private int held;
   /** Permits the application still holds that were lost with an earlier registration. */
@@ -73,14 +75,15 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   /** Changes with every grant and release: an idle check scheduled before one does nothing. */
   private long activity;
   private boolean idleCheck;
-  /** Whether another client waited at the last reply that said; hand-offs in a row since a grant in Redis. */
-  private boolean others;
+  /** Local hand-offs in a row since a grant in Redis; when the last run of them ended. */
   private int streak;
   private long yieldedAtNanos = System.nanoTime() - Engine.QUEUE_FIRST_NANOS;
   /** The waiter thread (see helperLoop) and the permits it contends for. */
   private boolean helperRunning;
   private transient Thread helperThread;
   private int helperNeed;
+  /** Whether the waiter thread contends for one permit (it then waits on the wake list). */
+  private volatile boolean singlePermit = true;
   private boolean helperStale;
   // ----
 
@@ -160,43 +163,40 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     final int permits;
     /** Lane of the waiting mark: t (this JVM's threads) or a (its async acquisitions). */
     final char lane;
-    /** Whether a refusal marks the lane waiting. */
-    final boolean waits;
+    /**
+     * Whether a refusal marks it as a single-permit waiter blocked on the wake list (the waiter
+     * thread's requests for one permit): releases push a wake token for it.
+     */
+    final boolean marks;
     /** The owner's reference plus one per copy without an answer: the slot is free at zero. */
     private final AtomicInteger refs = new AtomicInteger(1);
     private final AtomicInteger unanswered = new AtomicInteger();
     private final AtomicBoolean ended = new AtomicBoolean();
-    /** A copy was sent: later copies read the memo. */
-    volatile boolean sent;
-    /** A refused attempt marked the lane waiting. */
-    volatile boolean marked;
     /** A copy was answered with a grant: the call is never cancelled unless the caller undoes it. */
     volatile boolean granted;
 
-    Req(int permits, char lane, boolean waits) {
+    Req(int permits, char lane, boolean marks) {
       Integer free = freeSlots.pollFirst();
       this.slot = free != null ? free : nextSlot.getAndIncrement();
       this.seq = engine.newRequestSeq();
       this.id = engine.clientId + ":" + seq;
       this.permits = permits;
       this.lane = lane;
-      this.waits = waits;
+      this.marks = marks;
       requests.put(id, this);
     }
 
-    /** The flag of the first copy: it reads no memo. */
-    String first() {
-      boolean firstCopy = !sent;
-      sent = true;
-      return firstCopy ? "f" : "";
-    }
 
     /**
      * Returns a future completed with {@code f}'s outcome after the callbacks registered on it
-     * have run: a cancel that one of them sends is tracked before the slot can be freed.
+     * have run: a cancel that one of them sends is tracked before the slot can be freed. A copy
+     * sent after the slot was freed (a replay after a recovery) is not tracked: it is stale, or
+     * answered from the memo, and must not free the slot a second time.
      */
     <T> CompletableFuture<T> track(CompletableFuture<T> f) {
-      refs.incrementAndGet();
+      if (!retain()) {
+        return f;
+      }
       unanswered.incrementAndGet();
       CompletableFuture<T> g = new CompletableFuture<>();
       f.whenComplete((v, e) -> {
@@ -212,6 +212,27 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
         }
       });
       return g;
+    }
+
+    /**
+     * Takes a reference unless the slot is free already.
+     *
+     * @return false if the slot was freed (nothing taken)
+     */
+    boolean retain() {
+      int n;
+      do {
+        n = refs.get();
+        if (n == 0) {
+          return false;
+        }
+      } while (!refs.compareAndSet(n, n + 1));
+      return true;
+    }
+
+    /** Gives up a reference taken by {@link #retain()}. */
+    void unretain() {
+      unref();
     }
 
     /** Whether a copy was sent whose answer has not come: it may still run. */
@@ -249,16 +270,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
 
   /** Sends {@code r}'s acquire (a copy of it, if sent before). */
   private CompletableFuture<Engine.Attempt> sendAcquire(Req r, boolean subscribed) {
-    StringBuilder flags = new StringBuilder(r.first());
-    if (r.waits) {
-      flags.append("wo");
-    }
-    if (subscribed) {
-      flags.append('s');
-    }
-    if (r.marked) {
-      flags.append('m');
-    }
+    String flags = (r.marks ? "w" : "") + (subscribed ? "s" : "");
     long live;
     long dead;
     local.lock().lock();
@@ -268,33 +280,29 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     } finally {
       local.lock().unlock();
     }
-    return r.track(eval("acquire", r, r.permits, flags.toString(), r.lane, live, dead))
+    return r.track(eval("acquire", r, r.permits, flags, r.lane, live, dead))
         .thenApply(reply -> {
           long status = at(reply, 0);
           if (status < 0) {
             throw new IllegalStateException(describe + ": a stale reply for request " + r.id);
           }
-          Metrics.reclaimed(metrics, describe, at(reply, 5));
-          boolean othersWait = at(reply, 4) == 1L;
+          Metrics.reclaimed(metrics, describe, at(reply, 4));
           if (status == 1L) {
             r.granted = true;
-            r.marked = false; // the grant removed the mark
-            return new Engine.Attempt(true, at(reply, 1), 0, at(reply, 2), othersWait);
+            return new Engine.Attempt(true, at(reply, 1), 0, at(reply, 2));
           }
-          if (r.waits) {
-            r.marked = true;
-          }
-          return new Engine.Attempt(false, 0, at(reply, 3), 0, othersWait);
+          return new Engine.Attempt(false, 0, at(reply, 3), 0);
         });
   }
 
   /**
    * Ends a request. {@code undo}: a cancel gives back what it was granted (the caller does not
    * take it). Otherwise, unless it was granted, a cancel follows if a copy of it may still run (it
-   * is then refused) or its lane is marked waiting (the mark is withdrawn).
+   * is then refused) or it may have marked itself waiting (the mark is withdrawn: a refusal whose
+   * reply was lost marked it all the same).
    */
   private void endRequest(Req r, boolean undo) {
-    if (undo || (!r.granted && (r.unanswered() || r.marked))) {
+    if (undo || (!r.granted && (r.unanswered() || r.marks))) {
       sendCancel(r);
     }
     r.end();
@@ -302,11 +310,14 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
 
   /** The cancel of {@code r}: sent again until answered (it is idempotent), and after a recovery. */
   private void sendCancel(Req r) {
-    String flags = r.marked ? "m" : "";
-    r.marked = false;
-    Supplier<CompletableFuture<List<Object>>> send = () -> r.track(eval("cancel", r, 0, flags, r.lane, 0, 0));
+    if (!r.retain()) {
+      return; // freed: every copy of its call was answered, and a cancel of it has been answered too
+    }
+    Supplier<CompletableFuture<List<Object>>> send = () -> r.track(eval("cancel", r, 0, "", r.lane, 0, 0));
     long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
-    engine.retrying(send, until); // a grant is counted only when handed to a caller, and a cancelled one never is
+    // the slot stays reserved until the cancel is answered or given up, so no copy of it is stale;
+    // a grant is counted only when handed to a caller, and a cancelled one never is
+    engine.retrying(send, until).whenComplete((v, e) -> r.unretain());
     remember(send, until);
   }
 
@@ -339,9 +350,13 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     return memoKey; // the grant writes it (its memo), and WAIT's PEXPIRE only renews it
   }
 
+  /**
+   * The wake list while the waiter thread contends for one permit; none (pub/sub) for more: a
+   * wake token goes to whoever has waited longest, and must be of use to it.
+   */
   @Override
   public String wakeKey() {
-    return wakeKey;
+    return singlePermit ? wakeKey : null;
   }
 
   @Override
@@ -367,7 +382,9 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     if (!leased) {
       return true;
     }
-    if (grantEpoch > epoch && grantEpoch != deadEpoch) {
+    if (grantEpoch > newestEpoch) {
+      // a registration newer than any this client knew: Redis made it because the one it had was gone
+      newestEpoch = grantEpoch;
       if (lease != null) {
         lease.lose("Redis no longer had this client's registration on " + describe + " (replaced by a new one)");
       }
@@ -385,9 +402,14 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     return false;
   }
 
-  /** The registration's lease was lost: what the client held is lost with it. */
+  /**
+   * The registration's lease was lost: what the client held is lost with it. The registration is
+   * retired in Redis at once (if Redis still has it, its permits are free now rather than when its
+   * time runs out there).
+   */
   private void leaseLost(Lease l, String reason) {
     int n;
+    long dead;
     local.lock().lock();
     try {
       if (l != lease) {
@@ -397,12 +419,14 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       n = held;
       lost += held;
       held = 0;
+      dead = epoch;
       deadEpoch = epoch;
       epoch = 0;
       lease = null;
     } finally {
       local.lock().unlock();
     }
+    retire(dead);
     for (AsyncHold.Permits h : liveHolds) {
       if (h.lease() == l) {
         h.livenessLost(new LeaseLostEvent(name, 0, l.holder, reason, l.lostAtMillis));
@@ -432,25 +456,37 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   }
 
   private void endIfIdle(long seen) {
+    long dead;
     local.lock().lock();
     try {
       idleCheck = false;
       if (lease == null || held > 0 || inFlight > 0) {
         return;
       }
-      if (activity != seen || helperRunning || !local.isEmpty()) {
+      if (activity != seen || helperRunning || !local.isEmpty() || AsyncSides.waiting(async) > 0) {
         maybeIdle();
         return;
       }
       Lease l = lease;
       l.end();
       engine.watchdog.unregister(l);
+      dead = epoch;
       deadEpoch = epoch; // the next grant registers afresh (this one is no longer renewed)
       epoch = 0;
       lease = null;
     } finally {
       local.lock().unlock();
     }
+    retire(dead);
+  }
+
+  /** Gives up the registration {@code dead} in Redis (idempotent: sent again until answered). */
+  private void retire(long dead) {
+    if (dead == 0) {
+      return;
+    }
+    engine.retrying(() -> eval("retire", null, 0, "", 't', dead, 0),
+        System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis));
   }
 
   // ---------------------------------------------------------------- acquire
@@ -494,7 +530,11 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     checkPermits(permits);
     checkOpen();
     long start = System.nanoTime();
-    return metrics.outcome(tryOnce(permits), start);
+    try {
+      return metrics.outcome(tryOnce(permits, null), start);
+    } catch (InterruptedException e) {
+      throw new AssertionError("an uninterruptible attempt was interrupted", e);
+    }
   }
 
   @Override
@@ -525,11 +565,14 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   }
 
   /**
-   * One attempt, with no wait: true if the permits were granted and counted for the caller.
+   * One attempt: true if the permits were granted and counted for the caller.
    *
-   * @throws TurnstileException if Redis cannot be reached
+   * @param call null: no wait (tryAcquire(), as tryLock()); otherwise the attempt is bounded by
+   *     {@code call} (its deadline, interrupts, outages), and abandoned (cancelled if it grants
+   *     later) when the call ends first
+   * @throws TurnstileException if Redis cannot be reached (no call) or failed
    */
-  private boolean tryOnce(int permits) {
+  private boolean tryOnce(int permits, Engine.Call call) throws InterruptedException {
     Req r = new Req(permits, 't', false);
     long[] sentAt = new long[1];
     local.lock().lock();
@@ -540,8 +583,9 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     }
     boolean counted = false;
     try {
-      Engine.Attempt a = engine.attemptOnce(this, r.id, sentAt);
-      if (a.acquired) {
+      Engine.Attempt a = call == null ? engine.attemptOnce(this, r.id, sentAt)
+          : engine.attempt(this, r.id, call, false, sentAt);
+      if (a != null && a.acquired) {
         local.lock().lock();
         try {
           counted = count((int) a.token, a.epoch, sentAt[0]);
@@ -580,8 +624,13 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       local.lock().unlock();
     }
     if (alone && engine.connected()) {
+      // one attempt, for no longer than a healthy Redis takes to answer: a slower one is left to
+      // the waiter thread, which rides through outages while this thread waits in the queue
+      long bound = System.nanoTime() + Engine.RELEASE_PATIENCE_NANOS;
+      Engine.Call inline = Engine.Call.until(call.timed && call.deadline - bound < 0 ? call.deadline : bound,
+          call.interruptible);
       try {
-        if (tryOnce(permits)) {
+        if (tryOnce(permits, inline)) {
           metrics.acquired(System.nanoTime() - start);
           return true;
         }
@@ -673,16 +722,17 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
           helperStale = false;
           need = head.permits;
           helperNeed = need;
+          singlePermit = need == 1;
           call = local.anyUntimed() ? Engine.Call.untimed(true) : Engine.Call.until(local.latestDeadline(), true);
           long sinceYield = System.nanoTime() - yieldedAtNanos;
-          if (others && sinceYield < Engine.QUEUE_FIRST_NANOS) {
+          if (sinceYield < Engine.QUEUE_FIRST_NANOS) {
             queueFirst = Engine.QUEUE_FIRST_NANOS - sinceYield; // let other clients' waiters go first
           }
           inFlight++;
         } finally {
           local.lock().unlock();
         }
-        Req r = new Req(need, 't', true);
+        Req r = new Req(need, 't', need == 1);
         long[] sentAt = new long[1];
         try {
           Engine.Attempt a = engine.contend(this, r.id, call, queueFirst, sentAt);
@@ -726,7 +776,6 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     long from;
     local.lock().lock();
     try {
-      others = a.others;
       streak = 0;
       if (!count((int) a.token, a.epoch, sentAt)) {
         return; // granted under a registration that is gone: Redis takes them back with it
@@ -826,9 +875,12 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   }
 
   /**
-   * Under the lock: hands released permits to this JVM's waiting threads, unless other clients
-   * have waited through {@code localHandoffLimit} hand-offs in a row, or async acquisitions of this
-   * JVM wait (they wait in Redis, and would wait forever).
+   * Under the lock: hands released permits to this JVM's waiting threads, at most
+   * {@code localHandoffLimit} times in a row: then the permits go to Redis, where other clients'
+   * waiters (blocked longer than this JVM's waiter thread) get their turn. The bound applies
+   * whether or not others are known to wait: a hand-off makes no round trip, so this client would
+   * not learn of a waiter that arrived since. No hand-off while async acquisitions of this JVM wait
+   * (they wait in Redis, and would wait forever).
    *
    * @return what is left to release in Redis
    */
@@ -837,7 +889,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     if (local.isEmpty() || limit == 0 || AsyncSides.waiting(async) > 0) {
       return permits;
     }
-    if (others && streak >= limit) {
+    if (streak >= limit) {
       streak = 0;
       yieldedAtNanos = System.nanoTime(); // this JVM's waiter queues behind the others for a moment
       return permits;
@@ -859,7 +911,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   private void sendRelease(int permits, long from, boolean wait) {
     Req r = new Req(permits, 't', false);
     Supplier<CompletableFuture<List<Object>>> send =
-        () -> r.track(eval("release", r, permits, r.first(), 't', from, 0));
+        () -> r.track(eval("release", r, permits, "", 't', from, 0));
     long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
     CompletableFuture<List<Object>> done = engine.retrying(send, until);
     remember(send, until);
@@ -987,6 +1039,16 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   }
 
   /**
+   * Returns {memo slots ever used, slots free now} (for tests: a slot freed twice shows as more
+   * free than used).
+   *
+   * @return the slot counts
+   */
+  int[] slots() {
+    return new int[] {nextSlot.get(), freeSlots.size()};
+  }
+
+  /**
    * Returns this client's books, for diagnostics.
    *
    * @return this client's books
@@ -1021,7 +1083,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     long sentAt = now();
     boolean answered = false;
     try {
-      List<Object> reply = engine.awaitQuietly(r.track(eval("drain", r, 0, r.first(), 't', live, dead)), describe);
+      List<Object> reply = engine.awaitQuietly(r.track(eval("drain", r, 0, "", 't', live, dead)), describe);
       answered = true;
       int moved = (int) at(reply, 1);
       if (moved <= 0) {
@@ -1050,7 +1112,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     if (reduction < 0) {
       throw new IllegalArgumentException("reduction must not be negative, was " + reduction);
     }
-    if (capacityOp("reduce", reduction) < 0) {
+    if (!capacityOp("reduce", reduction)) {
       throw new Error("Permit count underflow");
     }
   }
@@ -1058,25 +1120,27 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   @Override
   public void addPermits(int permits) {
     checkPermits(permits);
-    if (capacityOp("add", permits) < 0) {
+    if (!capacityOp("add", permits)) {
       throw new IllegalArgumentException("cannot add " + permits + " permits to " + describe
           + ": its " + (leased ? "capacity" : "free permits") + " would exceed Integer.MAX_VALUE");
     }
   }
 
-  /** add or reduce, sent again (same request) after a transient failure within the command timeout. */
-  private long capacityOp(String op, int n) {
+  /**
+   * add or reduce, sent again (same request) after a transient failure within the command timeout.
+   *
+   * @return false if refused: the capacity or the free permits would leave the int range
+   */
+  private boolean capacityOp(String op, int n) {
     checkOpen();
     engine.checkConnected(describe);
     Req r = new Req(n, 't', false);
-    try {
-      Supplier<CompletableFuture<List<Object>>> send = () -> r.track(eval(op, r, n, r.first(), 't', 0, 0));
-      List<Object> reply = engine.awaitQuietly(engine.retrying(send,
-          System.nanoTime() + engine.options.commandTimeout().toNanos()), describe);
-      return at(reply, 0) == 1L ? at(reply, 1) : -1;
-    } finally {
-      r.end();
-    }
+    Supplier<CompletableFuture<List<Object>>> send = () -> r.track(eval(op, r, n, "", 't', 0, 0));
+    CompletableFuture<List<Object>> done = engine.retrying(send,
+        System.nanoTime() + engine.options.commandTimeout().toNanos());
+    done.whenComplete((v, e) -> r.end()); // the slot is kept while copies may still be sent
+    List<Object> reply = engine.awaitQuietly(done, describe);
+    return at(reply, 0) == 1L;
   }
 
   @Override
@@ -1157,7 +1221,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     private Req req(AsyncAcquisition<PermitHold> w) {
       Req r = (Req) w.sideState;
       if (r == null) {
-        r = new Req(w.permits, 'a', true);
+        r = new Req(w.permits, 'a', false); // async acquisitions wait by pub/sub
         w.sideState = r;
         local.lock().lock();
         try {
@@ -1213,7 +1277,6 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       boolean counted;
       local.lock().lock();
       try {
-        others = a.others;
         counted = count(n, a.epoch, sentAtTicks);
         under = lease;
       } finally {
@@ -1282,7 +1345,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       }
       Req r = new Req(n, 'a', false);
       Supplier<CompletableFuture<List<Object>>> send =
-          () -> r.track(eval("release", r, n, r.first(), 'a', from, 0));
+          () -> r.track(eval("release", r, n, "", 'a', from, 0));
       long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
       CompletableFuture<List<Object>> done = engine.retrying(send, until);
       remember(send, until);

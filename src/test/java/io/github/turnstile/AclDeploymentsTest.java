@@ -49,7 +49,7 @@ class AclDeploymentsTest {
           + PASSWORD + "@");
       workload(uri);
       assertNoRefusals(cluster.nodes());
-      assertUsed(cluster.nodes(), "ssubscribe", "spublish", "blpop", "blmove", "client|unblock", "wait");
+      assertUsed(cluster.nodes(), "ssubscribe", "spublish", "blpop", "client|unblock", "wait");
 
       // A user without the topology refresh's command cannot connect, and is told which command it lacks.
       for (RedisServerProcess node : cluster.nodes()) {
@@ -77,7 +77,7 @@ class AclDeploymentsTest {
           + PASSWORD + "@");
       workload(uri);
       assertNoRefusals(s.dataNodes());
-      assertUsed(s.dataNodes(), "subscribe", "publish", "blpop", "blmove", "client|unblock", "wait");
+      assertUsed(s.dataNodes(), "subscribe", "publish", "blpop", "client|unblock", "wait");
     }
   }
 
@@ -150,7 +150,7 @@ class AclDeploymentsTest {
       rwA.writeLock().unlock();
       assertTrue(reader.get(10, TimeUnit.SECONDS));
 
-      // semaphore: a waiter in BLMOVE, handed the permit by the release
+      // semaphore: a waiter blocked on the wake list, woken by the release
       String semName = unique("acl-sem");
       DistributedSemaphore semA = a.semaphore(semName, 1);
       semA.acquire();

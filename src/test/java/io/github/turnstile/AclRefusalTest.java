@@ -146,22 +146,24 @@ class AclRefusalTest {
     }
   }
 
+  /** A semaphore waiter blocks on the wake list as a lock waiter does: without BLPOP it is refused at once. */
   @Test
-  void withoutBlmove() throws Exception {
-    String name = unique("no-blmove");
+  void semaphoreWaiterWithoutBlpop() throws Exception {
+    String name = unique("sem-no-blpop");
     DistributedSemaphore taken = full.semaphore(name, 1);
     taken.acquire();
-    DistributedSemaphore sem = restricted(without("+blmove")).semaphore(name, 1);
+    DistributedSemaphore sem = restricted(without("+blpop")).semaphore(name, 1);
     try {
-      assertRefused("blmove", sem::acquire);
-      assertRefused("blmove", sem::acquireUninterruptibly);
-      assertRefused("blmove", () -> sem.tryAcquire(10, TimeUnit.SECONDS));
+      assertRefused("blpop", sem::acquire);
+      assertRefused("blpop", sem::acquireUninterruptibly);
+      assertRefused("blpop", () -> sem.tryAcquire(10, TimeUnit.SECONDS));
+      assertEquals(0, sem.getQueueLength(), "no thread left waiting");
       assertEquals(0, blockedClients(), "no connection left blocked");
     } finally {
       taken.release();
     }
     assertEquals(1, sem.availablePermits(), "the refusals took no permit");
-    assertTrue(sem.tryAcquire(), "a free permit is taken without BLMOVE");
+    assertTrue(sem.tryAcquire(), "a free permit is taken without BLPOP");
     sem.release();
   }
 

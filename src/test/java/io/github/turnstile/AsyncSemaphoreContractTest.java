@@ -57,7 +57,7 @@ class AsyncSemaphoreContractTest {
 
   /** n permits at once; they count among the client's; the release gives them all back. */
   @Test
-  void acquireAndRelease() {
+  void acquireAndRelease() throws Exception {
     DistributedSemaphore sem = t1.semaphore(unique("async-sem"), 3);
     PermitHold hold = await(sem.acquireAsync(2));
     assertEquals(2, hold.permits());
@@ -72,8 +72,17 @@ class AsyncSemaphoreContractTest {
     assertEquals(0, none.permits());
     none.close();
     assertThrows(IllegalArgumentException.class, () -> sem.acquireAsync(-1));
-    assertInstanceOf(IllegalArgumentException.class, failure(sem.acquireAsync(4), 3), "more than the capacity");
-    assertEquals(3, sem.availablePermits());
+    // more than the capacity: waited for until permits are added, as Semaphore.acquire(n) does
+    assertInstanceOf(java.util.concurrent.TimeoutException.class,
+        failure(sem.tryAcquireAsync(4, 100, TimeUnit.MILLISECONDS), 3), "more than the capacity, not in time");
+    CompletableFuture<PermitHold> four = sem.acquireAsync(4);
+    assertPending(four, 200);
+    sem.addPermits(1);
+    PermitHold all = await(four);
+    assertEquals(4, all.permits());
+    assertEquals(0, sem.availablePermits());
+    await(all.release().toCompletableFuture());
+    assertEquals(4, sem.availablePermits());
   }
 
   /** Holds of two clients exclude each other beyond the capacity; a release wakes the async waiter. */

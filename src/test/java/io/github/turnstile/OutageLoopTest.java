@@ -470,7 +470,7 @@ class OutageLoopTest {
       return b.toString();
     }
     try {
-      String prefix = "{turnstile:" + name + "}:s:";
+      String prefix = "{turnstile:" + name + "}:s";
       for (String key : node.command("KEYS", prefix + "*").lines().sorted().toList()) {
         if (key.isBlank()) {
           continue;

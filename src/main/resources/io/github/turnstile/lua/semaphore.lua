@@ -10,41 +10,47 @@
 --                                    epoch issued), p (a waiter waits by pub/sub)
 -- KEYS[2]  live    {p:name}:s:l      zset (leased): "<client>:<epoch>" -> server ms until which that
 --                                    registration is alive; renewed by the client's watchdog
--- KEYS[3]  waiters {p:name}:s:w      zset: "<client>:<lane>" -> permits it waits for (lane t: the
---                                    client's blocking threads, a: its async acquisitions); PX two
---                                    leases (a live waiter attempts at least once a lease)
+-- KEYS[3]  waiters {p:name}:s:w      zset: "<client>:<lane>:<seq>" -> 1, a single-permit request
+--                                    blocked on the wake list (lane t: the client's threads, a: its
+--                                    async acquisitions); PX two leases, refreshed by every mark (a
+--                                    live waiter attempts at least once a lease). A mark names its
+--                                    request, so a cancel of an older request never removes it
 -- KEYS[4]  wake    {p:name}:s:wake   list of at most one wake token; blocked waiters BLPOP it
 -- KEYS[5]  memo    {p:name}:s:q:<me> hash (the caller's own): slot -> "<seq>|<reply>"; PX lease
--- ARGV[1]  op: init | acquire | release | cancel | drain | add | reduce | pass | state
+-- ARGV[1]  op: init | acquire | release | cancel | drain | add | reduce | retire | pass | state
 -- ARGV[2]  the caller's client id (16 hex digits)
 -- ARGV[3]  lease, ms
 -- ARGV[4]  memo slot of the call ("" for ops that change no holder: init, pass, state)
 -- ARGV[5]  the call's sequence number (unique per client, and the same for every copy of a call)
 -- ARGV[6]  permits (acquire, release, add, reduce)
--- ARGV[7]  flags: w = mark the lane waiting if refused; s = the caller waits by pub/sub (a refusal
---          asks the next call that frees permits to publish); m = the lane was marked waiting
---          (a grant or a cancel removes the mark); o = report whether other clients wait;
---          f = the first copy of the call (no earlier copy can have run: the memo is not read)
+-- ARGV[7]  flags: w = a single-permit request that waits on the wake list: a refusal marks it
+--          (waiters), its grant or cancel removes the mark; s = the caller waits by pub/sub: a
+--          refusal asks the next call that frees permits to publish. (There is
+--          no "first copy" flag to skip the memo: Lettuce re-sends the very same command after a
+--          reconnect, so a first copy can run twice.)
 -- ARGV[8]  lane: t or a
 -- ARGV[9]  epoch: acquire, drain: the caller's live registration ("0": none), which its watchdog
 --          renews; release: the epoch the permits are released from
+-- ARGV[10] the channel {p:name}:s:ch
+-- ARGV[11] the publish command: PUBLISH, or SPUBLISH on a Redis 7 Cluster
+-- ARGV[12] mode (L or C), used when the state does not exist (init, or a call after a restart
+--          that lost it)
+-- ARGV[13] initial permits, used likewise
 -- ARGV[14] acquire, drain: the caller's last epoch that it knows to be dead ("0": none): a
 --          registration with that epoch is replaced (its permits are free again)
--- ARGV[10] the channel {p:name}:s:ch;  ARGV[11] the publish command (PUBLISH, or SPUBLISH on a Cluster)
--- ARGV[12] mode (L or C) and ARGV[13] initial permits: used when the state does not exist (init, or
---          a call after a restart that lost it)
 --
 -- Replies (integers):
---   acquire  {1, n, epoch, 0, others, reclaimed}      granted n permits (epoch 0 in counting mode)
---            {0, 0, 0, hintMs, others, reclaimed}     refused (or cancelled: the memo says so);
+--   acquire  {1, n, epoch, 0, reclaimed}      granted n permits (epoch 0 in counting mode)
+--            {0, 0, 0, hintMs, reclaimed}     refused (or cancelled: the memo says so);
 --                                                     hintMs: when a registration may run out
 --                                                     (-1: unknown, wait a lease at most)
 --            {-1}                                     a stale copy (its slot holds a later call)
---   release  {1, n, others} released; {0, 0, others} the registration is gone (the lease was lost);
+--   release  {1, n} released; {0, 0} the registration is gone (the lease was lost);
 --            {-2} overflow (counting mode: more than Integer.MAX_VALUE free); {-1} stale
 --   cancel   {n} permits given back (0: the acquire never granted; a later copy of it is refused)
 --   drain    {1, moved, epoch}  (moved < 0: a debt that was cancelled, as Semaphore.drainPermits)
 --   add      {1, capacity or free} or {-2} overflow;  reduce {1, capacity or free} or {-2} underflow
+--   retire   {1} the caller's registration ARGV[9] is gone, its permits free; {0} it was gone already
 --   pass     {pushed};  state {free, capacity, mode (1 L, 2 C), held by the caller, waiting lanes}
 --   init     {mode (1 L, 2 C), capacity (leased) or free (counting)}
 --
@@ -55,7 +61,7 @@ local op, me, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local slot, seq = ARGV[4], ARGV[5]
 local n = tonumber(ARGV[6]) or 0
 local flags = ARGV[7] or ''
-local lane = me .. ':' .. (ARGV[8] or 't')
+local lane = me .. ':' .. (ARGV[8] or 't') .. ':' .. seq
 local arg_epoch = ARGV[9] or '0'
 local dead_epoch = ARGV[14] or '0'
 local channel, publish = ARGV[10], ARGV[11]
@@ -83,8 +89,8 @@ end
 -- ---------------------------------------------------------------- memo
 
 local function recall()
-  if slot == '' or flag('f') then
-    return nil -- f: the first copy of the call, which cannot have run before
+  if slot == '' then
+    return nil
   end
   local v = redis.call('HGET', Q, slot)
   if not v then
@@ -227,44 +233,14 @@ local function settle_mine()
   mine, mine_e, removed_mine = 0, nil, true
 end
 
--- whether a lane of another client waits (for the caller's local hand-off bound)
-local function others()
-  if not flag('o') then
-    return 0
-  end
-  local count = redis.call('ZCARD', W)
-  if count == 0 then
-    return 0
-  end
-  local own = 0
-  if redis.call('ZSCORE', W, me .. ':t') then
-    own = own + 1
-  end
-  if redis.call('ZSCORE', W, me .. ':a') then
-    own = own + 1
-  end
-  if count > own then
-    return 1
-  end
-  return 0
-end
-
--- permits are free: if a waiter other than `except` can use them, wake it (one token at a time;
--- the woken one passes the wake on when permits are left), and the pub/sub waiters if one asked
--- (one message for all of them). Nobody is woken for permits no waiter can use, so two waiters
--- that both need more than is free never wake each other in turn.
+-- permits are free: wake the waiters. Pub/sub waiters (every multi-permit waiter, and single-permit
+-- ones past the blocking pool) get one message if one asked (p), and re-check; a wake token is
+-- pushed (one at most in the list) if a single-permit waiter other than `except` is blocked on
+-- the list, and whoever takes it can use it. A refusal wakes nobody: only calls that free permits
+-- do, so waiters that cannot use what is free never wake each other in turn, and a stale mark
+-- (a crashed waiter) costs at most one unused token per release.
 local function wake(except)
   if a <= 0 then
-    return
-  end
-  local fits = redis.call('ZRANGEBYSCORE', W, '-inf', a, 'LIMIT', 0, 2)
-  local other = false
-  for _, m in ipairs(fits) do
-    if m ~= except then
-      other = true
-    end
-  end
-  if not other then
     return
   end
   if subscribed then
@@ -272,7 +248,8 @@ local function wake(except)
     redis.call('HDEL', S, 'p')
     subscribed = nil
   end
-  if redis.call('LLEN', K) == 0 then
+  local marks = redis.call('ZRANGE', W, 0, 1)
+  if marks[1] and (marks[1] ~= except or marks[2]) and redis.call('LLEN', K) == 0 then
     redis.call('RPUSH', K, '1')
     redis.call('PEXPIRE', K, lease)
   end
@@ -299,16 +276,15 @@ if op == 'acquire' then
       set['c:' .. me] = mine
     end
     flush()
-    if flag('m') then
+    if flag('w') then
       redis.call('ZREM', W, lane)
     end
     wake(lane)
-    return remember({1, n, tonumber(e), 0, others(), reclaimed})
+    return remember({1, n, tonumber(e), 0, reclaimed})
   end
   flush()
-  wake(lane) -- a waiter that needs fewer permits than the caller may take what is free
   if flag('w') then
-    redis.call('ZADD', W, n, lane)
+    redis.call('ZADD', W, 1, lane)
     redis.call('PEXPIRE', W, 2 * lease) -- outlives a lease between two attempts of a live waiter
   end
   if flag('s') and not subscribed then
@@ -322,7 +298,7 @@ if op == 'acquire' then
       hint = math.max(0, tonumber(first[2]) - now_ms)
     end
   end
-  return {0, 0, 0, hint, others(), reclaimed}
+  return {0, 0, 0, hint, reclaimed}
 end
 
 if op == 'release' then
@@ -332,7 +308,7 @@ if op == 'release' then
   end
   if leased then
     if mine_e ~= arg_epoch then
-      return remember({0, 0, others()})
+      return remember({0, 0})
     end
     local give = math.min(n, mine)
     mine = mine - give
@@ -340,7 +316,7 @@ if op == 'release' then
     set.a, set['c:' .. me] = a, mine
     flush()
     wake(nil)
-    return remember({1, give, others()})
+    return remember({1, give})
   end
   if a + n > INT_MAX then
     return remember({-2})
@@ -349,7 +325,7 @@ if op == 'release' then
   set.a = a
   flush()
   wake(nil)
-  return remember({1, n, others()})
+  return remember({1, n})
 end
 
 if op == 'cancel' then
@@ -380,15 +356,26 @@ if op == 'cancel' then
       end
     end
     flush()
-    remember({0, 0, 0, -1, 0, 0})
+    remember({0, 0, 0, -1, 0})
     if undone > 0 then
       wake(nil)
     end
   end
-  if flag('m') then
-    redis.call('ZREM', W, lane)
-  end
+  redis.call('ZREM', W, lane)
   return {undone}
+end
+
+if op == 'retire' then
+  -- the caller gives up its registration ARGV[9] (its lease was lost by its own clock, or it is
+  -- idle): what it held is free at once rather than when its time runs out. Idempotent by epoch.
+  if leased and mine_e and mine_e == arg_epoch then
+    drop(me, mine_e, mine)
+    mine, mine_e, removed_mine = 0, nil, true
+    flush()
+    wake(nil)
+    return {1}
+  end
+  return {0}
 end
 
 if op == 'pass' then
@@ -461,6 +448,9 @@ if op == 'state' then
     reclaim()
   end
   flush()
+  if reclaimed > 0 then
+    wake(nil)
+  end
   local m = 2
   if leased then
     m = 1
