@@ -11,31 +11,30 @@ import org.openjdk.jcstress.annotations.State;
 import org.openjdk.jcstress.infra.results.IIII_Result;
 
 /**
- * Two waiters queued A then B, parking in whichever order they get to, while a release hands one
- * permit over: it goes to A, the head ({@link LocalPermits#assign}), and the ticket that wakes a
- * parked thread may reach B first, which must pass it on. A returns with the permit; B, whose
- * deadline passes, returns without; every ticket is consumed. The ticket reaching the wrong thread
- * and being kept would hand B a permit that was A's (over capacity) and strand A.
+ * The ticket of a hand-off reaching another waiter first. Waiters B then A are queued; A parks
+ * (its deadline 200 us away) while a release hands one permit to B, the head
+ * ({@link LocalPermits#assign}), whose thread then collects it. The ticket that release frees may
+ * wake A, which is not granted and must pass it on. B returns with the permit; A returns without;
+ * every ticket is consumed. A ticket kept by the wrong thread would hand A the permit that was B's
+ * (over capacity) and strand B.
  */
 @JCStressTest
 @Description("LocalPermits: the ticket of a hand-off reaching another parked waiter first")
-@Outcome(id = "1, 0, 0, 0", expect = Expect.ACCEPTABLE, desc = "A got it, B timed out, no ticket left, nothing kept")
+@Outcome(id = "1, 0, 0, 0", expect = Expect.ACCEPTABLE, desc = "B got it, A timed out, no ticket left, nothing kept")
 @Outcome(expect = Expect.FORBIDDEN, desc = "anything else")
 @State
 public class PermitTicketPassingStress {
   final Semaphore parking = new Semaphore(0, true);
   final LocalPermits local = new LocalPermits(PermitFakes.tickets(parking), () -> { });
-  final LocalPermits.Waiter a;
   final LocalPermits.Waiter b;
-  volatile int aGot;
   volatile int bGot;
+  volatile int aGot;
   volatile int kept;
 
   public PermitTicketPassingStress() {
     local.lock().lock();
     try {
-      a = local.enqueue(1, Engine.Call.until(System.nanoTime() + 5_000_000_000L)); // waits until it gets it
-      b = local.enqueue(1, Engine.Call.until(System.nanoTime() + 2_000_000L)); // gives up after 2 ms
+      b = local.enqueue(1, Engine.Call.until(System.nanoTime() + 60_000_000_000L));
     } finally {
       local.lock().unlock();
     }
@@ -43,6 +42,13 @@ public class PermitTicketPassingStress {
 
   @Actor
   public void waiterA() {
+    LocalPermits.Waiter a;
+    local.lock().lock();
+    try {
+      a = local.enqueue(1, Engine.Call.until(System.nanoTime() + 200_000L)); // behind B; gives up after 200 us
+    } finally {
+      local.lock().unlock();
+    }
     try {
       aGot = local.await(a, n -> { }) ? 1 : 0;
     } catch (InterruptedException e) {
@@ -51,7 +57,13 @@ public class PermitTicketPassingStress {
   }
 
   @Actor
-  public void waiterB() {
+  public void releaseThenB() {
+    local.lock().lock();
+    try {
+      kept = local.assign(1);
+    } finally {
+      local.lock().unlock();
+    }
     try {
       bGot = local.await(b, n -> { }) ? 1 : 0;
     } catch (InterruptedException e) {
@@ -59,20 +71,10 @@ public class PermitTicketPassingStress {
     }
   }
 
-  @Actor
-  public void release() {
-    local.lock().lock();
-    try {
-      kept = local.assign(1);
-    } finally {
-      local.lock().unlock();
-    }
-  }
-
   @Arbiter
   public void arbiter(IIII_Result r) {
-    r.r1 = aGot;
-    r.r2 = bGot;
+    r.r1 = bGot;
+    r.r2 = aGot;
     r.r3 = parking.availablePermits();
     r.r4 = kept;
   }
