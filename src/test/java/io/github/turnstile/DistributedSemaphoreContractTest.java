@@ -50,10 +50,19 @@ class DistributedSemaphoreContractTest {
     this.redis = redis;
   }
 
+  /**
+   * The clients' lease, longer than any wait of a test ({@link DistributedSemaphoreContract#EVENT_WAIT}):
+   * a waiter re-checks Redis at least once a lease whether or not it is woken, so with the default
+   * lease (30 s) a wake-up that never comes would be hidden by the re-check; with this one it fails
+   * the test.
+   */
+  static final Duration LEASE = Duration.ofMinutes(5);
+
   @BeforeAll
   void connect() {
-    t1 = Turnstile.connect(redis.uri());
-    t2 = Turnstile.connect(redis.uri());
+    TurnstileOptions options = TurnstileOptions.builder().leaseTime(LEASE).build();
+    t1 = Turnstile.connect(redis.uri(), options);
+    t2 = Turnstile.connect(redis.uri(), options);
   }
 
   @AfterAll
