@@ -596,6 +596,38 @@ abstract class DistributedSemaphoreContract {
   }
 
   /**
+   * A thread whose interrupt status is set: the interruptible methods throw InterruptedException
+   * (status cleared) even though permits are free, and take none; acquireUninterruptibly and the
+   * untimed tryAcquire, which are not interruptible, acquire and leave the status set.
+   */
+  @Test
+  void interruptStatusBeforeTheCallWinsOverFreePermits() throws Exception {
+    DistributedSemaphore s = obtain(t1(), unique("pre-interrupted"), 3);
+    List<Body> interruptible = List.of(s::acquire, () -> s.acquire(2), () -> s.tryAcquire(1, SECONDS),
+        () -> s.tryAcquire(2, 1, SECONDS));
+    for (int i = 0; i < interruptible.size(); i++) {
+      Thread.currentThread().interrupt();
+      assertThrows(InterruptedException.class, interruptible.get(i)::run, "interruptible call #" + i);
+      assertFalse(Thread.interrupted(), "interrupt status cleared by call #" + i);
+    }
+    assertEquals(3, s.availablePermits(), "took nothing although 3 were free");
+    assertHeld(0, s, "took nothing");
+    try {
+      Thread.currentThread().interrupt();
+      s.acquireUninterruptibly();
+      assertTrue(Thread.currentThread().isInterrupted(), "acquireUninterruptibly() leaves the status set");
+      assertTrue(s.tryAcquire(), "tryAcquire() is not interruptible");
+      assertTrue(Thread.currentThread().isInterrupted(), "tryAcquire() leaves the status set");
+      s.acquireUninterruptibly(0);
+      assertTrue(s.tryAcquire(0));
+    } finally {
+      Thread.interrupted();
+    }
+    assertEquals(1, s.availablePermits());
+    assertHeld(2, s, "the two acquired");
+  }
+
+  /**
    * acquireUninterruptibly() and acquireUninterruptibly(n) are not interruptible: a thread
    * interrupted before the call and one interrupted while waiting both keep waiting (parked
    * WAITING), acquire on release, and return with the interrupt status set.
