@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -689,6 +690,48 @@ abstract class DistributedSemaphoreContract {
     assertEquals(0, s.getQueueLength());
     assertEquals(0, s.waitingThreads());
     assertHeld(1, s, "the second waiter's permit");
+  }
+
+  /**
+   * A waiter that gives up because it is interrupted leaves the queue and does not block the
+   * waiter behind it: with 1 permit free, a head waiting for 3 leaves, and the next thread, waiting
+   * for 1 behind it, gets the free permit.
+   */
+  @Test
+  void anInterruptedHeadLetsTheNextWaiterGo() throws Exception {
+    DistributedSemaphore s = obtain(t1(), unique("give-up-interrupt"), 1);
+    Worker head = spawn("head acquire(3)", () -> assertThrows(InterruptedException.class, () -> s.acquire(3)));
+    awaitParked(s, 1, Thread.State.WAITING, head);
+    Worker next = spawn("next acquire()", s::acquire);
+    // a non-fair Semaphore may let it barge past the head; Turnstile queues it behind: either is fine
+    await("the next thread queued or done", () -> s.getQueueLength() == 2 || !next.thread.isAlive());
+    head.thread.interrupt();
+    finish(head);
+    finish(next);
+    assertEquals(0, s.availablePermits());
+    assertHeld(1, s, "the next waiter's permit");
+  }
+
+  /**
+   * A waiter whose time elapses leaves the queue and does not block the waiter behind it (as
+   * above). If this machine cannot queue the second thread within the head's 5 s, the check does
+   * not apply and the test is aborted, not failed.
+   */
+  @Test
+  void aTimedOutHeadLetsTheNextWaiterGo() throws Exception {
+    DistributedSemaphore s = obtain(t1(), unique("give-up-timeout"), 1);
+    long headWaitMillis = 5000;
+    Worker head = spawn("head tryAcquire(3, 5 s)", () -> assertFalse(s.tryAcquire(3, headWaitMillis, MILLISECONDS)));
+    awaitParked(s, 1, Thread.State.TIMED_WAITING, head);
+    Worker next = spawn("next acquire()", s::acquire);
+    await("the next thread queued or done", () -> s.getQueueLength() == 2 || !next.thread.isAlive()
+        || !head.thread.isAlive());
+    boolean behind = head.thread.isAlive() && next.thread.isAlive();
+    finish(head);
+    finish(next);
+    assertEquals(0, s.availablePermits());
+    assertHeld(1, s, "the next waiter's permit");
+    assumeTrue(behind, "the head's time ran out before the next thread queued: the timed case was not checked");
   }
 
   // ================================================================== drain, reduce, add

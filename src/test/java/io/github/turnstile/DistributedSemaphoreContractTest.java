@@ -258,6 +258,29 @@ class DistributedSemaphoreContractTest {
         assertEquals(3, s.availablePermits(), "none lost");
       }
     }
+
+    /**
+     * availablePermits() counts the permits of a client whose lease ran out as free, with nobody
+     * waiting for them: a holder JVM killed with kill -9 holds them until its lease runs out, no
+     * longer.
+     */
+    @Test
+    void crashedHoldersPermitsCountAsFreeOnceItsLeaseRunsOut() throws Exception {
+      long leaseMs = 2000;
+      String name = unique("crash-available");
+      try (JvmProcess holder = JvmProcess.start(SemaphoreHolderMain.class, redis.uri(), name, "4", "3",
+          Long.toString(leaseMs))) {
+        holder.awaitLine("HELD ", EVENT_WAIT);
+        DistributedSemaphore s = t2.semaphore(name, 4);
+        assertEquals(1, s.availablePermits());
+        Thread.sleep(leaseMs + 1000);
+        assertEquals(1, s.availablePermits(), "a live holder keeps its permits beyond one lease");
+        holder.kill9();
+        await("the killed holder's 3 permits free again", () -> s.availablePermits() == 4);
+        assertTrue(s.tryAcquire(4), "all 4 can be acquired");
+        s.release(4);
+      }
+    }
   }
 
   // ================================================================== counting mode
