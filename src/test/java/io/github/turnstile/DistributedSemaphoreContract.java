@@ -10,16 +10,20 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.github.turnstile.testing.RedisExtension;
+import io.github.turnstile.testing.TestRedis;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -183,15 +187,69 @@ abstract class DistributedSemaphoreContract {
 
   /** Joins the worker (failing if it never finishes) and rethrows what it failed with. */
   static void finish(Worker w) throws InterruptedException {
+    finish(w, () -> "");
+  }
+
+  /**
+   * Joins the worker, failing if it never finishes with {@code context} (the state of the test),
+   * the worker's stack and the stacks of Turnstile's own threads, to diagnose a lost wake-up.
+   */
+  static void finish(Worker w, Supplier<String> context) throws InterruptedException {
     w.thread.join(EVENT_WAIT.toMillis());
     if (w.thread.isAlive()) {
+      String state;
+      try {
+        state = context.get();
+      } catch (RuntimeException e) {
+        state = "(context failed: " + e + ")";
+      }
       fail("thread " + w.thread.getName() + " did not finish within " + EVENT_WAIT + " (state "
-          + w.thread.getState() + "); stack: " + Arrays.toString(w.thread.getStackTrace()));
+          + w.thread.getState() + ") " + state + "; stack: " + Arrays.toString(w.thread.getStackTrace())
+          + turnstileThreads());
     }
     Throwable e = w.failure.get();
     if (e != null) {
       throw new AssertionError("thread " + w.thread.getName() + " failed: " + e, e);
     }
+  }
+
+  /** The stacks of the threads that run Turnstile's code (waiter threads, event loops), for a failure message. */
+  static String turnstileThreads() {
+    StringBuilder out = new StringBuilder();
+    for (Map.Entry<Thread, StackTraceElement[]> t : Thread.getAllStackTraces().entrySet()) {
+      String stack = Arrays.toString(t.getValue());
+      if (stack.contains("io.github.turnstile.RedisSemaphore") || stack.contains("io.github.turnstile.Engine")) {
+        out.append("\n  thread ").append(t.getKey().getName()).append(" (").append(t.getKey().getState())
+            .append("): ").append(stack);
+      }
+    }
+    return out.length() == 0 ? "" : "\nTurnstile threads:" + out;
+  }
+
+  /**
+   * A semaphore's counts, its client's books and what Redis holds for its waiters (the wake list,
+   * the waiting lanes, the clients blocked on the wake list), for a failure message.
+   */
+  static String describe(DistributedSemaphore s) {
+    String books = s instanceof RedisSemaphore r ? ", books: " + r.books() : "";
+    String redis;
+    try {
+      TestRedis shared = RedisExtension.shared();
+      String base = "{" + TurnstileOptions.builder().build().keyPrefix() + ":" + s.name() + "}:s";
+      StringBuilder blocked = new StringBuilder();
+      for (String line : shared.command("CLIENT", "LIST").split("\r?\n")) {
+        if (line.contains("cmd=blpop")) {
+          blocked.append(" {").append(line).append('}');
+        }
+      }
+      redis = ", in Redis: wake list " + shared.command("LRANGE", base + ":wake", "0", "-1").replace('\n', ' ')
+          + ", waiting lanes " + shared.command("ZRANGE", base + ":w", "0", "-1", "WITHSCORES").replace('\n', ' ')
+          + ", clients in BLPOP:" + blocked;
+    } catch (RuntimeException e) {
+      redis = ", Redis not read: " + e;
+    }
+    return "[" + s.name() + ": available " + s.availablePermits() + ", queued " + s.getQueueLength()
+        + ", held " + s.heldPermits() + books + redis + "]";
   }
 
   /** A failed test must not leave its threads waiting (interruptible ones end; the rest are daemons). */
@@ -207,6 +265,27 @@ abstract class DistributedSemaphoreContract {
 
   static void await(String what, BooleanSupplier condition) {
     TestSupport.await(what, EVENT_WAIT, condition);
+  }
+
+  /** As {@link #await(String, BooleanSupplier)}, failing with {@code context} (the state of the test) and Turnstile's threads. */
+  static void await(String what, BooleanSupplier condition, Supplier<String> context) {
+    long deadline = System.nanoTime() + EVENT_WAIT.toNanos();
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() - deadline > 0) {
+        String state;
+        try {
+          state = context.get();
+        } catch (RuntimeException e) {
+          state = "(context failed: " + e + ")";
+        }
+        fail("timed out after " + EVENT_WAIT + " waiting for: " + what + "; " + state + turnstileThreads());
+      }
+      try {
+        Thread.sleep(5);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
+      }
+    }
   }
 
   /** Waits until exactly {@code queued} threads wait in {@code s} and each of {@code threads} is parked in {@code state}. */
@@ -326,7 +405,7 @@ abstract class DistributedSemaphoreContract {
     awaitParked(s, 1, Thread.State.WAITING, w);
     assertStillWaiting("acquire(0) at -1 free permits", w);
     other.addPermits(1);
-    finish(w);
+    finish(w, () -> where + ": " + describe(s));
     assertEquals(0, s.availablePermits());
     assertHeld(0, s, "acquire(0) holds nothing");
   }
@@ -362,12 +441,25 @@ abstract class DistributedSemaphoreContract {
     }
   }
 
+  /**
+   * The scenario above 100 times over within one client (alternately timed and untimed waits): a
+   * release hands a permit to the waiting thread and sends the rest to Redis while the JVM's waiter
+   * thread, interrupted because its thread was served, abandons a wait in Redis and starts the next
+   * one. A wake-up lost in that interleaving leaves the next acquisition waiting with permits free.
+   */
+  @Test
+  void releaseEnablesAcquireOverAndOver() throws Exception {
+    for (int i = 0; i < 100; i++) {
+      releaseEnablesAcquire(i % 2 == 0 ? Acquirer.TIMED : Acquirer.ACQUIRE, Where.SAME_CLIENT);
+    }
+  }
+
   private void releaseEnablesAcquire(Acquirer method, Where where) throws Exception {
     int rounds = 4;
     Sems x = prepare(unique("handoff-" + method + "-" + where), 0, 8, where);
     DistributedSemaphore s = x.acq();
     AtomicInteger round = new AtomicInteger(-1);
-    Worker w = spawn("acquirer", () -> {
+    Worker w = spawn("acquirer-" + method + "-" + where, () -> {
       for (int i = 0; i < rounds; i++) {
         assertFalse(s.hasQueuedThreads(), "nobody queued at round " + i);
         round.set(i);
@@ -378,11 +470,15 @@ abstract class DistributedSemaphoreContract {
     for (int i = 0; i < rounds; i++) {
       int r = i;
       await("round " + r + ": the acquirer waits with no permit free", () -> round.get() == r
-          && s.hasQueuedThreads() && w.thread.getState() == method.parkedState() && s.availablePermits() == 0);
+          && s.hasQueuedThreads() && w.thread.getState() == method.parkedState() && s.availablePermits() == 0,
+          () -> where + ": at round " + round.get() + ", acquirer " + w.thread.getState() + " "
+              + Arrays.toString(w.thread.getStackTrace()) + (w.failure.get() == null ? "" : " failed: " + w.failure.get())
+              + ", acquirer side " + describe(s) + ", releaser side " + describe(x.rel()));
       assertTrue(w.thread.isAlive());
       x.rel().release(i % 2 == 0 ? 1 : 3);
     }
-    finish(w);
+    finish(w, () -> "at round " + round.get() + " of " + rounds + ", acquirer side " + describe(s)
+        + ", releaser side " + describe(x.rel()));
     assertEquals(0, s.availablePermits(), where + ": every permit released was acquired");
     assertFalse(s.hasQueuedThreads());
     assertHeld(8, s, where + ": the acquirer's client holds what it acquired");
@@ -403,7 +499,7 @@ abstract class DistributedSemaphoreContract {
     await("4 waiters", () -> a.getQueueLength() == 3 && b.getQueueLength() == 1);
     x.rel().release(6);
     for (Worker w : List.of(w1, w2, w3, w4)) {
-      finish(w);
+      finish(w, () -> where + ": " + describe(a));
     }
     assertEquals(0, a.availablePermits());
     assertHeld(4, a, "1 + 2 + 1 acquired by this client's threads");
@@ -429,7 +525,7 @@ abstract class DistributedSemaphoreContract {
     other.release();
     assertTrue(w.thread.isAlive(), "2 free: still not enough");
     x.rel().release(2);
-    finish(w);
+    finish(w, () -> where + ": " + describe(s));
     assertEquals(1, s.availablePermits(), "4 - 3");
     assertHeld(3, s, where + ": the 3 acquired");
   }
@@ -451,7 +547,7 @@ abstract class DistributedSemaphoreContract {
       adder.addPermits(2);
       assertStillWaiting("5 of 4 permits", w);
       adder.addPermits(1);
-      finish(w);
+      finish(w, () -> where + ": " + describe(s));
       assertEquals(0, s.availablePermits(), where + ": 5 added-up permits, 5 taken");
       assertHeld(5, s, where + ": the 5 acquired");
     }
@@ -486,7 +582,7 @@ abstract class DistributedSemaphoreContract {
       x.rel().release();
       assertTrue(ack.tryAcquire(EVENT_WAIT.toSeconds(), SECONDS), "the reader acquired in round " + i);
     }
-    finish(reader);
+    finish(reader, () -> describe(x.acq()));
     assertEquals(0, x.acq().availablePermits());
   }
 
@@ -538,7 +634,7 @@ abstract class DistributedSemaphoreContract {
         () -> assertTrue(x.acq().tryAcquire(Long.MAX_VALUE, TimeUnit.DAYS)));
     awaitParked(x.acq(), 1, Thread.State.TIMED_WAITING, w);
     x.rel().release();
-    finish(w);
+    finish(w, () -> describe(x.acq()));
     assertEquals(0, x.acq().availablePermits());
   }
 
@@ -583,7 +679,7 @@ abstract class DistributedSemaphoreContract {
       awaitParked(s, 1, method.parkedState(), w);
       w.thread.interrupt();
     }
-    finish(w);
+    finish(w, () -> where + ": " + describe(s));
     assertEquals(3, phase.get());
     assertFalse(s.hasQueuedThreads(), "nobody left queued");
     assertEquals(0, s.getQueueLength());
@@ -655,8 +751,8 @@ abstract class DistributedSemaphoreContract {
       awaitParked(s, 2, Thread.State.WAITING, before, during);
       assertEquals(0, s.availablePermits());
       x.rel().release(2 * each);
-      finish(before);
-      finish(during);
+      finish(before, () -> where + ": " + describe(s));
+      finish(during, () -> where + ": " + describe(s));
       assertEquals(0, s.availablePermits(), where + ": both acquired");
       assertFalse(s.hasQueuedThreads());
       assertHeld(2 * each, s, where + ": both acquired");
@@ -682,10 +778,10 @@ abstract class DistributedSemaphoreContract {
     Worker second = spawn("waiter", s::acquire);
     awaitParked(s, 2, Thread.State.WAITING, first, second);
     first.thread.interrupt();
-    finish(first);
+    finish(first, () -> where + ": " + describe(s));
     awaitParked(s, 1, Thread.State.WAITING, second);
     x.rel().release();
-    finish(second);
+    finish(second, () -> where + ": " + describe(s));
     assertFalse(s.hasQueuedThreads());
     assertEquals(0, s.getQueueLength());
     assertEquals(0, s.waitingThreads());
@@ -706,8 +802,8 @@ abstract class DistributedSemaphoreContract {
     // a non-fair Semaphore may let it barge past the head; Turnstile queues it behind: either is fine
     await("the next thread queued or done", () -> s.getQueueLength() == 2 || !next.thread.isAlive());
     head.thread.interrupt();
-    finish(head);
-    finish(next);
+    finish(head, () -> describe(s));
+    finish(next, () -> describe(s));
     assertEquals(0, s.availablePermits());
     assertHeld(1, s, "the next waiter's permit");
   }
@@ -727,8 +823,8 @@ abstract class DistributedSemaphoreContract {
     await("the next thread queued or done", () -> s.getQueueLength() == 2 || !next.thread.isAlive()
         || !head.thread.isAlive());
     boolean behind = head.thread.isAlive() && next.thread.isAlive();
-    finish(head);
-    finish(next);
+    finish(head, () -> describe(s));
+    finish(next, () -> describe(s));
     assertEquals(0, s.availablePermits());
     assertHeld(1, s, "the next waiter's permit");
     assumeTrue(behind, "the head's time ran out before the next thread queued: the timed case was not checked");
@@ -817,7 +913,7 @@ abstract class DistributedSemaphoreContract {
     assertStillWaiting("0 free after the second release", w);
     assertEquals(0, s.availablePermits(), "the second release paid the rest of the debt");
     x.rel().release();
-    finish(w);
+    finish(w, () -> where + ": " + describe(s));
     assertEquals(0, s.availablePermits(), "the third release's permit went to the waiter");
     assertHeld(1, s, "the waiter's permit");
   }
@@ -852,7 +948,7 @@ abstract class DistributedSemaphoreContract {
     assertEquals(0, s.availablePermits());
     assertStillWaiting("0 free", w);
     adder.addPermits(1);
-    finish(w);
+    finish(w, () -> where + ": " + describe(s));
     assertEquals(0, s.availablePermits());
     assertHeld(1, s, "the waiter's permit");
   }
