@@ -442,14 +442,14 @@ abstract class DistributedSemaphoreContract {
   }
 
   /**
-   * The scenario above 100 times over within one client (alternately timed and untimed waits): a
+   * The scenario above 200 times over within one client (alternately timed and untimed waits): a
    * release hands a permit to the waiting thread and sends the rest to Redis while the JVM's waiter
    * thread, interrupted because its thread was served, abandons a wait in Redis and starts the next
    * one. A wake-up lost in that interleaving leaves the next acquisition waiting with permits free.
    */
   @Test
   void releaseEnablesAcquireOverAndOver() throws Exception {
-    for (int i = 0; i < 100; i++) {
+    for (int i = 0; i < 200; i++) {
       releaseEnablesAcquire(i % 2 == 0 ? Acquirer.TIMED : Acquirer.ACQUIRE, Where.SAME_CLIENT);
     }
   }
