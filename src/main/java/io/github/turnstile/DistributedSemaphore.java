@@ -368,6 +368,14 @@ public abstract class DistributedSemaphore extends Semaphore {
    */
   public abstract void addLeaseLossListener(LeaseLossListener listener);
 
+  /**
+   * Returns a string naming this semaphore, its mode, the permits this client holds (leased) and
+   * the threads of this JVM waiting, without a round trip. Unlike {@code Semaphore}'s, it does not
+   * show the free permits ({@code "Permits = n"}): that would need Redis (see
+   * {@link #availablePermits()}).
+   *
+   * @return a string identifying this semaphore and its local state
+   */
   @Override
   public abstract String toString();
 }

@@ -77,6 +77,11 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   private boolean idleCheck;
   /** Local hand-offs in a row since a grant in Redis; when the last run of them ended. */
   private int streak;
+  /**
+   * Whether the last reply that said found the free permits negative (a debt after
+   * reducePermits): releases then pay it in Redis rather than hand permits over locally.
+   */
+  private boolean debt;
   private long yieldedAtNanos = System.nanoTime() - Engine.QUEUE_FIRST_NANOS;
   /** The waiter thread (see helperLoop) and the permits it contends for. */
   private boolean helperRunning;
@@ -124,6 +129,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
    * capacity asked for.
    */
   void initialize(int requested) {
+    checkOpen();
     engine.checkConnected(describe);
     List<Object> r = engine.awaitQuietly(eval("init", null, 0, "", 't', 0, 0), describe);
     boolean storedLeased = (Long) r.get(0) == 1L;
@@ -137,6 +143,19 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
           + " permits, not the " + requested + " requested; change the capacity explicitly"
           + " with addPermits/reducePermits");
     }
+    initialized = true;
+  }
+
+  /** Set once Redis confirmed this instance's mode and capacity. */
+  private volatile boolean initialized;
+
+  /**
+   * Returns whether Redis has confirmed this instance's mode and capacity once.
+   *
+   * @return whether Redis has confirmed this instance's mode and capacity once
+   */
+  boolean initialized() {
+    return initialized;
   }
 
   @Override
@@ -379,6 +398,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
    */
   private boolean count(int n, long grantEpoch, long sentAt) {
     activity++;
+    debt = false; // a grant found at least n >= 0 free
     if (!leased) {
       return true;
     }
@@ -886,7 +906,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
    */
   private int handOff(int permits) {
     int limit = engine.options.localHandoffLimit();
-    if (local.isEmpty() || limit == 0 || AsyncSides.waiting(async) > 0) {
+    if (local.isEmpty() || limit == 0 || debt || AsyncSides.waiting(async) > 0) {
       return permits;
     }
     if (streak >= limit) {
@@ -917,7 +937,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     remember(send, until);
     done.whenComplete((reply, e) -> {
       r.end();
-      afterRelease();
+      afterRelease(reply);
     });
     if (!wait) {
       done.thenAccept(reply -> {
@@ -960,12 +980,20 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
         + ": its lease ran out and they were reclaimed";
   }
 
-  private void afterRelease() {
+  private void afterRelease(List<Object> reply) {
     local.lock().lock();
     try {
+      noteFree(reply, 2);
       maybeIdle();
     } finally {
       local.lock().unlock();
+    }
+  }
+
+  /** Under the lock: a reply that carries the free permits at {@code index} says whether there is a debt. */
+  private void noteFree(List<Object> reply, int index) {
+    if (reply != null && reply.size() > index) {
+      debt = at(reply, index) < 0;
     }
   }
 
@@ -1140,6 +1168,12 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
         System.nanoTime() + engine.options.commandTimeout().toNanos());
     done.whenComplete((v, e) -> r.end()); // the slot is kept while copies may still be sent
     List<Object> reply = engine.awaitQuietly(done, describe);
+    local.lock().lock();
+    try {
+      noteFree(reply, 2);
+    } finally {
+      local.lock().unlock();
+    }
     return at(reply, 0) == 1L;
   }
 
@@ -1351,7 +1385,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       remember(send, until);
       done.whenComplete((reply, e) -> {
         r.end();
-        afterRelease();
+        afterRelease(reply);
       });
       return done.thenApply(reply -> released(reply, n) == null);
     }

@@ -334,7 +334,16 @@ public final class Turnstile implements AutoCloseable {
       throw new IllegalArgumentException("semaphore '" + name + "' is used by this client as a "
           + (s.isLeased() ? "leased" : "counting") + " semaphore");
     }
-    s.initialize(permits);
+    try {
+      s.initialize(permits);
+    } catch (RuntimeException e) {
+      // an instance made by this call that Redis refused (another mode, another capacity) or could
+      // not check is not kept: the next call makes a new one with its own arguments
+      if (!s.initialized()) {
+        semaphores.remove(name, s);
+      }
+      throw e;
+    }
     return s;
   }
 

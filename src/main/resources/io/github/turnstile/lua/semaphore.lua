@@ -45,11 +45,11 @@
 --                                                     hintMs: when a registration may run out
 --                                                     (-1: unknown, wait a lease at most)
 --            {-1}                                     a stale copy (its slot holds a later call)
---   release  {1, n} released; {0, 0} the registration is gone (the lease was lost);
+--   release  {1, n, free} released; {0, 0, free} the registration is gone (the lease was lost);
 --            {-2} overflow (counting mode: more than Integer.MAX_VALUE free); {-1} stale
 --   cancel   {n} permits given back (0: the acquire never granted; a later copy of it is refused)
 --   drain    {1, moved, epoch}  (moved < 0: a debt that was cancelled, as Semaphore.drainPermits)
---   add      {1, capacity or free} or {-2} overflow;  reduce {1, capacity or free} or {-2} underflow
+--   add      {1, capacity or free, free} or {-2} overflow; reduce likewise, {-2} underflow
 --   retire   {1} the caller's registration ARGV[9] is gone, its permits free; {0} it was gone already
 --   pass     {pushed};  state {free, capacity, mode (1 L, 2 C), held by the caller, waiting lanes}
 --   init     {mode (1 L, 2 C), capacity (leased) or free (counting)}
@@ -233,14 +233,16 @@ local function settle_mine()
   mine, mine_e, removed_mine = 0, nil, true
 end
 
--- permits are free: wake the waiters. Pub/sub waiters (every multi-permit waiter, and single-permit
--- ones past the blocking pool) get one message if one asked (p), and re-check; a wake token is
--- pushed (one at most in the list) if a single-permit waiter other than `except` is blocked on
--- the list, and whoever takes it can use it. A refusal wakes nobody: only calls that free permits
--- do, so waiters that cannot use what is free never wake each other in turn, and a stale mark
--- (a crashed waiter) costs at most one unused token per release.
-local function wake(except)
-  if a <= 0 then
+-- permits are free: wake the waiters. Pub/sub waiters (every multi-permit waiter, single-permit
+-- ones past the blocking pool, and acquire(0), which waits while the count is negative) get one
+-- message if one asked (p), and re-check; a wake token is pushed (one at most in the list) if a
+-- single-permit waiter other than `except` is blocked on the list, and whoever takes it can use
+-- it. A refusal wakes nobody: only calls that free permits do (`freeing`: a count that rose to 0
+-- from below may serve an acquire(0); a grant that leaves 0 serves nobody), so waiters that cannot
+-- use what is free never wake each other in turn, and a stale mark (a crashed waiter) costs at
+-- most one unused token per release.
+local function wake(except, freeing)
+  if a < 0 or (a == 0 and not freeing) then
     return
   end
   if subscribed then
@@ -248,10 +250,12 @@ local function wake(except)
     redis.call('HDEL', S, 'p')
     subscribed = nil
   end
-  local marks = redis.call('ZRANGE', W, 0, 1)
-  if marks[1] and (marks[1] ~= except or marks[2]) and redis.call('LLEN', K) == 0 then
-    redis.call('RPUSH', K, '1')
-    redis.call('PEXPIRE', K, lease)
+  if a > 0 then
+    local marks = redis.call('ZRANGE', W, 0, 1)
+    if marks[1] and (marks[1] ~= except or marks[2]) and redis.call('LLEN', K) == 0 then
+      redis.call('RPUSH', K, '1')
+      redis.call('PEXPIRE', K, lease)
+    end
   end
 end
 
@@ -308,15 +312,15 @@ if op == 'release' then
   end
   if leased then
     if mine_e ~= arg_epoch then
-      return remember({0, 0})
+      return remember({0, 0, a})
     end
     local give = math.min(n, mine)
     mine = mine - give
     a = a + give
     set.a, set['c:' .. me] = a, mine
     flush()
-    wake(nil)
-    return remember({1, give})
+    wake(nil, true)
+    return remember({1, give, a})
   end
   if a + n > INT_MAX then
     return remember({-2})
@@ -324,8 +328,8 @@ if op == 'release' then
   a = a + n
   set.a = a
   flush()
-  wake(nil)
-  return remember({1, n})
+  wake(nil, true)
+  return remember({1, n, a})
 end
 
 if op == 'cancel' then
@@ -358,7 +362,7 @@ if op == 'cancel' then
     flush()
     remember({0, 0, 0, -1, 0})
     if undone > 0 then
-      wake(nil)
+      wake(nil, true)
     end
   end
   redis.call('ZREM', W, lane)
@@ -372,7 +376,7 @@ if op == 'retire' then
     drop(me, mine_e, mine)
     mine, mine_e, removed_mine = 0, nil, true
     flush()
-    wake(nil)
+    wake(nil, true)
     return {1}
   end
   return {0}
@@ -435,12 +439,12 @@ if op == 'add' or op == 'reduce' then
   end
   flush()
   if n > 0 then
-    wake(nil)
+    wake(nil, true)
   end
   if leased then
-    return remember({1, cap})
+    return remember({1, cap, a})
   end
-  return remember({1, a})
+  return remember({1, a, a})
 end
 
 if op == 'state' then
@@ -449,7 +453,7 @@ if op == 'state' then
   end
   flush()
   if reclaimed > 0 then
-    wake(nil)
+    wake(nil, true)
   end
   local m = 2
   if leased then
