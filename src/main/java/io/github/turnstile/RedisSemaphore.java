@@ -48,9 +48,11 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   private final boolean leased;
   private final int initialPermits;
   final String describe;
-  private final String[] keys;
+  private final String stateKey;
+  private final String waitersKey;
   private final String liveKey;
-  private final String memoKey;
+  /** The prefix of this client's memo keys: one per slot, {@code <prefix><slot>}. */
+  private final String memoPrefix;
   private final String wakeKey;
   final String channel;
   private final String leaseMs;
@@ -116,9 +118,10 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     String base = tag + ":s";
     this.liveKey = base + ":l";
     this.wakeKey = base + ":wake";
-    this.memoKey = base + ":q:" + engine.clientId;
+    this.memoPrefix = base + ":q:" + engine.clientId + ":";
     this.channel = base + ":ch";
-    this.keys = new String[] {base, liveKey, base + ":w", wakeKey, memoKey};
+    this.stateKey = base;
+    this.waitersKey = base + ":w";
     this.leaseMs = Long.toString(engine.leaseMillis);
     this.metrics = engine.metrics.primitive("semaphore", name);
     this.local = new LocalPermits(tickets(), this::headChanged);
@@ -277,6 +280,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   /** Runs an op of semaphore.lua. */
   CompletableFuture<List<Object>> eval(String op, Req r, int n, String flags, char lane, long liveEpoch,
       long dead) {
+    String[] keys = {stateKey, liveKey, waitersKey, wakeKey, memoPrefix + (r == null ? "-" : Integer.toString(r.slot))};
     return engine.eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, op, engine.clientId, leaseMs,
         r == null ? "" : Integer.toString(r.slot), r == null ? "0" : Long.toString(r.seq), Integer.toString(n),
         flags, String.valueOf(lane), Long.toString(liveEpoch), channel, engine.publishCommand(),
@@ -366,7 +370,8 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
 
   @Override
   public String leaseKey(String requestId) {
-    return memoKey; // the grant writes it (its memo), and WAIT's PEXPIRE only renews it
+    Req r = requests.get(requestId);
+    return memoPrefix + (r == null ? "-" : Integer.toString(r.slot)); // the grant wrote it (its memo); WAIT's PEXPIRE only renews it
   }
 
   /**
@@ -1337,7 +1342,8 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
 
     @Override
     String leaseKey(AsyncAcquisition<PermitHold> w) {
-      return memoKey;
+      Req r = (Req) w.sideState;
+      return memoPrefix + (r == null ? "-" : Integer.toString(r.slot));
     }
 
     @Override

@@ -7,7 +7,8 @@
 --                                    L leased, C counting), k (leased: capacity = a + sum of c:*),
 --                                    c:<client> (leased: permits held by that client's registration),
 --                                    e:<client> (leased: that registration's epoch), ec (the last
---                                    epoch issued), p (a waiter waits by pub/sub)
+--                                    epoch issued), p (a waiter waits by pub/sub), n (marks may
+--                                    exist in KEYS[3]: releases look there only then)
 -- KEYS[2]  live    {p:name}:s:l      zset (leased): "<client>:<epoch>" -> server ms until which that
 --                                    registration is alive; renewed by the client's watchdog
 -- KEYS[3]  waiters {p:name}:s:w      zset: "<client>:<lane>:<seq>" -> 1, a single-permit request
@@ -16,7 +17,8 @@
 --                                    live waiter attempts at least once a lease). A mark names its
 --                                    request, so a cancel of an older request never removes it
 -- KEYS[4]  wake    {p:name}:s:wake   list of at most one wake token; blocked waiters BLPOP it
--- KEYS[5]  memo    {p:name}:s:q:<me> hash (the caller's own): slot -> "<seq>|<reply>"; PX lease
+-- KEYS[5]  memo    {p:name}:s:q:<me>:<slot>  string: the call's memo slot, "<seq>|<reply>"; PX lease
+--                                    (any key of the tag for ops without a slot)
 -- ARGV[1]  op: init | acquire | release | cancel | drain | add | reduce | retire | pass | state
 -- ARGV[2]  the caller's client id (16 hex digits)
 -- ARGV[3]  lease, ms
@@ -92,7 +94,7 @@ local function recall()
   if slot == '' then
     return nil
   end
-  local v = redis.call('HGET', Q, slot)
+  local v = redis.call('GET', Q)
   if not v then
     return nil
   end
@@ -116,14 +118,13 @@ local function remember(reply)
   for i, v in ipairs(reply) do
     parts[i] = fmt(v)
   end
-  redis.call('HSET', Q, slot, seq .. '|' .. table.concat(parts, ','))
-  redis.call('PEXPIRE', Q, lease)
+  redis.call('SET', Q, seq .. '|' .. table.concat(parts, ','), 'PX', lease)
   return reply
 end
 
 -- ---------------------------------------------------------------- state
 
-local f = redis.call('HMGET', S, 'a', 'm', 'k', 'c:' .. me, 'e:' .. me, 'p', 'ec')
+local f = redis.call('HMGET', S, 'a', 'm', 'k', 'c:' .. me, 'e:' .. me, 'p', 'ec', 'n')
 local exists = f[2] ~= false
 local a = tonumber(f[1] or '0')
 local mode = f[2] or ARGV[12]
@@ -133,6 +134,7 @@ local mine = tonumber(f[4] or '0')
 local mine_e = f[5] or nil
 local subscribed = f[6]
 local last_epoch = f[7]
+local marked = f[8]
 local set = {} -- fields to write at the end, in one HSET
 if not exists then
   a = tonumber(ARGV[13])
@@ -250,9 +252,12 @@ local function wake(except, freeing)
     redis.call('HDEL', S, 'p')
     subscribed = nil
   end
-  if a > 0 then
+  if a > 0 and marked then
     local marks = redis.call('ZRANGE', W, 0, 1)
-    if marks[1] and (marks[1] ~= except or marks[2]) and redis.call('LLEN', K) == 0 then
+    if not marks[1] then
+      redis.call('HDEL', S, 'n') -- no mark left: releases need not look until the next one
+      marked = nil
+    elseif (marks[1] ~= except or marks[2]) and redis.call('LLEN', K) == 0 then
       redis.call('RPUSH', K, '1')
       redis.call('PEXPIRE', K, lease)
     end
@@ -285,6 +290,10 @@ if op == 'acquire' then
     end
     wake(lane)
     return remember({1, n, tonumber(e), 0, reclaimed})
+  end
+  if flag('w') and not marked then
+    set.n = 1
+    marked = '1'
   end
   flush()
   if flag('w') then
@@ -335,7 +344,7 @@ end
 if op == 'cancel' then
   -- undoes the acquire of this slot and sequence number: gives back what it granted, or records
   -- that it is cancelled, so that a copy of it that runs later is refused
-  local v = redis.call('HGET', Q, slot)
+  local v = redis.call('GET', Q)
   local undone = 0
   local s, rest
   if v then
