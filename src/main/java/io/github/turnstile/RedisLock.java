@@ -148,6 +148,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     if (reenter()) {
       return true;
     }
+    engine.checkOpen(describe);
     beforeAcquire();
     long start = System.nanoTime();
     if (!local.tryEnterGate()) {
@@ -192,8 +193,15 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     boolean atLimit = handoffLimit() > 0 && local.streak() >= handoffLimit();
     if (handoffLimit() > 0 && local.heldLocally(now())) {
       // Another thread of this JVM holds the lock: it hands the lock over at its unlock.
-      LocalOwnership.Successor s = local.awaitHandoff(request, call.timed, call.deadline, call.interruptible,
-          engine.ticker);
+      // close() unparks the threads registered here (this wait watches no Redis command)
+      engine.awaitingLocally(true);
+      LocalOwnership.Successor s;
+      try {
+        s = local.awaitHandoff(request, call.timed, call.deadline, call.interruptible, engine.ticker,
+            engine::isClosed);
+      } finally {
+        engine.awaitingLocally(false);
+      }
       if (s != null && s.outcome() == LocalOwnership.Successor.HANDED) {
         if (call.interruptible && Thread.interrupted()) {
           cancel(request); // handed over just as we were interrupted: give it back
@@ -205,6 +213,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
       if (s != null && s.uncertain) {
         uncertainRequest = request;
       }
+      engine.checkOpen(describe);
       call.checkInterrupt();
       if (call.expired()) {
         gaveUp(request);
