@@ -305,6 +305,18 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     return local.lost(l);
   }
 
+  /**
+   * The final unlock found the acquisition gone in Redis, after it had ended the lease locally:
+   * reports the loss (listeners, metrics, WARNING) and returns the exception, with the reason.
+   * (It used to call {@code l.lose}, which does nothing once the lease has ended, so nobody was
+   * told, and the exception said "was lost: released".)
+   */
+  private LockLostException lostAtUnlock(Lease l) {
+    String reason = "Redis no longer had this acquisition at unlock: the lease expired or was taken over";
+    leaseLost(l, reason);
+    return new LockLostException(name, l.token, System.currentTimeMillis(), reason);
+  }
+
   // ---------------------------------------------------------------- release
 
   /**
@@ -362,8 +374,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
       return;
     }
     if (result == 0L) {
-      l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
-      throw lostException(l);
+      throw lostAtUnlock(l);
     }
   }
 
@@ -399,8 +410,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     Engine.Attempt a = parseAttempt(reply);
     if (!a.acquired) {
       next.complete(LocalOwnership.Successor.ATTEMPT);
-      l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
-      throw lostException(l);
+      throw lostAtUnlock(l);
     }
     if (!next.handed(a.token, sentAt, streakAfter(reply))) {
       cancel(next.request); // the successor stopped waiting: give its hand-over back

@@ -459,8 +459,10 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
         return;
       }
       if (result == 0L) {
-        h.lease.lose("Redis no longer had this read hold at unlock: the lease expired");
-        throw lost(h.lease);
+        // the lease has ended locally (released), so lose() would do nothing: report it here
+        String reason = "Redis no longer had this read hold at unlock: the lease expired";
+        leaseLost(h.lease, reason);
+        throw new LockLostException(name, h.lease.token, System.currentTimeMillis(), reason);
       }
     }
 
