@@ -255,6 +255,26 @@ public interface DistributedLock extends Lock {
    * Returns the fencing token of the current thread's acquisition: strictly larger than the token
    * of every earlier acquisition of this name by any client. Re-entering does not change it.
    *
+   * <p><b>What a token is.</b> The Redis server's clock ({@code TIME}) when it granted the
+   * acquisition, in microseconds since the epoch ({@code 1795685439387197} was granted on
+   * 2026-11-26 at 09:30:39.387197 UTC), made strictly increasing per name: when the clock has not
+   * passed the previous token of the name (two grants in one microsecond, a server clock that went
+   * back), the token is the previous one plus one. Only its order carries meaning; do not read it
+   * as the time of anything. The tokens of one name come from one counter for every client, every
+   * thread and every {@link #lockAsync() asynchronous hold} (for a read/write lock, for both its
+   * sides). Tokens of different names are not comparable.
+   *
+   * <p><b>What a store compares.</b> Send the token with every write made under the lock. The
+   * store keeps, per resource the lock guards, the highest token it has accepted, and refuses a
+   * write whose token is lower; an equal token is the same acquisition writing again, and is
+   * accepted. In SQL: {@code UPDATE t SET v = ?, fence = ? WHERE id = ? AND fence <= ?} (the new
+   * token twice), and a write that updates no row was refused. A holder paused past its lease
+   * (a long GC, a frozen VM) still has its old token when it resumes, lower than that of whoever
+   * acquired the lock meanwhile, so its late writes are refused instead of overwriting newer work.
+   * After a restart that lost the counter, or a failover to a replica that had not received it,
+   * tokens continue from the serving node's clock: still larger than every earlier token, unless
+   * that node's clock is behind the old one's (see the project's failure-model documentation).
+   *
    * @return the fencing token
    * @throws IllegalMonitorStateException if the current thread does not hold this lock
    * @throws LockLostException if the current thread held the lock but its lease was lost

@@ -45,7 +45,8 @@ import java.util.concurrent.locks.ReadWriteLock;
  * is loud, as for {@link DistributedLock}.
  *
  * <p><b>Fencing.</b> Every acquisition, read or write, gets a fencing token from one counter per
- * name, strictly increasing.
+ * name, strictly increasing: server time in microseconds, as described at
+ * {@link DistributedLock#fencingToken()}, with what a store compares.
  *
  * <p><b>Memory consistency effects.</b> Within one JVM, actions in a thread prior to releasing
  * either lock <i>happen-before</i> actions subsequent to a successful acquisition of either lock by
