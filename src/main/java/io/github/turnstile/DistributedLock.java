@@ -94,7 +94,8 @@ public interface DistributedLock extends Lock {
    * set.
    *
    * @throws LockLostException if the current thread holds the lock but its lease was lost
-   * @throws TurnstileException if Redis was unreachable for longer than the outage tolerance
+   * @throws TurnstileException if Redis was unreachable for longer than the outage tolerance, or
+   *     the {@link Turnstile} was closed before or during the wait (see {@link Turnstile#close()})
    */
   @Override
   void lock();
@@ -112,7 +113,8 @@ public interface DistributedLock extends Lock {
    *
    * @throws InterruptedException if the current thread is interrupted
    * @throws LockLostException if the current thread holds the lock but its lease was lost
-   * @throws TurnstileException if Redis was unreachable for longer than the outage tolerance
+   * @throws TurnstileException if Redis was unreachable for longer than the outage tolerance, or
+   *     the {@link Turnstile} was closed before or during the wait
    */
   @Override
   void lockInterruptibly() throws InterruptedException;
@@ -125,7 +127,8 @@ public interface DistributedLock extends Lock {
    * @return {@code true} if the lock was acquired or re-entered, {@code false} otherwise
    * @throws LockLostException if the current thread holds the lock but its lease was lost
    * @throws TurnstileException if the connection to Redis is down, or Redis does not answer
-   *     within the command timeout (this method does not wait for an outage to end)
+   *     within the command timeout (this method does not wait for an outage to end), or the
+   *     {@link Turnstile} was closed
    */
   @Override
   boolean tryLock();
@@ -147,7 +150,8 @@ public interface DistributedLock extends Lock {
    * @return {@code true} if the lock was acquired, {@code false} if the waiting time elapsed
    * @throws InterruptedException if the current thread is interrupted
    * @throws LockLostException if the current thread holds the lock but its lease was lost
-   * @throws TurnstileException if Redis answers with an error that is not an outage
+   * @throws TurnstileException if Redis answers with an error that is not an outage, or the
+   *     {@link Turnstile} was closed before or during the wait
    */
   @Override
   boolean tryLock(long time, TimeUnit unit) throws InterruptedException;
@@ -158,6 +162,10 @@ public interface DistributedLock extends Lock {
    * waiter is woken. If Redis is unreachable, the final unlock returns at once: the hold ends
    * locally, and the release is completed in Redis as soon as it answers (it is idempotent), or
    * made moot by the lease running out.
+   *
+   * <p>After the {@link Turnstile} was closed, the holder's unlock still ends its hold in this
+   * JVM and returns, but the release cannot reach Redis: the lock stays held there until its
+   * lease runs out.
    *
    * @throws IllegalMonitorStateException if the current thread does not hold this lock
    * @throws LockLostException if the current thread held the lock but its lease was lost; the
