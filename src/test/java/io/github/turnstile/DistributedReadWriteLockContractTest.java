@@ -604,7 +604,8 @@ class DistributedReadWriteLockContractTest {
     assertFalse(get(writing), "the writer times out");
     assertEquals(0, writerB.call(rwB::getWriteHoldCount));
 
-    assertTrue(readerC.call(() -> rwC.readLock().tryLock(0, SECONDS)), "after the writer gave up, a new reader enters");
+    // within 1 s, not 0: the withdrawal may land after the 20 ms gaveUp waits for it (see interruptBlockedWriter)
+    assertTrue(readerC.call(() -> rwC.readLock().tryLock(1, SECONDS)), "after the writer gave up, a new reader enters");
     assertEquals(2, rwA.getReadLockCount());
     readerC.run(() -> rwC.readLock().unlock());
     readerA.run(() -> rwA.readLock().unlock());
@@ -745,7 +746,11 @@ class DistributedReadWriteLockContractTest {
     assertFalse(rwB.isWriteLocked());
     Actor readerC = actor("reader-C");
     DistributedReadWriteLock rwC = c.readWriteLock(name);
-    assertTrue(readerC.call(() -> rwC.readLock().tryLock(0, SECONDS)), "the interrupted writer holds no reader back");
+    // The writer's withdrawal is awaited for at most 20 ms (WriteSide.gaveUp); under load it may land
+    // a little later, and its wake-up then admits the reader: so the reader may wait 1 s (a writer
+    // that had not withdrawn would hold it back for its entry's whole lease, 30 s). With tryLock()
+    // this was a race on a loaded machine (failed once on Sentinel, load 12).
+    assertTrue(readerC.call(() -> rwC.readLock().tryLock(1, SECONDS)), "the interrupted writer holds no reader back");
     readerC.run(() -> rwC.readLock().unlock());
     reader.run(() -> rwA.readLock().unlock());
     assertFree(name);
