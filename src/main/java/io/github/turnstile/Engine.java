@@ -237,6 +237,11 @@ final class Engine implements AutoCloseable {
   /** The clock of lease bookkeeping; replaced only by tests (see {@link Ticker}). */
   volatile Ticker ticker = Ticker.SYSTEM;
   private volatile boolean closed;
+  /**
+   * Threads of this client parked for a local hand-off (see {@link #awaitingLocally}): they wait
+   * on no Redis command and no fault signal, so {@link #close()} wakes them itself.
+   */
+  private final java.util.Set<Thread> localWaiters = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   /**
    * @param connect opens the topology, given the client name prefix to set on its connections
@@ -831,6 +836,7 @@ final class Engine implements AutoCloseable {
 
   /** Fails fast with a clear message while the connection to Redis is down. */
   void checkConnected(String what) {
+    checkOpen(what);
     if (!topology.isOpen()) {
       throw new TurnstileException(what + ": Redis is not reachable (connection down, reconnecting)");
     }
@@ -922,6 +928,7 @@ final class Engine implements AutoCloseable {
     try {
       while (true) {
         call.checkInterrupt();
+        checkOpen(c.describe());
         if (!awaitUp(call, c.describe())) {
           return giveUp(c, request, uncertain);
         }
@@ -982,11 +989,14 @@ final class Engine implements AutoCloseable {
    * @return true if acquired, false if the deadline passed
    */
   boolean acquire(Acquirer c, ReentrantLock gate, Call call, String request) throws InterruptedException {
+    checkOpen(c.describe()); // a call after close() fails at once instead of queueing behind waiters
     if (!Waits.lock(gate, call.remaining(), call.interruptible)) {
       c.gaveUp(request);
       return false;
     }
     try {
+      // closed while queued: the gate holder ahead of this thread left with the same exception
+      checkOpen(c.describe());
       long[] queueFirst = new long[1];
       Boolean settled = c.beforeContend(request, call, queueFirst);
       if (settled != null) {
@@ -1171,6 +1181,31 @@ final class Engine implements AutoCloseable {
    */
   boolean isClosed() {
     return closed;
+  }
+
+  /**
+   * Fails an acquisition once this client is closed, before it queues or sends anything.
+   *
+   * @throws TurnstileException if this engine was closed
+   */
+  void checkOpen(String what) {
+    if (closed) {
+      throw new TurnstileException(what + ": Turnstile is closed");
+    }
+  }
+
+  /**
+   * Registers ({@code on}) or removes the current thread as one that parks for a local hand-off;
+   * {@link #close()} unparks every registered thread. A thread registers before it first reads
+   * {@link #isClosed()}, and close sets the flag before it looks at the registrations, so either
+   * close finds the thread or the thread finds the flag.
+   */
+  void awaitingLocally(boolean on) {
+    if (on) {
+      localWaiters.add(Thread.currentThread());
+    } else {
+      localWaiters.remove(Thread.currentThread());
+    }
   }
 
   /** After a transient failure: pause briefly (or until a recovery event); false if the deadline passed. */
@@ -1469,6 +1504,9 @@ final class Engine implements AutoCloseable {
   @Override
   public void close() {
     closed = true;
+    for (Thread t : localWaiters) {
+      java.util.concurrent.locks.LockSupport.unpark(t); // parked for a local hand-off: see awaitingLocally
+    }
     metrics.close();
     watchdog.close();
     scheduler.shutdownNow();

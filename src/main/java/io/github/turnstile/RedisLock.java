@@ -148,6 +148,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     if (reenter()) {
       return true;
     }
+    engine.checkOpen(describe);
     beforeAcquire();
     long start = System.nanoTime();
     if (!local.tryEnterGate()) {
@@ -192,8 +193,15 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     boolean atLimit = handoffLimit() > 0 && local.streak() >= handoffLimit();
     if (handoffLimit() > 0 && local.heldLocally(now())) {
       // Another thread of this JVM holds the lock: it hands the lock over at its unlock.
-      LocalOwnership.Successor s = local.awaitHandoff(request, call.timed, call.deadline, call.interruptible,
-          engine.ticker);
+      // close() unparks the threads registered here (this wait watches no Redis command)
+      engine.awaitingLocally(true);
+      LocalOwnership.Successor s;
+      try {
+        s = local.awaitHandoff(request, call.timed, call.deadline, call.interruptible, engine.ticker,
+            engine::isClosed);
+      } finally {
+        engine.awaitingLocally(false);
+      }
       if (s != null && s.outcome() == LocalOwnership.Successor.HANDED) {
         if (call.interruptible && Thread.interrupted()) {
           cancel(request); // handed over just as we were interrupted: give it back
@@ -205,6 +213,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
       if (s != null && s.uncertain) {
         uncertainRequest = request;
       }
+      engine.checkOpen(describe);
       call.checkInterrupt();
       if (call.expired()) {
         gaveUp(request);
@@ -296,6 +305,18 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     return local.lost(l);
   }
 
+  /**
+   * The final unlock found the acquisition gone in Redis, after it had ended the lease locally:
+   * reports the loss (listeners, metrics, WARNING) and returns the exception, with the reason.
+   * (It used to call {@code l.lose}, which does nothing once the lease has ended, so nobody was
+   * told, and the exception said "was lost: released".)
+   */
+  private LockLostException lostAtUnlock(Lease l) {
+    String reason = "Redis no longer had this acquisition at unlock: the lease expired or was taken over";
+    leaseLost(l, reason);
+    return new LockLostException(name, l.token, System.currentTimeMillis(), reason);
+  }
+
   // ---------------------------------------------------------------- release
 
   /**
@@ -353,8 +374,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
       return;
     }
     if (result == 0L) {
-      l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
-      throw lostException(l);
+      throw lostAtUnlock(l);
     }
   }
 
@@ -390,8 +410,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     Engine.Attempt a = parseAttempt(reply);
     if (!a.acquired) {
       next.complete(LocalOwnership.Successor.ATTEMPT);
-      l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
-      throw lostException(l);
+      throw lostAtUnlock(l);
     }
     if (!next.handed(a.token, sentAt, streakAfter(reply))) {
       cancel(next.request); // the successor stopped waiting: give its hand-over back

@@ -36,8 +36,8 @@ import java.util.Objects;
  * the same name for as long as the application references it (or a thread holds or waits for it);
  * instances nobody references are garbage collected, so the registry never grows without bound.
  *
- * <p>Closing a Turnstile stops its watchdog, so leases still held run out in Redis within the lease
- * time; close it only after releasing.
+ * <p>Closing a Turnstile ends its waiters and stops its watchdog, so leases still held run out in
+ * Redis within the lease time; close it only after releasing (see {@link #close()}).
  *
  * <p><b>Threads.</b> Locks are owned by threads (platform or virtual), semaphore permits by the
  * Turnstile. Turnstile runs two daemon threads of its own, the watchdog and the event thread on
@@ -264,9 +264,11 @@ public final class Turnstile implements AutoCloseable {
    * @throws NullPointerException if name is null
    * @throws IllegalArgumentException if name is blank or longer than {@value #MAX_NAME_LENGTH}
    *     characters
+   * @throws TurnstileException if this Turnstile is closed
    */
   public DistributedLock lock(String name) {
     checkName(name);
+    checkOpen("lock", name);
     return locks.get(name, n -> new RedisLock(engine, n));
   }
 
@@ -280,9 +282,11 @@ public final class Turnstile implements AutoCloseable {
    * @throws NullPointerException if name is null
    * @throws IllegalArgumentException if name is blank or longer than {@value #MAX_NAME_LENGTH}
    *     characters
+   * @throws TurnstileException if this Turnstile is closed
    */
   public DistributedReadWriteLock readWriteLock(String name) {
     checkName(name);
+    checkOpen("read/write lock", name);
     return readWriteLocks.get(name, n -> new RedisReadWriteLock(engine, n));
   }
 
@@ -301,7 +305,7 @@ public final class Turnstile implements AutoCloseable {
    * @throws NullPointerException if name is null
    * @throws IllegalArgumentException if name is blank or too long, the semaphore exists with a
    *     different capacity (the message names both), or it exists as a counting semaphore
-   * @throws TurnstileException if Redis cannot be reached
+   * @throws TurnstileException if Redis cannot be reached, or this Turnstile is closed
    */
   public DistributedSemaphore semaphore(String name, int permits) {
     return semaphore(name, permits, true);
@@ -321,7 +325,7 @@ public final class Turnstile implements AutoCloseable {
    * @return the semaphore: the same instance for as long as it is referenced
    * @throws NullPointerException if name is null
    * @throws IllegalArgumentException if name is blank or too long, or it exists as a leased semaphore
-   * @throws TurnstileException if Redis cannot be reached
+   * @throws TurnstileException if Redis cannot be reached, or this Turnstile is closed
    */
   public DistributedSemaphore countingSemaphore(String name, int permits) {
     return semaphore(name, permits, false);
@@ -329,6 +333,7 @@ public final class Turnstile implements AutoCloseable {
 
   private DistributedSemaphore semaphore(String name, int permits, boolean leased) {
     checkName(name);
+    checkOpen("semaphore", name);
     RedisSemaphore s = semaphores.get(name, n -> new RedisSemaphore(engine, n, permits, leased));
     if (s.isLeased() != leased) {
       throw new IllegalArgumentException("semaphore '" + name + "' is used by this client as a "
@@ -353,6 +358,12 @@ public final class Turnstile implements AutoCloseable {
    * becomes work in Redis; the check happens before anything is sent.
    */
   public static final int MAX_NAME_LENGTH = 1024;
+
+  private void checkOpen(String kind, String name) {
+    if (engine.isClosed()) {
+      throw new TurnstileException("cannot obtain the " + kind + " '" + name + "': this Turnstile is closed");
+    }
+  }
 
   static void checkName(String name) {
     Objects.requireNonNull(name, "name must not be null");
@@ -388,10 +399,24 @@ public final class Turnstile implements AutoCloseable {
   }
 
   /**
-   * Stops the watchdog and closes Turnstile's connections (and the client, if owned). Threads
-   * waiting in an acquisition of one of its primitives then end with {@link TurnstileException}
-   * (pending asynchronous acquisitions fail with it); holds still held are no longer renewed, so
-   * they end in Redis when their leases run out.
+   * Stops the watchdog and closes Turnstile's connections (and the client, if owned).
+   *
+   * <ul>
+   *   <li>Threads waiting in an acquisition of one of its primitives end promptly with
+   *       {@link TurnstileException}, whoever holds what they wait for: another client, or a
+   *       thread of this one (threads queued behind such a holder included). Pending
+   *       asynchronous acquisitions fail with it.</li>
+   *   <li>Acquisitions started afterwards ({@code lock()}, {@code tryLock}, ...) and
+   *       {@link #lock(String)}, {@link #readWriteLock(String)}, {@link #semaphore(String, int)}
+   *       throw {@link TurnstileException} at once. Only a thread's re-entry of a lock it holds
+   *       still succeeds (it is local).</li>
+   *   <li>Holds still held are no longer renewed: other clients get them when their leases run
+   *       out in Redis. Their holders may still {@code unlock()}: the hold ends in this JVM and
+   *       the call returns normally, but the release cannot reach Redis any more, so only the
+   *       lease ends the hold there. Release before closing to free them at once.</li>
+   * </ul>
+   *
+   * <p>Closing again does nothing.
    */
   @Override
   public void close() {

@@ -20,7 +20,8 @@
 -- ARGV[3]  request  "<clientId>:<seq>"
 -- ARGV[4]  lease ms
 -- ARGV[5]  prefix   "{p:n}:rw:" (the lease keys of other readers are derived from it: same slot)
--- ARGV[6]  read only: server ms at which this JVM's readers started waiting (0 = not waiting)
+-- ARGV[6]  read only: server ms at which this JVM's readers started waiting (0 = not waiting;
+--          -1 = tryLock(), which barges past waiting writers as ReentrantReadWriteLock's does)
 -- ARGV[7]  write only: "1" if the writer waits by pub/sub (a refusal sets state field wp)
 -- ARGV[8]  readers' channel {p:n}:rw:rch: waiting readers are always subscribed to it
 -- ARGV[9]  writers' channel {p:n}:rw:wch

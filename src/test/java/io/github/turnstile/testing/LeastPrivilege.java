@@ -19,9 +19,8 @@ import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
 /**
- * The one place that says which Redis commands Turnstile needs, for the README's
- * {@code ACL SETUSER} lines (section "Least privilege") and the tests that hold the README to
- * them.
+ * The one place that says which Redis commands Turnstile needs, for the {@code ACL SETUSER}
+ * lines of docs/ACL.md (which the README links to) and the tests that hold those lines to it.
  *
  * <p>The commands come from three places: Lettuce itself when it connects, Turnstile's Java code
  * (both listed here by hand, per deployment), and the Lua scripts (read from
@@ -245,7 +244,8 @@ public final class LeastPrivilege {
     // ------------------------------------------------------------------ the README
 
     /**
-     * Returns the README's {@code ACL SETUSER} line for {@code d}, split into arguments after
+     * Returns the README's {@code ACL SETUSER} line for {@code d} (they live in docs/ACL.md, which
+     * the README links to), split into arguments after
      * {@code ACL SETUSER} (the user name first). The Cluster line is the one whose preceding
      * comment line (a line starting with {@code #}) mentions "Cluster"; there is exactly one of
      * each.
@@ -255,7 +255,7 @@ public final class LeastPrivilege {
      */
     public static List<String> readmeLine(Deployment d) {
         List<String> lines;
-        Path readme = baseDir().resolve("README.md");
+        Path readme = baseDir().resolve("docs").resolve("ACL.md");
         try {
             lines = Files.readAllLines(readme);
         } catch (IOException e) {
@@ -278,7 +278,7 @@ public final class LeastPrivilege {
             }
         }
         if (found.size() != 1) {
-            throw new IllegalStateException("README.md should have exactly one ACL SETUSER line for " + d
+            throw new IllegalStateException("docs/ACL.md should have exactly one ACL SETUSER line for " + d
                     + " (the Cluster one after a '# ... Cluster ...' comment line), found " + found.size());
         }
         return found.get(0);
