@@ -15,8 +15,29 @@ final class Lease {
     void leaseLost(Lease lease, String reason);
   }
 
+  /**
+   * A semaphore registration's renewal: a second key (the state hash), and a check of the permits
+   * Redis attributes to the registration against what the client counted when the renewal was sent.
+   */
+  interface Registration {
+    /** The state hash, renewed with the registration (same hash tag). */
+    String stateKey();
+
+    /** What the client counts, taken as the renewal is sent. */
+    Object snapshot();
+
+    /**
+     * Whether the registration is intact: {@code permits} is what renew.lua found (-1: gone).
+     *
+     * @return false if Redis lost it, or lost a grant the client counts
+     */
+    boolean intact(long permits, Object snapshot);
+  }
+
   final String key;
   final String requestId;
+  /** Set for a semaphore registration (see {@link Registration}); null for a lease hash. */
+  volatile Registration registration;
   final long leaseMillis;
   final long token;
   final String holder;

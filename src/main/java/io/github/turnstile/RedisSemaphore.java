@@ -416,6 +416,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       epoch = grantEpoch;
       lease = new Lease(liveKey, "#" + engine.clientId + ":" + grantEpoch, engine.leaseMillis, 0,
           "client " + engine.clientId, sentAt, this::leaseLost, metrics);
+      lease.registration = registration;
       engine.watchdog.register(lease);
       held = n;
       return true;
@@ -426,6 +427,40 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     }
     return false;
   }
+
+  /** Permits released in Redis so far (first copies sent): the renewal's check allows for those sent meanwhile. */
+  private final java.util.concurrent.atomic.AtomicLong releasedSent = new java.util.concurrent.atomic.AtomicLong();
+
+  /**
+   * The renewal's check (see renew.lua): Redis must attribute to the registration at least what
+   * this client counts. Permits counted were granted (and so applied) before they were counted;
+   * permits released leave the count before their release is sent; so, in correct operation, what
+   * Redis attributes is never less than the count at the time the renewal was sent, minus the
+   * permits whose release was sent since (which may have run first). Less means Redis lost a grant
+   * (a failover to a replica that lacked it): the lease is lost, loudly, as a lock's would be.
+   */
+  private final transient Lease.Registration registration = new Lease.Registration() {
+    @Override
+    public String stateKey() {
+      return stateKey;
+    }
+
+    @Override
+    public Object snapshot() {
+      local.lock().lock();
+      try {
+        return new long[] {held, releasedSent.get()};
+      } finally {
+        local.lock().unlock();
+      }
+    }
+
+    @Override
+    public boolean intact(long permits, Object snapshot) {
+      long[] s = (long[]) snapshot;
+      return permits >= 0 && permits >= s[0] - (releasedSent.get() - s[1]);
+    }
+  };
 
   /**
    * The registration's lease was lost: what the client held is lost with it. The registration is
@@ -937,6 +972,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     Req r = new Req(permits, 't', false);
     Supplier<CompletableFuture<List<Object>>> send =
         () -> r.track(eval("release", r, permits, "", 't', from, 0));
+    releasedSent.addAndGet(permits);
     long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
     CompletableFuture<List<Object>> done = engine.retrying(send, until);
     remember(send, until);
@@ -1386,6 +1422,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       Req r = new Req(n, 'a', false);
       Supplier<CompletableFuture<List<Object>>> send =
           () -> r.track(eval("release", r, n, "", 'a', from, 0));
+      releasedSent.addAndGet(n);
       long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
       CompletableFuture<List<Object>> done = engine.retrying(send, until);
       remember(send, until);

@@ -222,4 +222,43 @@ class SemaphoreWaitingTest {
       s.release();
     }
   }
+
+  /**
+   * A grant Redis lost (a failover to a replica that lacked it, reproduced here by restoring the
+   * semaphore's state saved before the grant) is found by the next renewal, which sees fewer permits
+   * than the client holds: the lease is reported lost, as a lock's is when its key is gone, instead
+   * of the client using a permit Redis gives to others until it releases it. (Before the renewal
+   * checked the permits, the 20-iteration Sentinel fault loop counted 16 instants over capacity.)
+   */
+  @Test
+  void aGrantRedisLostIsReportedByTheNextRenewal(TestRedis redis) throws Exception {
+    TurnstileOptions options = TurnstileOptions.builder().leaseTime(Duration.ofSeconds(3)).build();
+    try (Turnstile a = Turnstile.connect(redis.uri(), options); Turnstile b = Turnstile.connect(redis.uri())) {
+      String name = unique("sem-lost-grant");
+      String state = "{turnstile:" + name + "}:s";
+      DistributedSemaphore sa = a.semaphore(name, 2);
+      DistributedSemaphore sb = b.semaphore(name, 2);
+      assertTrue(sa.tryAcquire());
+      AtomicLong losses = new AtomicLong();
+      sa.addLeaseLossListener(e -> losses.incrementAndGet());
+      // the state a replica would have had before A's second grant
+      io.lettuce.core.RedisClient raw = io.lettuce.core.RedisClient.create(redis.uri());
+      try (var conn = raw.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE)) {
+        var cmd = conn.sync();
+        byte[] savedState = cmd.dump(state.getBytes());
+        byte[] savedLive = cmd.dump((state + ":l").getBytes());
+        assertTrue(sa.tryAcquire(), "a second permit");
+        assertEquals(2, sa.heldPermits());
+        cmd.restore(state.getBytes(), savedState, io.lettuce.core.RestoreArgs.Builder.ttl(0).replace());
+        cmd.restore((state + ":l").getBytes(), savedLive, io.lettuce.core.RestoreArgs.Builder.ttl(0).replace());
+      } finally {
+        raw.shutdown();
+      }
+      assertEquals(1, sb.availablePermits(), "Redis has lost A's second grant");
+      TestSupport.await("A told of the loss", Duration.ofSeconds(15), () -> losses.get() == 1);
+      assertEquals(0, sa.heldPermits(), "A's permits are lost");
+      assertTrue(sb.tryAcquire(2, 10, TimeUnit.SECONDS), "and the registration retired: both free");
+      sb.release(2);
+    }
+  }
 }
