@@ -969,17 +969,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
    * @param wait whether to wait for the answer (briefly, see {@link Engine#release}) and throw a loss
    */
   private void sendRelease(int permits, long from, boolean wait) {
-    Req r = new Req(permits, 't', false);
-    Supplier<CompletableFuture<List<Object>>> send =
-        () -> r.track(eval("release", r, permits, "", 't', from, 0));
-    releasedSent.addAndGet(permits);
-    long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
-    CompletableFuture<List<Object>> done = engine.retrying(send, until);
-    remember(send, until);
-    done.whenComplete((reply, e) -> {
-      r.end();
-      afterRelease(reply);
-    });
+    CompletableFuture<List<Object>> done = releaseInRedis(permits, from, 't');
     if (!wait) {
       done.thenAccept(reply -> {
         if (released(reply, permits) != null) {
@@ -1002,6 +992,27 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     if (loss != null) {
       throw new LockLostException(name, 0, System.currentTimeMillis(), loss);
     }
+  }
+
+  /**
+   * Sends the release of {@code permits} from the registration {@code from}: one request, re-sent
+   * until answered (given back once) and kept to be sent again after a recovery.
+   *
+   * @return completes with the reply
+   */
+  private CompletableFuture<List<Object>> releaseInRedis(int permits, long from, char lane) {
+    Req r = new Req(permits, lane, false);
+    Supplier<CompletableFuture<List<Object>>> send =
+        () -> r.track(eval("release", r, permits, "", lane, from, 0));
+    releasedSent.addAndGet(permits); // before the first copy is sent (the renewal's check)
+    long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
+    CompletableFuture<List<Object>> done = engine.retrying(send, until);
+    remember(send, until);
+    done.whenComplete((reply, e) -> {
+      r.end();
+      afterRelease(reply);
+    });
+    return done;
   }
 
   /**
@@ -1419,18 +1430,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
         return CompletableFuture.failedFuture(new LockLostException(name, 0, System.currentTimeMillis(),
             "this client's lease on " + describe + " was lost and its permits were given to others"));
       }
-      Req r = new Req(n, 'a', false);
-      Supplier<CompletableFuture<List<Object>>> send =
-          () -> r.track(eval("release", r, n, "", 'a', from, 0));
-      releasedSent.addAndGet(n);
-      long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
-      CompletableFuture<List<Object>> done = engine.retrying(send, until);
-      remember(send, until);
-      done.whenComplete((reply, e) -> {
-        r.end();
-        afterRelease(reply);
-      });
-      return done.thenApply(reply -> released(reply, n) == null);
+      return releaseInRedis(n, from, 'a').thenApply(reply -> released(reply, n) == null);
     }
 
     @Override
