@@ -67,6 +67,51 @@ local lane = me .. ':' .. (ARGV[8] or 't') .. ':' .. seq
 local arg_epoch = ARGV[9] or '0'
 local dead_epoch = ARGV[14] or '0'
 local channel, publish = ARGV[10], ARGV[11]
+
+-- ---------------------------------------------------------------- the fast paths
+-- An acquire that finds enough permits, and a release, while nobody waits (no pub/sub flag p, no
+-- mark n) and the caller's registration is the one it renews: the same effect as the general ops
+-- below, with no other work (no function is even defined: the general part follows). Any other
+-- case (a re-sent copy, a registration to make or replace, a refusal, waiters to wake) runs the
+-- general op.
+local memo = false -- the call's memo (GET, once), when it has a slot
+if slot ~= '' then
+  memo = redis.call('GET', Q)
+end
+local f = redis.call('HMGET', S, 'a', 'm', 'k', 'c:' .. me, 'e:' .. me, 'p', 'ec', 'n')
+if (op == 'acquire' or op == 'release') and slot ~= '' and not memo then
+  local mode_f, e_f = f[2], f[5]
+  if mode_f and not f[6] and not f[8] and (mode_f == 'C' or (e_f and e_f == ARGV[9])) then
+    local free = tonumber(f[1])
+    local held = tonumber(f[4] or '0')
+    local reply
+    if op == 'acquire' and free >= n then
+      if mode_f == 'C' then
+        redis.call('HSET', S, 'a', free - n)
+        reply = '1,' .. n .. ',0,0,0'
+      else
+        redis.call('HSET', S, 'a', free - n, 'c:' .. me, held + n)
+        reply = '1,' .. n .. ',' .. e_f .. ',0,0'
+      end
+      redis.call('SET', Q, seq .. '|' .. reply, 'PX', lease)
+      if mode_f == 'C' then
+        return {1, n, 0, 0, 0}
+      end
+      return {1, n, tonumber(e_f), 0, 0}
+    elseif op == 'release' and (mode_f == 'L' or free + n <= 2147483647) then
+      local give = n
+      if mode_f == 'L' then
+        give = math.min(n, held)
+        redis.call('HSET', S, 'a', free + give, 'c:' .. me, held - give)
+      else
+        redis.call('HSET', S, 'a', free + give)
+      end
+      redis.call('SET', Q, seq .. '|1,' .. give .. ',' .. (free + give), 'PX', lease)
+      return {1, give, free + give}
+    end
+  end
+end
+
 local RECLAIM_MAX = 16
 local INT_MAX, INT_MIN = 2147483647, -2147483648
 
@@ -91,10 +136,7 @@ end
 -- ---------------------------------------------------------------- memo
 
 local function recall()
-  if slot == '' then
-    return nil
-  end
-  local v = redis.call('GET', Q)
+  local v = memo
   if not v then
     return nil
   end
@@ -124,7 +166,6 @@ end
 
 -- ---------------------------------------------------------------- state
 
-local f = redis.call('HMGET', S, 'a', 'm', 'k', 'c:' .. me, 'e:' .. me, 'p', 'ec', 'n')
 local exists = f[2] ~= false
 local a = tonumber(f[1] or '0')
 local mode = f[2] or ARGV[12]
@@ -344,7 +385,7 @@ end
 if op == 'cancel' then
   -- undoes the acquire of this slot and sequence number: gives back what it granted, or records
   -- that it is cancelled, so that a copy of it that runs later is refused
-  local v = redis.call('GET', Q)
+  local v = memo
   local undone = 0
   local s, rest
   if v then

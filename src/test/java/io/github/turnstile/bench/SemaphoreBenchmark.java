@@ -58,6 +58,22 @@ final class SemaphoreBenchmark {
     double pairsPerSecond;
     double cpuMicrosPerPair;
     double commandsPerPair;
+    double scriptMicrosPerPair;
+  }
+
+  /** Microseconds Redis spent in EVALSHA/EVAL so far (INFO commandstats), the scripts' own cost. */
+  private static long scriptMicros(RedisCommands<String, String> redis) {
+    long total = 0;
+    for (String line : redis.info("commandstats").split("\\r?\\n")) {
+      if (line.startsWith("cmdstat_evalsha:") || line.startsWith("cmdstat_eval:")) {
+        for (String field : line.substring(line.indexOf(':') + 1).split(",")) {
+          if (field.startsWith("usec=")) {
+            total += Long.parseLong(field.substring(5));
+          }
+        }
+      }
+    }
+    return total;
   }
 
   interface Side extends AutoCloseable {
@@ -69,9 +85,11 @@ final class SemaphoreBenchmark {
 
   static List<Result> run(String uri, RedisCommands<String, String> redis) throws Exception {
     List<Result> results = new ArrayList<>();
-    results.add(measure("Turnstile", redis, turnstile(uri)));
-    results.add(measure("Redisson", redis, redisson(uri)));
-    print(results);
+    if (!Boolean.getBoolean("bench.sem.pairsOnly")) {
+      results.add(measure("Turnstile", redis, turnstile(uri)));
+      results.add(measure("Redisson", redis, redisson(uri)));
+      print(results);
+    }
     printPairs(uncontended(uri, redis));
     return results;
   }
@@ -123,12 +141,14 @@ final class SemaphoreBenchmark {
     }
     CommandStats before = CommandStats.take(redis);
     double cpu = CommandStats.cpuSeconds(redis);
+    long scriptMicros = scriptMicros(redis);
     long start = System.nanoTime();
     for (int i = 0; i < PAIRS; i++) {
       op.run();
     }
     double elapsed = (System.nanoTime() - start) / 1e9;
     Pair p = new Pair();
+    p.scriptMicrosPerPair = (double) (scriptMicros(redis) - scriptMicros) / PAIRS;
     p.label = label;
     p.cpuMicrosPerPair = (CommandStats.cpuSeconds(redis) - cpu) * 1e6 / PAIRS;
     p.commandsPerPair = (double) CommandStats.total(CommandStats.take(redis).since(before)) / PAIRS;
@@ -139,10 +159,11 @@ final class SemaphoreBenchmark {
   private static void printPairs(List<Pair> pairs) {
     System.out.println();
     System.out.printf(Locale.ROOT, "Uncontended pairs, one thread, %d pairs each%n", PAIRS);
-    System.out.printf(Locale.ROOT, "%-22s | %10s | %16s | %14s%n", "pair", "pairs/s", "Redis CPU us/pair", "commands/pair");
+    System.out.printf(Locale.ROOT, "%-22s | %10s | %16s | %16s | %14s%n", "pair", "pairs/s", "Redis CPU us/pair",
+        "in scripts us/pair", "commands/pair");
     for (Pair p : pairs) {
-      System.out.printf(Locale.ROOT, "%-22s | %10.0f | %16.1f | %14.1f%n", p.label, p.pairsPerSecond,
-          p.cpuMicrosPerPair, p.commandsPerPair);
+      System.out.printf(Locale.ROOT, "%-22s | %10.0f | %16.1f | %16.1f | %14.1f%n", p.label, p.pairsPerSecond,
+          p.cpuMicrosPerPair, p.scriptMicrosPerPair, p.commandsPerPair);
     }
     if (pairs.size() >= 2 && pairs.get(1).cpuMicrosPerPair > 0) {
       System.out.printf(Locale.ROOT, "semaphore pair / lock pair: Redis CPU %.2f, time %.2f%n",
