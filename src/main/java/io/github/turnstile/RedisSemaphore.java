@@ -101,6 +101,8 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   private final transient ConcurrentHashMap<String, Req> requests = new ConcurrentHashMap<>();
   /** Recent releases and cancels, sent again after a recovery. */
   private final transient ArrayDeque<Replay> replays = new ArrayDeque<>();
+  /** Guards {@link #replays} (no {@code synchronized} in Turnstile: it would pin virtual threads). */
+  private final transient java.util.concurrent.locks.ReentrantLock replaysLock = new java.util.concurrent.locks.ReentrantLock();
   private final transient AtomicBoolean replayHook = new AtomicBoolean();
   private final transient Runnable onRecovery = this::replayRecent;
   /** This JVM's asynchronous acquisitions (created on first use; see {@link AsyncGate}). */
@@ -1070,11 +1072,14 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
 
   /** Keeps a release or cancel to send again after a recovery (a failover may have lost it). */
   private void remember(Supplier<CompletableFuture<List<Object>>> send, long untilNanos) {
-    synchronized (replays) {
+    replaysLock.lock();
+    try {
       if (replays.size() == REPLAY_MAX) {
         replays.pollFirst();
       }
       replays.addLast(new Replay(untilNanos, send::get));
+    } finally {
+      replaysLock.unlock();
     }
     if (replayHook.compareAndSet(false, true)) {
       engine.onRecovery(onRecovery, true);
@@ -1084,7 +1089,8 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   private void replayRecent() {
     List<Runnable> again = new ArrayList<>();
     long now = System.nanoTime();
-    synchronized (replays) {
+    replaysLock.lock();
+    try {
       replays.removeIf(r -> now - r.untilNanos >= 0);
       for (Replay r : replays) {
         again.add(r.resend);
@@ -1092,6 +1098,8 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       if (replays.isEmpty() && replayHook.compareAndSet(true, false)) {
         engine.onRecovery(onRecovery, false);
       }
+    } finally {
+      replaysLock.unlock();
     }
     again.forEach(Runnable::run);
   }
