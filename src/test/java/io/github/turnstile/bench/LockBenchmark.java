@@ -217,6 +217,7 @@ public final class LockBenchmark {
     double uncP50Micros = Double.NaN;
     double uncP99Micros = Double.NaN;
     double uncCmdsPerPair = Double.NaN;
+    double uncCpuMicrosPerPair = Double.NaN;
     double reNanosPerOp = Double.NaN;
     double reCommands = Double.NaN;
     long reOps;
@@ -236,6 +237,7 @@ public final class LockBenchmark {
     double hotMaxPerThread = Double.NaN;
     double hotCmdsPerAcq = Double.NaN;
     double hotScriptsPerAcq = Double.NaN;
+    double hotCpuMicrosPerAcq = Double.NaN;
     double hotOverlaps = Double.NaN;
     double hotFencingViolations = Double.NaN;
     double hotErrors = Double.NaN;
@@ -311,6 +313,10 @@ public final class LockBenchmark {
       double pingP99 = pings.percentile(0.99) / 1e3;
       System.out.printf(Locale.ROOT, "PING round trip (Lettuce sync, %d pings): p50 %.1f us, p99 %.1f us%n",
           PINGS, pingP50, pingP99);
+      double[] pingPairs = pingPairs(redis);
+      System.out.printf(Locale.ROOT,
+          "two sync PINGs (the floor of a 2-round-trip pair), %d s: %.0f pairs/s, Redis CPU %.1f us/pair%n",
+          UNCONTENDED_SECONDS, pingPairs[0], pingPairs[1]);
 
       boolean main = Boolean.parseBoolean(System.getProperty("bench.main", "true"));
       List<Impl> impls = main ? selectedImpls() : List.of();
@@ -336,7 +342,7 @@ public final class LockBenchmark {
         }
       }
       if (main) {
-        printTable(results, pingP50, pingP99);
+        printTable(results, pingP50, pingP99, pingPairs);
       }
       if (Boolean.parseBoolean(System.getProperty("bench.semaphore", "true"))) {
         SemaphoreBenchmark.run(uri, redis);
@@ -375,6 +381,7 @@ public final class LockBenchmark {
       c.getDeclaredMethods();
     }
     CommandStats.class.getDeclaredMethods();
+    RedisCpu.class.getDeclaredMethods();
     SemaphoreBenchmark.class.getDeclaredMethods();
     ReadWriteBenchmark.class.getDeclaredMethods();
     for (Class<?> c : ReadWriteBenchmark.class.getDeclaredClasses()) {
@@ -435,6 +442,7 @@ public final class LockBenchmark {
       }
       LongSamples pairs = new LongSamples();
       CommandStats before = CommandStats.take(redis);
+      RedisCpu cpuBefore = RedisCpu.take(redis);
       long start = System.nanoTime();
       long end = start + TimeUnit.SECONDS.toNanos(UNCONTENDED_SECONDS);
       long now = start;
@@ -445,15 +453,17 @@ public final class LockBenchmark {
         pairs.add(t - now);
         now = t;
       }
+      RedisCpu cpuAfter = RedisCpu.take(redis);
       Map<String, Long> cmds = CommandStats.take(redis).since(before);
       r.uncPairs = pairs.size();
+      r.uncCpuMicrosPerPair = cpuAfter.microsPerOp(cpuBefore, pairs.size());
       r.uncPairsPerSec = pairs.size() / ((now - start) / 1e9);
       r.uncP50Micros = pairs.percentile(0.5) / 1e3;
       r.uncP99Micros = pairs.percentile(0.99) / 1e3;
       r.uncCommands = cmds;
       r.uncCmdsPerPair = (double) CommandStats.total(cmds) / pairs.size();
-      System.out.printf(Locale.ROOT, "[bench] %-10s uncontended: %.0f pairs/s, p50 %.1f us%n", impl.label(),
-          r.uncPairsPerSec, r.uncP50Micros);
+      System.out.printf(Locale.ROOT, "[bench] %-10s uncontended: %.0f pairs/s, p50 %.1f us, Redis CPU %.1f us/pair%n",
+          impl.label(), r.uncPairsPerSec, r.uncP50Micros, r.uncCpuMicrosPerPair);
 
       if (!impl.reentrant()) {
         r.reNote = "n/a";
@@ -564,6 +574,7 @@ public final class LockBenchmark {
       }
       Thread.sleep(warmupMillis);
       CommandStats before = CommandStats.take(redis);
+      RedisCpu cpuBefore = RedisCpu.take(redis);
       long start = System.nanoTime();
       hot.measuring = true;
       long peak = CommandStats.connectedClients(redis);
@@ -574,6 +585,7 @@ public final class LockBenchmark {
       }
       hot.measuring = false;
       long end = System.nanoTime();
+      RedisCpu cpuAfter = RedisCpu.take(redis);
       Map<String, Long> cmds = CommandStats.take(redis).since(before);
       r.hotConnections = peak - baseline;
       hot.stop = true;
@@ -625,6 +637,8 @@ public final class LockBenchmark {
       r.hotCommands = cmds;
       r.hotCmdsPerAcq = acq == 0 ? Double.NaN : (double) CommandStats.total(cmds) / acq;
       r.hotScriptsPerAcq = acq == 0 ? Double.NaN : (double) CommandStats.scripts(cmds) / acq;
+      // the connection sampling above adds a few INFO calls: negligible against thousands of acquisitions
+      r.hotCpuMicrosPerAcq = cpuAfter.microsPerOp(cpuBefore, acq);
       r.hotOverlaps = hot.overlaps.get();
       r.hotFencingViolations = impl instanceof TurnstileImpl ? hot.fencingViolations.get() : Double.NaN;
       r.hotErrors = hot.errors.get();
@@ -719,7 +733,34 @@ public final class LockBenchmark {
 
   // ------------------------------------------------------------------ report
 
-  private static void printTable(List<Result> results, double pingP50, double pingP99) {
+  /**
+   * Two synchronous PINGs in a loop for {@code bench.uncontended.seconds}, as the uncontended pair
+   * loop runs lock and unlock: the floor of any pair of round trips.
+   *
+   * @return {pairs/s, Redis CPU µs per pair}
+   */
+  private static double[] pingPairs(RedisCommands<String, String> redis) {
+    long warmEnd = System.nanoTime() + TimeUnit.SECONDS.toNanos(WARMUP_SECONDS);
+    while (System.nanoTime() < warmEnd) {
+      redis.ping();
+      redis.ping();
+    }
+    RedisCpu before = RedisCpu.take(redis);
+    long start = System.nanoTime();
+    long end = start + TimeUnit.SECONDS.toNanos(UNCONTENDED_SECONDS);
+    long n = 0;
+    long now = start;
+    while (now < end) {
+      redis.ping();
+      redis.ping();
+      n++;
+      now = System.nanoTime();
+    }
+    double cpu = RedisCpu.take(redis).microsPerOp(before, n);
+    return new double[] {n / ((now - start) / 1e9), cpu};
+  }
+
+  private static void printTable(List<Result> results, double pingP50, double pingP99, double[] pingPairs) {
     System.out.println();
     System.out.printf(Locale.ROOT, "PING RTT: p50 %.1f us, p99 %.1f us (the floor for any round trip)%n",
         pingP50, pingP99);
@@ -733,6 +774,7 @@ public final class LockBenchmark {
     row(results, "b. uncontended pair p50 (us)", r -> r.uncP50Micros, "%.1f");
     row(results, "b. uncontended pair p99 (us)", r -> r.uncP99Micros, "%.1f");
     row(results, "b. uncontended Redis cmds/pair (incl. Lua)", r -> r.uncCmdsPerPair, "%.2f");
+    row(results, "b. uncontended Redis CPU/pair (us)", r -> r.uncCpuMicrosPerPair, "%.1f");
     rowText(results, "c. reentrant lock+unlock (ns/op)", r -> !Double.isNaN(r.reNanosPerOp)
         ? fmt("%.0f", r.reNanosPerOp) : "n/a".equals(r.reNote) ? "not reentrant" : "n/a");
     rowText(results, "c. reentrant ops measured", r -> r.reOps == 0 ? "n/a" : Long.toString(r.reOps));
@@ -753,6 +795,7 @@ public final class LockBenchmark {
         : fmt("%.0f", r.hotMinPerThread) + "/" + fmt("%.0f", r.hotMaxPerThread));
     row(results, "d. hot: Redis cmds/acquisition (incl. Lua)", r -> r.hotCmdsPerAcq, "%.2f");
     row(results, "d. hot: scripts (EVAL*)/acquisition", r -> r.hotScriptsPerAcq, "%.2f");
+    row(results, "d. hot: Redis CPU/acquisition (us)", r -> r.hotCpuMicrosPerAcq, "%.1f");
     row(results, "d. hot: mutual-exclusion overlaps", r -> r.hotOverlaps, "%.0f");
     row(results, "d. hot: fencing-token violations", r -> r.hotFencingViolations, "%.0f");
     row(results, "d. hot: errors", r -> r.hotErrors, "%.0f");
@@ -772,6 +815,19 @@ public final class LockBenchmark {
       ratio("hot handoff p50 in PING RTTs", ts.handoffP50OverPing, rd.handoffP50OverPing, v -> v);
       System.out.printf(Locale.ROOT, "  %-36s %.1f RTT (Turnstile) vs %.1f RTT (Redisson)%n",
           "  i.e. handoff p50 / PING p50", ts.handoffP50OverPing, rd.handoffP50OverPing);
+      ratio("uncontended Redis CPU/pair", ts.uncCpuMicrosPerPair, rd.uncCpuMicrosPerPair, v -> v);
+      ratio("hot Redis CPU/acquisition", ts.hotCpuMicrosPerAcq, rd.hotCpuMicrosPerAcq, v -> v);
+    }
+    Result recipe = find(results, "SETNX-poll");
+    if (ts != null && recipe != null) {
+      System.out.println("Ratios Turnstile / the recipe (SETNX-poll uncontended = SET NX PX + compare-and-delete script)");
+      ratio("uncontended Redis CPU/pair", ts.uncCpuMicrosPerPair, recipe.uncCpuMicrosPerPair, v -> v);
+      ratio("uncontended Redis cmds/pair", ts.uncCmdsPerPair, recipe.uncCmdsPerPair, v -> v);
+    }
+    System.out.println("Ratios to two sync PINGs (" + fmt("%.0f", pingPairs[0]) + " pairs/s, Redis CPU "
+        + fmt("%.1f", pingPairs[1]) + " us/pair)");
+    for (Result r : results) {
+      ratio(r.label + " uncontended pairs/s", r.uncPairsPerSec, pingPairs[0], v -> v);
     }
 
     System.out.println();

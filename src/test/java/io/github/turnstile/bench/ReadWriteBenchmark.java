@@ -44,6 +44,7 @@ final class ReadWriteBenchmark {
     int maxReaders;
     long violations;
     double commandsPerOp;
+    double cpuMicrosPerOp;
   }
 
   interface Side extends AutoCloseable {
@@ -161,11 +162,13 @@ final class ReadWriteBenchmark {
       threads.forEach(Thread::start);
       Thread.sleep(TimeUnit.SECONDS.toMillis(WARMUP_SECONDS));
       CommandStats before = CommandStats.take(redis);
+      RedisCpu cpuBefore = RedisCpu.take(redis);
       long start = System.nanoTime();
       measuring.set(true);
       Thread.sleep(TimeUnit.SECONDS.toMillis(SECONDS));
       measuring.set(false);
       double elapsed = (System.nanoTime() - start) / 1e9;
+      RedisCpu cpuAfter = RedisCpu.take(redis);
       Map<String, Long> cmds = CommandStats.take(redis).since(before);
       stop.set(true);
       for (Thread t : threads) {
@@ -183,6 +186,7 @@ final class ReadWriteBenchmark {
       r.maxReaders = maxReaders.get();
       r.violations = violations.get();
       r.commandsPerOp = (double) CommandStats.total(cmds) / Math.max(1, reads.get() + writes.get());
+      r.cpuMicrosPerOp = cpuAfter.microsPerOp(cpuBefore, reads.get() + writes.get());
       System.out.printf(Locale.ROOT, "[bench] %-10s rw %d%% reads: %.0f ops/s (%.0f reads/s, %.0f writes/s)%n",
           label, READ_PERCENT, r.opsPerSecond, r.readsPerSecond, r.writesPerSecond);
       return r;
@@ -219,9 +223,11 @@ final class ReadWriteBenchmark {
     row(results, "max concurrent readers", r -> Integer.toString(r.maxReaders));
     row(results, "exclusion violations", r -> Long.toString(r.violations));
     row(results, "Redis cmds/op (incl. Lua)", r -> String.format(Locale.ROOT, "%.2f", r.commandsPerOp));
+    row(results, "Redis CPU/op (us)", r -> String.format(Locale.ROOT, "%.1f", r.cpuMicrosPerOp));
     if (results.size() == 2 && results.get(1).opsPerSecond > 0) {
-      System.out.printf(Locale.ROOT, "Turnstile / Redisson read-mostly throughput: %.2f%n",
-          results.get(0).opsPerSecond / results.get(1).opsPerSecond);
+      System.out.printf(Locale.ROOT, "Turnstile / Redisson read-mostly throughput: %.2f, Redis CPU/op: %.2f%n",
+          results.get(0).opsPerSecond / results.get(1).opsPerSecond,
+          results.get(0).cpuMicrosPerOp / results.get(1).cpuMicrosPerOp);
     }
   }
 
