@@ -205,6 +205,8 @@ final class Engine implements AutoCloseable {
   final TurnstileOptions options;
   final String clientId;
   final long leaseMillis;
+  /** {@link #leaseMillis} as a script argument. */
+  final String leaseArg;
   private final long commandTimeoutNanos;
   private final long outageToleranceNanos;
   /** Guards {@link #lostSinceNanos}: since when the calls have found Redis unreachable, while {@link #redisLost}. */
@@ -235,6 +237,7 @@ final class Engine implements AutoCloseable {
   Engine(java.util.function.Function<String, Topology> connect, TurnstileOptions options) {
     this.options = options;
     this.leaseMillis = options.leaseTime().toMillis();
+    this.leaseArg = Long.toString(leaseMillis);
     this.commandTimeoutNanos = options.commandTimeout().toNanos();
     this.outageToleranceNanos = options.outageTolerance().toNanos();
     byte[] id = new byte[8];

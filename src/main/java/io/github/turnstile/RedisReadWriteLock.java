@@ -148,7 +148,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     }
 
     @Override
-    CompletableFuture<Long> release(String request) {
+    CompletableFuture<Long> release(String request, long token) {
       return op(ScriptOutputType.INTEGER, "wunlock", "", request, 0);
     }
 
