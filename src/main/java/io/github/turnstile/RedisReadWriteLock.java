@@ -23,6 +23,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
   private final String writeKey;
   private final String fenceKey;
   private final String[] sharedKeys;
+  private final String rch;
+  private final String wch;
   private final WriteSide writeLock;
   private final ReadSide readLock;
 
@@ -34,24 +36,27 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     this.fenceKey = prefix + "fence";
     this.sharedKeys = new String[] {writeKey, fenceKey, prefix + "readers", prefix + "wwait",
         prefix + "rwait", prefix + "wq", prefix + "state"};
+    this.rch = prefix + "rch";
+    this.wch = prefix + "wch";
     this.writeLock = new WriteSide();
     this.readLock = new ReadSide();
   }
 
-  /** Runs an op of rwlock.lua; {@code request} also names the read lease/marker keys. */
-  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long since) {
-    return op(type, op, owner, request, since, false);
+  /**
+   * Runs an op of rwlock.lua; {@code request} also names the read lease key. {@code number} is
+   * the read op's "waiting since" server time, or the wunlock op's fencing token (0: none).
+   */
+  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number) {
+    return op(type, op, owner, request, number, false);
   }
 
   /** @param subscribed a write attempt whose writer waits by pub/sub (a refusal asks for a publish) */
-  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long since,
+  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
       boolean subscribed) {
-    String[] keys = java.util.Arrays.copyOf(sharedKeys, 9);
+    String[] keys = java.util.Arrays.copyOf(sharedKeys, 8);
     keys[7] = prefix + "rd:" + request;
-    keys[8] = prefix + "rx:" + request;
-    return engine.eval(Script.RWLOCK, type, keys, op, owner, request,
-        Long.toString(engine.leaseMillis), prefix, Long.toString(since), subscribed ? "1" : "0",
-        prefix + "rch", prefix + "wch", engine.publishCommand());
+    return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg, prefix,
+        number == 0 ? "0" : Long.toString(number), subscribed ? "s" : "", rch, wch, engine.publishCommand());
   }
 
   @Override
@@ -149,7 +154,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     CompletableFuture<Long> release(String request, long token) {
-      return op(ScriptOutputType.INTEGER, "wunlock", "", request, 0);
+      return op(ScriptOutputType.INTEGER, "wunlock", "", request, token);
     }
 
     @Override

@@ -10,6 +10,7 @@ import io.github.turnstile.testing.RedisExtension;
 import io.github.turnstile.testing.TcpProxy;
 import io.github.turnstile.testing.TestRedis;
 import io.lettuce.core.ScriptOutputType;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
@@ -87,6 +88,61 @@ class ReplayIdempotencyTest {
       assertEquals(1L, release(engine, lock, last, a4.token));
       assertEquals(2L, release(engine, lock, next, a3.token), "a hold granted after the expiry is recognised");
     }
+  }
+
+  /**
+   * Script level, read/write lock: a copy of a release sent again is recognised without a marker
+   * key. A read release leaves its lease key (without r) until the lease ends; a write release
+   * leaves the record (r, t), and a copy that finds a later writer answers by its token, unless the
+   * hold it releases may have expired (below e).
+   */
+  @Test
+  void readWriteReleaseScriptsRecogniseTheirOwnCopies(TestRedis redis) throws Exception {
+    try (Turnstile turnstile = Turnstile.connect(redis.uri())) {
+      String name = unique("idem-rw");
+      RedisReadWriteLock rw = (RedisReadWriteLock) turnstile.readWriteLock(name);
+      Engine engine = turnstile.engine();
+      String read = engine.newRequestId();
+      assertEquals(1L, (Long) rwOp(engine, rw, "read", "c:1", read, 0).get(0));
+      assertEquals(1L, (long) rwRelease(engine, rw, "runlock", read, 0), "read released");
+      assertEquals(2L, (long) rwRelease(engine, rw, "runlock", read, 0), "a copy of the read release");
+      assertEquals(0L, (long) rwRelease(engine, rw, "runlock", engine.newRequestId(), 0), "never held");
+
+      String w1 = engine.newRequestId();
+      long t1 = writeGrant(engine, rw, "c:1", w1);
+      assertEquals(1L, (long) rwRelease(engine, rw, "wunlock", w1, t1));
+      assertEquals(2L, (long) rwRelease(engine, rw, "wunlock", w1, t1), "a copy of the write release");
+      String w2 = engine.newRequestId();
+      long t2 = writeGrant(engine, rw, "c:2", w2);
+      assertEquals(2L, (long) rwRelease(engine, rw, "wunlock", w1, t1), "moved on to another writer");
+      assertEquals("1", redis.command("HEXISTS", "{turnstile:" + name + "}:rw:w", "o"), "still held by it");
+      assertEquals(1L, (long) rwRelease(engine, rw, "wunlock", w2, t2));
+      assertEquals(2L, (long) rwRelease(engine, rw, "wunlock", w1, t1), "after a later write release");
+
+      String w3 = engine.newRequestId();
+      long t3 = writeGrant(engine, rw, "c:3", w3);
+      redis.command("DEL", "{turnstile:" + name + "}:rw:w"); // its lease runs out
+      String w4 = engine.newRequestId();
+      long t4 = writeGrant(engine, rw, "c:4", w4);
+      assertTrue(t4 > t3);
+      assertEquals(1L, (long) rwRelease(engine, rw, "wunlock", w4, t4));
+      assertEquals(0L, (long) rwRelease(engine, rw, "wunlock", w3, t3), "the expired write hold was not released");
+    }
+  }
+
+  private static List<Object> rwOp(Engine engine, RedisReadWriteLock rw, String op, String owner, String request,
+      long number) {
+    return engine.awaitQuietly(rw.<List<Object>>op(ScriptOutputType.MULTI, op, owner, request, number), op);
+  }
+
+  private static long writeGrant(Engine engine, RedisReadWriteLock rw, String owner, String request) {
+    List<Object> reply = rwOp(engine, rw, "write", owner, request, 0);
+    assertEquals(1L, (Long) reply.get(0), "granted: " + reply);
+    return Long.parseLong(reply.get(1).toString());
+  }
+
+  private static Long rwRelease(Engine engine, RedisReadWriteLock rw, String op, String request, long token) {
+    return engine.awaitQuietly(rw.<Long>op(ScriptOutputType.INTEGER, op, "", request, token), op);
   }
 
   private static long release(Engine engine, RedisLock lock, String request, long token) {
