@@ -39,6 +39,65 @@ local w, fence, readers, wwait, rwait, wq, state, rd =
 local publish, rch, wch = ARGV[10], ARGV[8], ARGV[9]
 local op, owner, req, lease, prefix = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 
+-- The read ops, the frequent ones of a read-mostly lock, are written out first, before any helper
+-- is defined (each call of this script would otherwise create them all): a read release, and a
+-- read attempt. Reads reclaim no dead reader: writers do, when they need the count.
+if op == 'runlock' and redis.call('HDEL', rd, 'r') == 1 then -- r is only ever this request's
+  redis.call('ZREM', readers, req)
+  if redis.call('ZCARD', readers) > 0 or redis.call('ZCARD', wwait) == 0 then
+    return 1
+  end
+  -- the last reader out, and a writer waits: wake it (as wake_writer below)
+  if redis.call('LLEN', wq) == 0 then
+    redis.call('RPUSH', wq, '1')
+    redis.call('PEXPIRE', wq, lease)
+  end
+  if redis.call('HDEL', state, 'wp') == 1 then
+    redis.call(publish, wch, '1')
+  end
+  return 1
+end
+if op == 'read' then
+  -- {1, token, 0, 0} granted; {0, hintMs, nowMs, 0} must wait
+  if redis.call('HGET', rd, 'r') == req then
+    redis.call('PEXPIRE', rd, lease)
+    return {1, redis.call('HGET', rd, 't'), 0, 0}
+  end
+  local o = redis.call('HGET', w, 'o')
+  local tm = redis.call('TIME')
+  local ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+  local half = math.floor(lease / 2) -- hints are capped at lease / 2
+  if o and o ~= owner then
+    redis.call('ZADD', rwait, ms, req)
+    return {0, math.max(0, math.min(redis.call('PTTL', w), half)), ms, 0}
+  end
+  local since = tonumber(ARGV[6] or '0')
+  -- live waiting writers, counted without removing the dead ones (the write ops do that)
+  if (not o) and redis.call('ZCOUNT', wwait, ms - lease, '+inf') > 0 then
+    local admit = tonumber(redis.call('HGET', state, 'admit') or '0')
+    if since == 0 or since > admit then
+      redis.call('ZADD', rwait, ms, req)
+      local first = redis.call('ZRANGEBYSCORE', wwait, ms - lease, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      local hint = #first == 0 and lease or tonumber(first[2]) + lease - ms
+      return {0, math.max(0, math.min(hint, half)), ms, 0}
+    end
+  end
+  -- the token as next_token below: max(fence + 1, server time in µs)
+  local token = tm[1] .. string.sub('00000' .. tm[2], -6)
+  local prev = redis.call('SET', fence, token, 'GET')
+  if prev and tonumber(prev) >= tonumber(token) then
+    token = string.format('%.0f', tonumber(prev) + 1)
+    redis.call('SET', fence, token)
+  end
+  redis.call('HSET', rd, 'r', req, 't', token)
+  redis.call('PEXPIRE', rd, lease)
+  redis.call('ZADD', readers, ms + lease, req)
+  if since ~= 0 then
+    redis.call('ZREM', rwait, req) -- a reader that waited (only those have an entry)
+  end
+  return {1, token, 0, 0}
+end
+
 -- Dead readers dropped by this call (reclaim_readers). The read and write ops report it as the
 -- 4th element of their reply, and count as the 3rd, for the client's metrics and log; the other
 -- ops reclaim silently.
@@ -57,7 +116,7 @@ end
 -- max(fence + 1, server time in µs), as a decimal string: one SET ... GET in the usual case.
 local function next_token()
   now()
-  local us = tm[1] .. string.rep('0', 6 - #tm[2]) .. tm[2]
+  local us = tm[1] .. string.sub('00000' .. tm[2], -6)
   local prev = redis.call('SET', fence, us, 'GET')
   if prev and tonumber(prev) >= tonumber(us) then
     local token = string.format('%.0f', tonumber(prev) + 1)
@@ -139,14 +198,6 @@ local function earliest_reader_ms()
   return tonumber(first[2]) - now()
 end
 
-local function earliest_waiting_writer_expiry_ms()
-  local first = redis.call('ZRANGE', wwait, 0, 0, 'WITHSCORES')
-  if #first == 0 then
-    return lease
-  end
-  return tonumber(first[2]) + lease - now()
-end
-
 -- The write hold ends: o goes, r and t stay (the record: a re-sent wunlock answers 2). Waiting
 -- readers are admitted, or else a waiting writer woken.
 local function release_write()
@@ -157,42 +208,15 @@ local function release_write()
 end
 
 -- The read hold ends: r goes from its lease key, which stays until the lease ends (a re-sent
--- runlock answers 2). The last reader out wakes a waiting writer.
+-- runlock answers 2). The last reader out wakes a waiting writer. Dead readers are not reclaimed
+-- here: a writer waiting behind one retries when its recorded lease bound passes (its hint), and
+-- reclaims it then.
 local function release_read()
   redis.call('HDEL', rd, 'r')
   redis.call('ZREM', readers, req)
-  if redis.call('ZCARD', wwait) > 0 and reclaim_readers() == 0 then
+  if redis.call('ZCARD', readers) == 0 and redis.call('ZCARD', wwait) > 0 then
     wake_writer(true)
   end
-end
-
-if op == 'read' then
-  -- {1, token, 0, reclaimed} granted; {0, hintMs, nowMs, reclaimed} must wait
-  if redis.call('HGET', rd, 'r') == req then
-    redis.call('PEXPIRE', rd, lease)
-    return {1, redis.call('HGET', rd, 't'), 0, 0}
-  end
-  local o = redis.call('HGET', w, 'o')
-  if o and o ~= owner then
-    redis.call('ZADD', rwait, now(), req)
-    return {0, cap(redis.call('PTTL', w)), now(), 0}
-  end
-  local since = tonumber(ARGV[6] or '0')
-  if (not o) and live(wwait) > 0 then
-    local admit = tonumber(redis.call('HGET', state, 'admit') or '0')
-    if since == 0 or since > admit then
-      redis.call('ZADD', rwait, now(), req)
-      return {0, cap(earliest_waiting_writer_expiry_ms()), now(), 0}
-    end
-  end
-  local token = next_token()
-  redis.call('HSET', rd, 'r', req, 't', token)
-  redis.call('PEXPIRE', rd, lease)
-  redis.call('ZADD', readers, now() + lease, req)
-  if since ~= 0 then
-    redis.call('ZREM', rwait, req) -- a reader that waited (only those have an entry)
-  end
-  return {1, token, 0, reclaimed}
 end
 
 if op == 'write' then
@@ -254,10 +278,7 @@ if op == 'wunlock' then
 end
 
 if op == 'runlock' then
-  if redis.call('HGET', rd, 'r') == req then
-    release_read()
-    return 1
-  end
+  -- not held by this request any more (the release above found no r)
   if redis.call('EXISTS', rd) == 1 then
     return 2 -- released before: its lease key stays, without r, until the lease ends
   end
