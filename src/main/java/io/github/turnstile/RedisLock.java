@@ -352,12 +352,15 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
       // because Redis is unreachable (the successor attempts, riding through the outage)
       next.complete(waitsOn ? LocalOwnership.Successor.QUEUE : LocalOwnership.Successor.ATTEMPT);
     }
-    CompletableFuture<Long> done = engine.retrying(new First<>(released, () -> release(l.requestId, l.token)),
-        leaseEnd);
     engine.replayOnRecovery(lockKey, leaseEnd, () -> release(l.requestId, l.token));
-    Long result = engine.release(done, describe + " unlock");
+    Long result = engine.release(released, describe + " unlock");
     if (result == null) {
-      // finished locally; if the release, when it arrives, finds the lease already gone, say so
+      // No answer in time, or a transient failure: finished locally, and the release (idempotent)
+      // is sent again until answered or the lease has run out. The re-send machinery (a timer,
+      // a recovery hook) is set up only now: an answered release, the usual case, needs none.
+      CompletableFuture<Long> done = engine.retrying(new First<>(released, () -> release(l.requestId, l.token)),
+          leaseEnd);
+      // if the release, when it arrives, finds the lease already gone, say so
       done.thenAccept(r -> {
         if (r == 0L) {
           lateLoss(l);

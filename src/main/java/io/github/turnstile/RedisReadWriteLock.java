@@ -393,13 +393,15 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (!h.lease.end()) {
         throw lost(h.lease);
       }
-      CompletableFuture<Long> done = engine.retrying(new RedisLock.First<>(released,
-          () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0)), leaseEnd);
       engine.replayOnRecovery(prefix + "rd:" + request, leaseEnd,
           () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0));
-      Long result = engine.release(done, describe + " unlock");
+      Long result = engine.release(released, describe + " unlock");
       if (result == null) {
-        // finished locally; if the release, when it arrives, finds the hold already gone, say so
+        // no answer in time, or a transient failure: sent again until answered or the lease has
+        // run out (set up only now, as RedisLock.unlock); if the release, when it arrives, finds
+        // the hold already gone, say so
+        CompletableFuture<Long> done = engine.retrying(new RedisLock.First<>(released,
+            () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0)), leaseEnd);
         done.thenAccept(r -> {
           if (r == 0L) {
             metrics.leaseLost();
