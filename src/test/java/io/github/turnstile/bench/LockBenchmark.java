@@ -37,7 +37,9 @@ import org.redisson.config.Config;
  * {@code bench.seconds} hot-lock measurement [5], {@code bench.warmup} warm-up seconds for the
  * uncontended and hot runs [1], {@code bench.uncontended.seconds} [3], {@code bench.clients} [4],
  * {@code bench.threads} per client [4], {@code bench.pings} [2000],
- * {@code bench.reentrant.iterations} [100000], {@code bench.reentrant.maxSeconds} cap on the
+ * {@code bench.pair.rounds} [7] and {@code bench.pair.roundMillis} [1000]: the uncontended pair
+ * again, every implementation and two PINGs taking turns round after round (medians; see
+ * {@link #pairRounds}), {@code bench.reentrant.iterations} [100000], {@code bench.reentrant.maxSeconds} cap on the
  * reentrant loop [3], {@code bench.poll.millis} SETNX polling interval [5]. Parts:
  * {@code bench.main} (this class's table: uncontended, reentrant, hot lock), {@code bench.semaphore},
  * {@code bench.rw}, {@code bench.scaling}, {@code bench.distinct} (issue 12's distinct waits),
@@ -52,6 +54,8 @@ public final class LockBenchmark {
   private static final int HOT_SECONDS = Integer.getInteger("bench.seconds", 5);
   private static final int WARMUP_SECONDS = Integer.getInteger("bench.warmup", 1);
   private static final int UNCONTENDED_SECONDS = Integer.getInteger("bench.uncontended.seconds", 3);
+  private static final int PAIR_ROUNDS = Integer.getInteger("bench.pair.rounds", 7);
+  private static final int PAIR_ROUND_MILLIS = Integer.getInteger("bench.pair.roundMillis", 1000);
   private static final int CLIENTS = Integer.getInteger("bench.clients", 4);
   private static final int THREADS = Integer.getInteger("bench.threads", 4);
   private static final int PINGS = Integer.getInteger("bench.pings", 2000);
@@ -343,6 +347,9 @@ public final class LockBenchmark {
       }
       if (main) {
         printTable(results, pingP50, pingP99, pingPairs);
+        if (PAIR_ROUNDS > 0) {
+          pairRounds(impls, uri, redis, runId);
+        }
       }
       if (Boolean.parseBoolean(System.getProperty("bench.semaphore", "true"))) {
         SemaphoreBenchmark.run(uri, redis);
@@ -499,6 +506,118 @@ public final class LockBenchmark {
     } finally {
       client.close();
     }
+  }
+
+  /**
+   * The uncontended pair measured in turns: each round runs every implementation (and two
+   * synchronous PINGs) for {@code bench.pair.roundMillis}, in an order that rotates from round to
+   * round, on clients connected once. On a shared machine the load drifts within seconds; taking
+   * turns exposes every implementation to the same drift, and the medians over rounds (and the
+   * median of the per-round ratios) are what the targets are checked against.
+   */
+  private static void pairRounds(List<Impl> impls, String uri, RedisCommands<String, String> redis, String runId) {
+    List<String> labels = new ArrayList<>();
+    List<Lock> locks = new ArrayList<>();
+    List<Client> clients = new ArrayList<>();
+    try {
+      for (Impl impl : impls) {
+        Client c = impl.connect(uri);
+        clients.add(c);
+        labels.add(impl.label());
+        locks.add(c.lock("bench:" + runId + ":rounds:" + impl.label()));
+      }
+      labels.add("2 PINGs");
+      locks.add(null);
+      int n = labels.size();
+      double[][] rate = new double[n][PAIR_ROUNDS];
+      double[][] cpu = new double[n][PAIR_ROUNDS];
+      for (int i = 0; i < n; i++) {
+        pairSlice(locks.get(i), redis, 300); // warm-up
+      }
+      for (int round = 0; round < PAIR_ROUNDS; round++) {
+        for (int k = 0; k < n; k++) {
+          int i = (k + round) % n;
+          double[] m = pairSlice(locks.get(i), redis, PAIR_ROUND_MILLIS);
+          rate[i][round] = m[0];
+          cpu[i][round] = m[1];
+        }
+      }
+      System.out.println();
+      System.out.printf(Locale.ROOT, "Uncontended pair in turns: %d rounds of %d ms each, medians (min-max)%n",
+          PAIR_ROUNDS, PAIR_ROUND_MILLIS);
+      System.out.printf(Locale.ROOT, "%-14s | %24s | %26s%n", "", "pairs/s", "Redis CPU/pair (us)");
+      for (int i = 0; i < n; i++) {
+        System.out.printf(Locale.ROOT, "%-14s | %8.0f (%6.0f-%6.0f) | %8.1f (%6.1f-%6.1f)%n", labels.get(i),
+            median(rate[i]), min(rate[i]), max(rate[i]), median(cpu[i]), min(cpu[i]), max(cpu[i]));
+      }
+      int ts = labels.indexOf("Turnstile");
+      int rd = labels.indexOf("Redisson");
+      int rc = labels.indexOf("SETNX-poll");
+      int ping = n - 1;
+      System.out.println("Medians of the per-round ratios:");
+      if (ts >= 0 && rc >= 0) {
+        System.out.printf(Locale.ROOT, "  Turnstile / recipe (SETNX-poll) Redis CPU/pair   %.2f  [issue 25: <= 1.5]%n",
+            medianRatio(cpu[ts], cpu[rc]));
+      }
+      if (ts >= 0 && rd >= 0) {
+        System.out.printf(Locale.ROOT, "  Turnstile / Redisson Redis CPU/pair            %.2f  [issue 25: <= 0.75]%n",
+            medianRatio(cpu[ts], cpu[rd]));
+        System.out.printf(Locale.ROOT, "  Turnstile / Redisson pairs/s                   %.2f%n",
+            medianRatio(rate[ts], rate[rd]));
+      }
+      for (int i = 0; i < n - 1; i++) {
+        System.out.printf(Locale.ROOT, "  %-14s pairs/s / two sync PINGs     %.2f%s%n", labels.get(i),
+            medianRatio(rate[i], rate[ping]), i == ts ? "  [issue 25: >= 0.75]" : "");
+      }
+    } finally {
+      for (Client c : clients) {
+        c.close();
+      }
+    }
+  }
+
+  /** One slice of the pair loop on {@code lock} (two PINGs when null): {pairs/s, Redis CPU µs/pair}. */
+  private static double[] pairSlice(Lock lock, RedisCommands<String, String> redis, long millis) {
+    RedisCpu before = RedisCpu.take(redis);
+    long start = System.nanoTime();
+    long end = start + TimeUnit.MILLISECONDS.toNanos(millis);
+    long pairs = 0;
+    long now = start;
+    while (now < end) {
+      if (lock == null) {
+        redis.ping();
+        redis.ping();
+      } else {
+        lock.lock();
+        lock.unlock();
+      }
+      pairs++;
+      now = System.nanoTime();
+    }
+    double cpu = RedisCpu.take(redis).microsPerOp(before, pairs);
+    return new double[] {pairs / ((now - start) / 1e9), cpu};
+  }
+
+  private static double median(double[] v) {
+    double[] s = v.clone();
+    Arrays.sort(s);
+    return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+  }
+
+  private static double min(double[] v) {
+    return Arrays.stream(v).min().orElse(Double.NaN);
+  }
+
+  private static double max(double[] v) {
+    return Arrays.stream(v).max().orElse(Double.NaN);
+  }
+
+  private static double medianRatio(double[] a, double[] b) {
+    double[] r = new double[a.length];
+    for (int i = 0; i < a.length; i++) {
+      r[i] = a[i] / b[i];
+    }
+    return median(r);
   }
 
   // ------------------------------------------------------------------ d
