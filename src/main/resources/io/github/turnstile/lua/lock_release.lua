@@ -31,6 +31,13 @@ if waiting == '' then
   waiting = nil
 end
 
+local f = redis.call('HMGET', lock, 'r', 'q')
+if f[1] == req and not f[2] and not waiting then
+  -- nobody waits: nothing else to do. HDEL answers whether this call released it: 0 when this
+  -- request was released before (o gone), and this call is a copy sent again
+  return redis.call('HDEL', lock, 'o') == 1 and 1 or 2
+end
+
 local function wake_up(p)
   if redis.call('LLEN', wake) == 0 then
     redis.call('RPUSH', wake, '1')
@@ -41,13 +48,7 @@ local function wake_up(p)
   end
 end
 
-local f = redis.call('HMGET', lock, 'r', 'q')
 if f[1] == req then
-  if not f[2] and not waiting then
-    -- nobody waits: nothing else to do. HDEL answers whether this call released it: 0 when
-    -- this request was released before (o gone), and this call is a copy sent again
-    return redis.call('HDEL', lock, 'o') == 1 and 1 or 2
-  end
   local g = redis.call('HMGET', lock, 'o', 'p')
   if not g[1] then
     return 2
