@@ -23,8 +23,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
   private final String writeKey;
   private final String fenceKey;
   private final String[] sharedKeys;
-  private final String rch;
-  private final String wch;
   private final WriteSide writeLock;
   private final ReadSide readLock;
 
@@ -36,8 +34,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     this.fenceKey = prefix + "fence";
     this.sharedKeys = new String[] {writeKey, fenceKey, prefix + "readers", prefix + "wwait",
         prefix + "rwait", prefix + "wq", prefix + "state"};
-    this.rch = prefix + "rch";
-    this.wch = prefix + "wch";
     this.writeLock = new WriteSide();
     this.readLock = new ReadSide();
   }
@@ -55,8 +51,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       boolean subscribed) {
     String[] keys = java.util.Arrays.copyOf(sharedKeys, 8);
     keys[7] = prefix + "rd:" + request;
-    return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg, prefix,
-        number == 0 ? "0" : Long.toString(number), subscribed ? "s" : "", rch, wch, engine.publishCommand());
+    return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg,
+        number == 0 ? "0" : Long.toString(number), subscribed ? "s" : "", engine.publishCommand());
   }
 
   @Override

@@ -20,13 +20,14 @@
 -- ARGV[2]  owner    "<clientId>:<threadId>"
 -- ARGV[3]  request  "<clientId>:<seq>"
 -- ARGV[4]  lease ms
--- ARGV[5]  prefix   "{p:n}:rw:" (the lease keys of other readers are derived from it: same slot)
--- ARGV[6]  read: server ms at which this JVM's readers started waiting (0 = not waiting);
+-- ARGV[5]  read: server ms at which this JVM's readers started waiting (0 = not waiting);
 --          wunlock: the fencing token of the write hold released (0 = unknown)
--- ARGV[7]  write: flags, "s" if the writer waits by pub/sub (a refusal sets state field wp)
--- ARGV[8]  readers' channel {p:n}:rw:rch: waiting readers are always subscribed to it
--- ARGV[9]  writers' channel {p:n}:rw:wch
--- ARGV[10] the publish command: PUBLISH, or SPUBLISH on a Redis 7 Cluster
+-- ARGV[6]  write: flags, "s" if the writer waits by pub/sub (a refusal sets state field wp)
+-- ARGV[7]  the publish command: PUBLISH, or SPUBLISH on a Redis 7 Cluster
+--
+-- Derived from KEYS[1] (so not sent with every call): the prefix "{p:n}:rw:" (the lease keys of
+-- other readers are prefix .. "rd:" .. request: same slot), the readers' channel prefix .. "rch"
+-- (waiting readers are always subscribed to it) and the writers' channel prefix .. "wch".
 --
 -- Policy (phase-fair): a waiting writer stops new readers; a write release admits every reader
 -- that was already waiting, even past waiting writers; the last reader out wakes one writer.
@@ -36,8 +37,9 @@
 
 local w, fence, readers, wwait, rwait, wq, state, rd =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local publish, rch, wch = ARGV[10], ARGV[8], ARGV[9]
-local op, owner, req, lease, prefix = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local op, owner, req, leasems, publish = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[7]
+local lease = tonumber(leasems) -- arithmetic; leasems (the argument) for PEXPIRE: no number formatting
+local prefix = string.sub(w, 1, -2) -- "{p:n}:rw:"
 
 -- The read ops, the frequent ones of a read-mostly lock, are written out first, before any helper
 -- is defined (each call of this script would otherwise create them all): a read release, and a
@@ -50,17 +52,17 @@ if op == 'runlock' and redis.call('HDEL', rd, 'r') == 1 then -- r is only ever t
   -- the last reader out, and a writer waits: wake it (as wake_writer below)
   if redis.call('LLEN', wq) == 0 then
     redis.call('RPUSH', wq, '1')
-    redis.call('PEXPIRE', wq, lease)
+    redis.call('PEXPIRE', wq, leasems)
   end
   if redis.call('HDEL', state, 'wp') == 1 then
-    redis.call(publish, wch, '1')
+    redis.call(publish, prefix .. 'wch', '1')
   end
   return 1
 end
 if op == 'read' then
   -- {1, token, 0, 0} granted; {0, hintMs, nowMs, 0} must wait
   if redis.call('HGET', rd, 'r') == req then
-    redis.call('PEXPIRE', rd, lease)
+    redis.call('PEXPIRE', rd, leasems)
     return {1, redis.call('HGET', rd, 't'), 0, 0}
   end
   local o = redis.call('HGET', w, 'o')
@@ -71,7 +73,7 @@ if op == 'read' then
     redis.call('ZADD', rwait, ms, req)
     return {0, math.max(0, math.min(redis.call('PTTL', w), half)), ms, 0}
   end
-  local since = tonumber(ARGV[6] or '0')
+  local since = tonumber(ARGV[5] or '0')
   -- live waiting writers, counted without removing the dead ones (the write ops do that)
   if (not o) and redis.call('ZCOUNT', wwait, ms - lease, '+inf') > 0 then
     local admit = tonumber(redis.call('HGET', state, 'admit') or '0')
@@ -90,7 +92,7 @@ if op == 'read' then
     redis.call('SET', fence, token)
   end
   redis.call('HSET', rd, 'r', req, 't', token)
-  redis.call('PEXPIRE', rd, lease)
+  redis.call('PEXPIRE', rd, leasems)
   redis.call('ZADD', readers, ms + lease, req)
   if since ~= 0 then
     redis.call('ZREM', rwait, req) -- a reader that waited (only those have an entry)
@@ -165,10 +167,10 @@ local function wake_writer(known)
   end
   if redis.call('LLEN', wq) == 0 then
     redis.call('RPUSH', wq, '1')
-    redis.call('PEXPIRE', wq, lease)
+    redis.call('PEXPIRE', wq, leasems)
   end
   if redis.call('HDEL', state, 'wp') == 1 then
-    redis.call(publish, wch, '1')
+    redis.call(publish, prefix .. 'wch', '1')
   end
 end
 
@@ -180,7 +182,7 @@ local function wake_readers(admit)
     if admit then
       redis.call('HSET', state, 'admit', now())
     end
-    redis.call(publish, rch, '1')
+    redis.call(publish, prefix .. 'rch', '1')
   end
   return n
 end
@@ -225,7 +227,7 @@ if op == 'write' then
   local o = f[1]
   local function wait_write()
     redis.call('ZADD', wwait, now(), req)
-    if ARGV[7] == 's' then
+    if ARGV[6] == 's' then
       redis.call('HSET', state, 'wp', '1')
     end
   end
@@ -235,7 +237,7 @@ if op == 'write' then
       return {0, cap(redis.call('PTTL', w)), now(), 0}
     end
     if f[2] == req then
-      redis.call('PEXPIRE', w, lease)
+      redis.call('PEXPIRE', w, leasems)
       return {1, f[3], 0, 0}
     end
   end
@@ -249,7 +251,7 @@ if op == 'write' then
   else
     redis.call('HSET', w, 'o', owner, 'r', req, 't', token, 'e', token)
   end
-  redis.call('PEXPIRE', w, lease)
+  redis.call('PEXPIRE', w, leasems)
   redis.call('ZREM', wwait, req)
   return {1, token, 0, reclaimed}
 end
@@ -267,7 +269,7 @@ if op == 'wunlock' then
   end
   -- moved on to a later write hold: released, unless this hold may have ended by expiry (its
   -- token is below e, the first token granted after a write record was found gone)
-  local token = tonumber(ARGV[6] or '0')
+  local token = tonumber(ARGV[5] or '0')
   if token > 0 then
     local g = redis.call('HMGET', w, 't', 'e')
     if g[1] and token < tonumber(g[1]) and token >= tonumber(g[2] or 0) then
