@@ -163,8 +163,11 @@ final class AsyncSides {
       this.name = name;
     }
 
-    /** The release script of {@code request}: 1 released, 2 already released, 0 not held. */
-    abstract CompletableFuture<Long> sendRelease(String request);
+    /**
+     * The release script of {@code request}, granted fencing token {@code token}: 1 released, 2
+     * already released, 0 not held.
+     */
+    abstract CompletableFuture<Long> sendRelease(String request, long token);
 
     /** The listeners of the primitive, and those of the options. */
     abstract List<LeaseLossListener> listeners();
@@ -196,10 +199,11 @@ final class AsyncSides {
       engine.watchdog.unregister(l);
       metrics().released(hold.heldNanos());
       String request = l.requestId;
-      CompletableFuture<Long> first = sendRelease(request);
-      CompletableFuture<Long> all = engine.retrying(new RedisLock.First<>(first, () -> sendRelease(request)),
+      long token = l.token;
+      CompletableFuture<Long> first = sendRelease(request, token);
+      CompletableFuture<Long> all = engine.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
           leaseEndNanos);
-      engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request));
+      engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request, token));
       return all.thenApply(r -> r != 0L);
     }
 
@@ -246,9 +250,10 @@ final class AsyncSides {
 
     @Override
     CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+      // a blocking waiter of this client may wait on the wake list: keep the client's mark for it
+      String flags = RedisLock.acquireFlags(w.refused, false, subscribed, lock.threadsWaiting());
       return engine.<List<Object>>eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
-              new String[] {lock.lockKey, lock.fenceKey}, w.owner, w.request, Long.toString(engine.leaseMillis),
-              w.refused ? "1" : "0", "", "0", subscribed ? "1" : "0")
+              new String[] {lock.lockKey, lock.fenceKey}, w.owner, w.request, engine.leaseArg, flags)
           .thenApply(reply -> {
             Engine.Attempt a = RedisLock.parseAttempt(reply);
             if (a.acquired && reply.size() > 2 && (Long) reply.get(2) == 1L) {
@@ -266,14 +271,15 @@ final class AsyncSides {
     @Override
     void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
       String request = w.request;
-      undo(lock.lockKey, request, () -> lock.release(request)); // frees it and wakes the next waiter, as a release does
+      long token = a.token;
+      undo(lock.lockKey, request, () -> lock.release(request, token)); // frees it and wakes the next waiter, as a release does
     }
 
     @Override
     void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) {
       if (uncertain) {
         String request = w.request;
-        undo(lock.lockKey, request, () -> lock.release(request)); // a copy of the attempt may have granted it unseen
+        undo(lock.lockKey, request, () -> lock.release(request, 0)); // a copy of the attempt may have granted it unseen
       }
       if (!lock.threadsWaiting()) {
         // as RedisLock.gaveUp; the mark is the client's: left to this JVM's waiting threads
@@ -287,8 +293,8 @@ final class AsyncSides {
     }
 
     @Override
-    CompletableFuture<Long> sendRelease(String request) {
-      return lock.release(request);
+    CompletableFuture<Long> sendRelease(String request, long token) {
+      return lock.release(request, token);
     }
 
     @Override
@@ -350,8 +356,8 @@ final class AsyncSides {
     }
 
     @Override
-    CompletableFuture<Long> sendRelease(String request) {
-      return side.release(request);
+    CompletableFuture<Long> sendRelease(String request, long token) {
+      return side.release(request, token);
     }
 
     @Override
@@ -430,7 +436,7 @@ final class AsyncSides {
     }
 
     @Override
-    CompletableFuture<Long> sendRelease(String request) {
+    CompletableFuture<Long> sendRelease(String request, long token) {
       return rw.op(ScriptOutputType.INTEGER, "runlock", "", request, 0);
     }
 

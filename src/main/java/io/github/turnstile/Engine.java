@@ -212,6 +212,8 @@ final class Engine implements AutoCloseable {
   final TurnstileOptions options;
   final String clientId;
   final long leaseMillis;
+  /** {@link #leaseMillis} as a script argument. */
+  final String leaseArg;
   private final long commandTimeoutNanos;
   private final long outageToleranceNanos;
   /** Guards {@link #lostSinceNanos}: since when the calls have found Redis unreachable, while {@link #redisLost}. */
@@ -249,6 +251,7 @@ final class Engine implements AutoCloseable {
   Engine(java.util.function.Function<String, Topology> connect, TurnstileOptions options) {
     this.options = options;
     this.leaseMillis = options.leaseTime().toMillis();
+    this.leaseArg = Long.toString(leaseMillis);
     this.commandTimeoutNanos = options.commandTimeout().toNanos();
     this.outageToleranceNanos = options.outageTolerance().toNanos();
     byte[] id = new byte[8];
@@ -665,28 +668,37 @@ final class Engine implements AutoCloseable {
    * {@link AclRefusal} that names the refused command.
    */
   <T> CompletableFuture<T> eval(Script s, ScriptOutputType type, String[] keys, String... args) {
-    CompletableFuture<T> first = async.<T>evalsha(s.sha, type, keys, args).toCompletableFuture();
-    boolean[] fellBack = new boolean[1];
-    return first.handle((value, error) -> {
-          if (error == null) {
-            reached();
-            return CompletableFuture.completedFuture(value);
+    // One completion stage per call on the answered path (was handle + thenCompose +
+    // exceptionallyCompose: three stages and a completed future per script, on the event loop).
+    CompletableFuture<T> result = new CompletableFuture<>();
+    async.<T>evalsha(s.sha, type, keys, args).toCompletableFuture().whenComplete((value, error) -> {
+      if (error == null) {
+        reached();
+        result.complete(value);
+        return;
+      }
+      Throwable cause = unwrap(error);
+      if (cause instanceof RedisNoScriptException
+          || (cause.getMessage() != null && cause.getMessage().startsWith("NOSCRIPT"))) {
+        reached();
+        async.<T>eval(s.body, type, keys, args).toCompletableFuture().whenComplete((v, e) -> {
+          if (e == null) {
+            result.complete(v);
+          } else {
+            failEval(result, e, "eval", s);
           }
-          Throwable cause = unwrap(error);
-          if (cause instanceof RedisNoScriptException
-              || (cause.getMessage() != null && cause.getMessage().startsWith("NOSCRIPT"))) {
-            reached();
-            fellBack[0] = true;
-            return async.<T>eval(s.body, type, keys, args).toCompletableFuture();
-          }
-          return CompletableFuture.<T>failedFuture(cause);
-        })
-        .thenCompose(f -> f)
-        .exceptionallyCompose(error -> {
-          AclRefusal refused = AclRefusal.of(unwrap(error), fellBack[0] ? "eval" : "evalsha", s,
-              topology.publishCommand());
-          return CompletableFuture.failedFuture(refused != null ? refused : error);
         });
+        return;
+      }
+      failEval(result, cause, "evalsha", s);
+    });
+    return result;
+  }
+
+  /** Fails {@code result} with {@code error}, as an {@link AclRefusal} naming the command when Redis refused it to this user. */
+  private <T> void failEval(CompletableFuture<T> result, Throwable error, String sent, Script s) {
+    AclRefusal refused = AclRefusal.of(unwrap(error), sent, s, topology.publishCommand());
+    result.completeExceptionally(refused != null ? refused : error);
   }
 
   static Throwable unwrap(Throwable error) {

@@ -69,6 +69,17 @@ final class Lease {
     this.confirmedUntilNanos = sentAtNanos + leaseMillis * 1_000_000L;
   }
 
+  /**
+   * Returns the instant from which this lease runs, as of its latest confirmation: the confirmed
+   * instant minus the lease. A lock handed on at unlock passes it to its successor, whose lease
+   * then ends when this one would have (the hand-off moves the hold, not its expiry in Redis).
+   *
+   * @return {@link Ticker} time from which the confirmed lease runs
+   */
+  long sinceNanos() {
+    return confirmedUntilNanos - leaseMillis * 1_000_000L;
+  }
+
   /** Records a renewal sent at {@code sentAtNanos} and confirmed by Redis. */
   void confirmed(long sentAtNanos) {
     long until = sentAtNanos + leaseMillis * 1_000_000L;

@@ -38,20 +38,21 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     this.readLock = new ReadSide();
   }
 
-  /** Runs an op of rwlock.lua; {@code request} also names the read lease/marker keys. */
-  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long since) {
-    return op(type, op, owner, request, since, false);
+  /**
+   * Runs an op of rwlock.lua; {@code request} also names the read lease key. {@code number} is
+   * the read op's "waiting since" server time, or the wunlock op's fencing token (0: none).
+   */
+  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number) {
+    return op(type, op, owner, request, number, false);
   }
 
   /** @param subscribed a write attempt whose writer waits by pub/sub (a refusal asks for a publish) */
-  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long since,
+  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
       boolean subscribed) {
-    String[] keys = java.util.Arrays.copyOf(sharedKeys, 9);
+    String[] keys = java.util.Arrays.copyOf(sharedKeys, 8);
     keys[7] = prefix + "rd:" + request;
-    keys[8] = prefix + "rx:" + request;
-    return engine.eval(Script.RWLOCK, type, keys, op, owner, request,
-        Long.toString(engine.leaseMillis), prefix, Long.toString(since), subscribed ? "1" : "0",
-        prefix + "rch", prefix + "wch", engine.publishCommand());
+    return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg,
+        number == 0 ? "0" : Long.toString(number), subscribed ? "s" : "", engine.publishCommand());
   }
 
   @Override
@@ -148,8 +149,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     }
 
     @Override
-    CompletableFuture<Long> release(String request) {
-      return op(ScriptOutputType.INTEGER, "wunlock", "", request, 0);
+    CompletableFuture<Long> release(String request, long token) {
+      return op(ScriptOutputType.INTEGER, "wunlock", "", request, token);
     }
 
     @Override
@@ -439,13 +440,15 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (!h.lease.end()) {
         throw lost(h.lease);
       }
-      CompletableFuture<Long> done = engine.retrying(new RedisLock.First<>(released,
-          () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0)), leaseEnd);
       engine.replayOnRecovery(prefix + "rd:" + request, leaseEnd,
           () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0));
-      Long result = engine.release(done, describe + " unlock");
+      Long result = engine.release(released, describe + " unlock");
       if (result == null) {
-        // finished locally; if the release, when it arrives, finds the hold already gone, say so
+        // no answer in time, or a transient failure: sent again until answered or the lease has
+        // run out (set up only now, as RedisLock.unlock); if the release, when it arrives, finds
+        // the hold already gone, say so
+        CompletableFuture<Long> done = engine.retrying(new RedisLock.First<>(released,
+            () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0)), leaseEnd);
         done.thenAccept(r -> {
           if (r == 0L) {
             metrics.leaseLost();
