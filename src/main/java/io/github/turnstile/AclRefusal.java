@@ -8,7 +8,7 @@ import java.util.regex.Pattern;
 
 /**
  * Redis refused a command to this client's user (an ACL {@code NOPERM}): the user lacks the
- * command, a key pattern or a channel pattern that Turnstile needs (README, "Least privilege").
+ * command, a key pattern or a channel pattern that Turnstile needs (docs/ACL.md, "Least privilege").
  * It is a configuration error, never an outage: it is reported to the caller at once, never
  * retried, and its message names the refused command.
  *
@@ -106,7 +106,7 @@ final class AclRefusal extends TurnstileException {
     }
     String what = command == null ? "a command" : "'" + command + "'";
     return new AclRefusal("Redis refused " + what + where + " to this user (ACL): " + message
-        + " (see the README, \"Least privilege\")", command, t);
+        + " (see docs/ACL.md, \"Least privilege\")", command, t);
   }
 
   /** The command(s) line {@code n} of a script calls, e.g. {@code "hget"}, or null if none. */

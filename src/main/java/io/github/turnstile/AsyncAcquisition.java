@@ -207,8 +207,8 @@ final class AsyncAcquisition<H extends Hold> {
   String owner;
   /** Side state: the previous attempt was refused (lock: report a reclaimed holder). */
   boolean refused;
-  /** Side state: permits the attempt in flight may take (semaphore accounting). */
-  int asked;
+  /** Side state: what the side keeps for this acquisition (the semaphore: its request). */
+  Object sideState;
   /**
    * Side state (read side): the server time since which this reader counts as waiting (0: not
    * known); set from its gate when it enqueues and by refusals (guarded by the gate's lock).
@@ -513,7 +513,7 @@ final class AsyncAcquisition<H extends Hold> {
       wasAbandoned = abandoned;
       if (!wasAbandoned) {
         inFlight = null;
-        uncertain = true; // it may still run: an idempotent copy follows (the semaphore gives back what it takes)
+        uncertain = true; // it may still run: an idempotent copy follows (same request)
       }
     } finally {
       mu.unlock();

@@ -17,7 +17,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * them wins. A released hold is never reported lost (unless Redis's answer to the release says
  * it was gone already), and a lost one is reported exactly once and makes the release fail with
  * {@link LockLostException}. A permit hold shares the client's liveness lease; what it may still
- * release is decided by the semaphore's {@link PermitLedger}.
+ * release is decided by the semaphore's books ({@link RedisSemaphore}).
  */
 abstract class AsyncHold implements Hold {
   /** Patience for a release's reply before it completes locally (see {@link Engine#RELEASE_PATIENCE_NANOS}). */

@@ -1,11 +1,8 @@
 package io.github.turnstile;
 
 import io.lettuce.core.ScriptOutputType;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
 
@@ -166,8 +163,11 @@ final class AsyncSides {
       this.name = name;
     }
 
-    /** The release script of {@code request}: 1 released, 2 already released, 0 not held. */
-    abstract CompletableFuture<Long> sendRelease(String request);
+    /**
+     * The release script of {@code request}, granted fencing token {@code token}: 1 released, 2
+     * already released, 0 not held.
+     */
+    abstract CompletableFuture<Long> sendRelease(String request, long token);
 
     /** The listeners of the primitive, and those of the options. */
     abstract List<LeaseLossListener> listeners();
@@ -199,10 +199,11 @@ final class AsyncSides {
       engine.watchdog.unregister(l);
       metrics().released(hold.heldNanos());
       String request = l.requestId;
-      CompletableFuture<Long> first = sendRelease(request);
-      CompletableFuture<Long> all = engine.retrying(new RedisLock.First<>(first, () -> sendRelease(request)),
+      long token = l.token;
+      CompletableFuture<Long> first = sendRelease(request, token);
+      CompletableFuture<Long> all = engine.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
           leaseEndNanos);
-      engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request));
+      engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request, token));
       return all.thenApply(r -> r != 0L);
     }
 
@@ -249,9 +250,10 @@ final class AsyncSides {
 
     @Override
     CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+      // a blocking waiter of this client may wait on the wake list: keep the client's mark for it
+      String flags = RedisLock.acquireFlags(w.refused, false, subscribed, lock.threadsWaiting());
       return engine.<List<Object>>eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
-              new String[] {lock.lockKey, lock.fenceKey}, w.owner, w.request, Long.toString(engine.leaseMillis),
-              w.refused ? "1" : "0", "", "0", subscribed ? "1" : "0")
+              new String[] {lock.lockKey, lock.fenceKey}, w.owner, w.request, engine.leaseArg, flags)
           .thenApply(reply -> {
             Engine.Attempt a = RedisLock.parseAttempt(reply);
             if (a.acquired && reply.size() > 2 && (Long) reply.get(2) == 1L) {
@@ -269,14 +271,15 @@ final class AsyncSides {
     @Override
     void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
       String request = w.request;
-      undo(lock.lockKey, request, () -> lock.release(request)); // frees it and wakes the next waiter, as a release does
+      long token = a.token;
+      undo(lock.lockKey, request, () -> lock.release(request, token)); // frees it and wakes the next waiter, as a release does
     }
 
     @Override
     void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) {
       if (uncertain) {
         String request = w.request;
-        undo(lock.lockKey, request, () -> lock.release(request)); // a copy of the attempt may have granted it unseen
+        undo(lock.lockKey, request, () -> lock.release(request, 0)); // a copy of the attempt may have granted it unseen
       }
       if (!lock.threadsWaiting()) {
         // as RedisLock.gaveUp; the mark is the client's: left to this JVM's waiting threads
@@ -290,8 +293,8 @@ final class AsyncSides {
     }
 
     @Override
-    CompletableFuture<Long> sendRelease(String request) {
-      return lock.release(request);
+    CompletableFuture<Long> sendRelease(String request, long token) {
+      return lock.release(request, token);
     }
 
     @Override
@@ -353,8 +356,8 @@ final class AsyncSides {
     }
 
     @Override
-    CompletableFuture<Long> sendRelease(String request) {
-      return side.release(request);
+    CompletableFuture<Long> sendRelease(String request, long token) {
+      return side.release(request, token);
     }
 
     @Override
@@ -433,222 +436,13 @@ final class AsyncSides {
     }
 
     @Override
-    CompletableFuture<Long> sendRelease(String request) {
+    CompletableFuture<Long> sendRelease(String request, long token) {
       return rw.op(ScriptOutputType.INTEGER, "runlock", "", request, 0);
     }
 
     @Override
     List<LeaseLossListener> listeners() {
       return side.lossListeners();
-    }
-  }
-
-  // ================================================================ semaphore
-
-  /**
-   * A semaphore: semaphore.lua's acquire, all or nothing (n permits at once, retried on every
-   * wake-up), counted in the client's {@link PermitLedger} as the blocking acquisitions are, so
-   * that releases and reconciliations stay right. The permits belong to the hold, which releases
-   * them with the semaphore's release op (re-sent after transient failures, given back once).
-   */
-  static final class PermitSide extends AsyncAcquisition.Side<PermitHold> implements AsyncHold.Io {
-    private final RedisSemaphore sem;
-    private final Engine engine;
-    /** Sends an acquire of n permits, all or nothing (a field so that tests can make it throw). */
-    java.util.function.BiFunction<Integer, Boolean, CompletableFuture<List<Object>>> sendAcquire;
-    /** Holds not yet released: told when the client's liveness lease on the semaphore is lost. */
-    private final Set<AsyncHold.Permits> live = ConcurrentHashMap.newKeySet();
-
-    PermitSide(RedisSemaphore sem) {
-      this.sem = sem;
-      this.engine = sem.engine;
-      this.sendAcquire = (n, subscribed) -> sem.op("acquire", n, "all", subscribed, engine.newRequestId());
-      sem.addLeaseLossListener(e -> {
-        for (AsyncHold.Permits h : live) {
-          h.livenessLost(e);
-        }
-      });
-    }
-
-    private PermitLedger ledger() {
-      return sem.ledger();
-    }
-
-    private void stopIfIdle() {
-      ledger().stopIfIdle(sem.waiting.get() == 0);
-    }
-
-    @Override
-    String describe() {
-      return sem.describe;
-    }
-
-    @Override
-    String channel() {
-      return sem.channel;
-    }
-
-    @Override
-    Metrics.Primitive metrics() {
-      return sem.metrics;
-    }
-
-    /** The reply's permits taken travel as the attempt's token. */
-    @Override
-    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<PermitHold> w, boolean subscribed) {
-      int n = w.permits;
-      w.asked = n;
-      ledger().track(n);
-      CompletableFuture<List<Object>> f;
-      try {
-        f = sendAcquire.apply(n, subscribed);
-      } catch (RuntimeException e) {
-        // nothing was sent: untracked here, once; the acquisition then reports the failure
-        // through failed(), which must not untrack it again (mayAdd would drift below zero)
-        w.asked = 0;
-        ledger().untrack(n, false);
-        throw e;
-      }
-      return f.thenApply(r -> {
-        long taken = (Long) r.get(0);
-        if (taken < 0) {
-          throw new IllegalArgumentException("cannot acquire " + n + " permits from " + sem.describe
-              + ": its capacity is " + r.get(2));
-        }
-        return new Engine.Attempt(taken >= n, taken, (Long) r.get(1));
-      });
-    }
-
-    @Override
-    void refused(AsyncAcquisition<PermitHold> w, Engine.Attempt a) {
-      if (a.token > 0) {
-        sem.giveBack((int) a.token); // "all" takes all or nothing; never expected
-      }
-      ledger().untrack(w.asked, false);
-      stopIfIdle();
-    }
-
-    @Override
-    PermitHold grant(AsyncAcquisition<PermitHold> w, Engine.Attempt a, long sentAtTicks) {
-      int n = (int) a.token;
-      // counted before the attempt stops being tracked, so no reconciliation in between sees them as excess
-      Lease under = ledger().countScriptUnder(n, sentAtTicks); // the lease they count under, atomically
-      ledger().untrack(w.asked, false);
-      if (under == null) {
-        sem.giveBack(n); // no live lease to count them under: they go back
-        return null;
-      }
-      AsyncHold.Permits hold = new AsyncHold.Permits(sem.name(), this, engine.ticker, n, under);
-      live.add(hold);
-      return hold;
-    }
-
-    @Override
-    void cancelGrant(AsyncAcquisition<PermitHold> w, Engine.Attempt a) {
-      sem.giveBack((int) a.token); // a release: it wakes the next waiter
-      ledger().untrack(w.asked, false);
-      stopIfIdle();
-    }
-
-    /**
-     * Each attempt asks afresh (a new request id). The primary serving now may have the permits or
-     * not (lost with the old one): the attempt stops being tracked as given up on, so that a
-     * reconciliation gives back whatever Redis attributes to this client beyond what it counts (a
-     * give-back of n would free, where they were lost, permits that other holds of this client have).
-     */
-    @Override
-    boolean acknowledgementCut(AsyncAcquisition<PermitHold> w, Engine.Attempt a) {
-      ledger().untrack(w.asked, true);
-      w.asked = 0;
-      stopIfIdle();
-      return false;
-    }
-
-    @Override
-    void failed(AsyncAcquisition<PermitHold> w, CompletableFuture<Engine.Attempt> f) {
-      int asked = w.asked;
-      if (asked == 0) {
-        stopIfIdle(); // the attempt threw before it was sent, and was untracked then
-        return;
-      }
-      // its outcome is unknown (or it may still run): what it took goes back, and if that stays
-      // unknown, a reconciliation settles it (as RedisSemaphore.giveBackWhenDone)
-      f.whenComplete((a, e) -> {
-        if (e == null && a.token > 0) {
-          sem.giveBack((int) a.token);
-        }
-        ledger().untrack(asked, e != null && !(Engine.unwrap(e) instanceof IllegalArgumentException));
-        stopIfIdle();
-      });
-    }
-
-    @Override
-    void withdraw(AsyncAcquisition<PermitHold> w, boolean uncertain) {
-      // nothing marks a semaphore waiter (the pub/sub flag is cleared by the next release); an
-      // uncertain attempt was reconciled by failed()
-      stopIfIdle();
-    }
-
-    @Override
-    String leaseKey(AsyncAcquisition<PermitHold> w) {
-      return sem.aliveKey();
-    }
-
-    @Override
-    public CompletableFuture<Boolean> release(AsyncHold hold, long leaseEndNanos) {
-      int n = ((AsyncHold.Permits) hold).permits();
-      live.remove(hold);
-      if (n == 0) {
-        return CompletableFuture.completedFuture(Boolean.TRUE);
-      }
-      // as RedisSemaphore.release: permits lost with a lease are charged first, and no release
-      // goes to Redis for them (it would free a permit taken since under a new lease); a
-      // reconciliation gives back whatever Redis still attributes to this client
-      int send = ledger().release(n, sem.describe); // throws IllegalStateException if not held
-      LockLostException lost = send == n ? null : new LockLostException(sem.name(), 0, System.currentTimeMillis(),
-          "this client's lease on the semaphore was lost and its permits were given to others");
-      if (send == 0) {
-        stopIfIdle();
-        return CompletableFuture.failedFuture(lost);
-      }
-      String request = engine.newRequestId(); // the same id for a re-send: it gives back only once
-      CompletableFuture<List<Object>> done = engine.retrying(() -> sem.op("release", send, "", false, request),
-          ledger().leaseEnd(engine.leaseMillis));
-      done.whenComplete((r, e) -> {
-        ledger().untrack(send, e != null);
-        stopIfIdle();
-      });
-      if (lost != null) {
-        return CompletableFuture.failedFuture(lost);
-      }
-      return done.thenApply(r -> (Long) r.get(0) >= send);
-    }
-
-    @Override
-    public boolean connected() {
-      return engine.connected();
-    }
-
-    @Override
-    public void stopRenewal(Lease lease) {
-      // the liveness lease is the client's, not the hold's: the ledger stops it when idle
-    }
-
-    @Override
-    public void lost(LeaseLostEvent event) {
-      metrics().leaseLost();
-      List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
-      all.addAll(sem.listeners);
-      engine.notifyLost(event, all);
-    }
-
-    /**
-     * Returns a hold of no permits (acquire(0) succeeds at once, as {@code Semaphore}'s does).
-     *
-     * @return a hold of no permits
-     */
-    PermitHold none() {
-      return new AsyncHold.Permits(sem.name(), this, engine.ticker, 0, null);
     }
   }
 }

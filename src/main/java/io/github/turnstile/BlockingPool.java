@@ -38,8 +38,20 @@ final class BlockingPool implements AutoCloseable {
       this.onClose = onClose;
     }
 
+    private final java.util.concurrent.atomic.AtomicBoolean closed = new java.util.concurrent.atomic.AtomicBoolean();
+
+    /**
+     * Closes the connection once. A connection that dropped was closed by the topology already
+     * (it never reconnects); Lettuce logs a WARNING "Connection is already closed" for every
+     * second close, which every waiter whose connection dropped in an outage caused.
+     */
     CompletableFuture<Void> close() {
       onClose.run();
+      if (!closed.compareAndSet(false, true)
+          || (connection instanceof io.lettuce.core.RedisChannelHandler
+              && ((io.lettuce.core.RedisChannelHandler<?, ?>) connection).isClosed())) {
+        return CompletableFuture.completedFuture(null);
+      }
       return connection.closeAsync();
     }
   }

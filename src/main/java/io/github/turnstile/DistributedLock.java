@@ -94,7 +94,8 @@ public interface DistributedLock extends Lock {
    * set.
    *
    * @throws LockLostException if the current thread holds the lock but its lease was lost
-   * @throws TurnstileException if Redis was unreachable for longer than the outage tolerance
+   * @throws TurnstileException if Redis was unreachable for longer than the outage tolerance, or
+   *     the {@link Turnstile} was closed before or during the wait (see {@link Turnstile#close()})
    */
   @Override
   void lock();
@@ -112,7 +113,8 @@ public interface DistributedLock extends Lock {
    *
    * @throws InterruptedException if the current thread is interrupted
    * @throws LockLostException if the current thread holds the lock but its lease was lost
-   * @throws TurnstileException if Redis was unreachable for longer than the outage tolerance
+   * @throws TurnstileException if Redis was unreachable for longer than the outage tolerance, or
+   *     the {@link Turnstile} was closed before or during the wait
    */
   @Override
   void lockInterruptibly() throws InterruptedException;
@@ -125,7 +127,8 @@ public interface DistributedLock extends Lock {
    * @return {@code true} if the lock was acquired or re-entered, {@code false} otherwise
    * @throws LockLostException if the current thread holds the lock but its lease was lost
    * @throws TurnstileException if the connection to Redis is down, or Redis does not answer
-   *     within the command timeout (this method does not wait for an outage to end)
+   *     within the command timeout (this method does not wait for an outage to end), or the
+   *     {@link Turnstile} was closed
    */
   @Override
   boolean tryLock();
@@ -147,7 +150,8 @@ public interface DistributedLock extends Lock {
    * @return {@code true} if the lock was acquired, {@code false} if the waiting time elapsed
    * @throws InterruptedException if the current thread is interrupted
    * @throws LockLostException if the current thread holds the lock but its lease was lost
-   * @throws TurnstileException if Redis answers with an error that is not an outage
+   * @throws TurnstileException if Redis answers with an error that is not an outage, or the
+   *     {@link Turnstile} was closed before or during the wait
    */
   @Override
   boolean tryLock(long time, TimeUnit unit) throws InterruptedException;
@@ -158,6 +162,10 @@ public interface DistributedLock extends Lock {
    * waiter is woken. If Redis is unreachable, the final unlock returns at once: the hold ends
    * locally, and the release is completed in Redis as soon as it answers (it is idempotent), or
    * made moot by the lease running out.
+   *
+   * <p>After the {@link Turnstile} was closed, the holder's unlock still ends its hold in this
+   * JVM and returns, but the release cannot reach Redis: the lock stays held there until its
+   * lease runs out.
    *
    * @throws IllegalMonitorStateException if the current thread does not hold this lock
    * @throws LockLostException if the current thread held the lock but its lease was lost; the
@@ -254,6 +262,26 @@ public interface DistributedLock extends Lock {
   /**
    * Returns the fencing token of the current thread's acquisition: strictly larger than the token
    * of every earlier acquisition of this name by any client. Re-entering does not change it.
+   *
+   * <p><b>What a token is.</b> The Redis server's clock ({@code TIME}) when it granted the
+   * acquisition, in microseconds since the epoch ({@code 1795685439387197} was granted on
+   * 2026-11-26 at 09:30:39.387197 UTC), made strictly increasing per name: when the clock has not
+   * passed the previous token of the name (two grants in one microsecond, a server clock that went
+   * back), the token is the previous one plus one. Only its order carries meaning; do not read it
+   * as the time of anything. The tokens of one name come from one counter for every client, every
+   * thread and every {@link #lockAsync() asynchronous hold} (for a read/write lock, for both its
+   * sides). Tokens of different names are not comparable.
+   *
+   * <p><b>What a store compares.</b> Send the token with every write made under the lock. The
+   * store keeps, per resource the lock guards, the highest token it has accepted, and refuses a
+   * write whose token is lower; an equal token is the same acquisition writing again, and is
+   * accepted. In SQL: {@code UPDATE t SET v = ?, fence = ? WHERE id = ? AND fence <= ?} (the new
+   * token twice), and a write that updates no row was refused. A holder paused past its lease
+   * (a long GC, a frozen VM) still has its old token when it resumes, lower than that of whoever
+   * acquired the lock meanwhile, so its late writes are refused instead of overwriting newer work.
+   * After a restart that lost the counter, or a failover to a replica that had not received it,
+   * tokens continue from the serving node's clock: still larger than every earlier token, unless
+   * that node's clock is behind the old one's (see the project's failure-model documentation).
    *
    * @return the fencing token
    * @throws IllegalMonitorStateException if the current thread does not hold this lock

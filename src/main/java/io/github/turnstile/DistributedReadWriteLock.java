@@ -14,7 +14,8 @@ import java.util.concurrent.locks.ReadWriteLock;
  * not reentrant, released from any thread, with its own lease and token.
  *
  * <p><b>Downgrade and upgrade.</b> A thread that holds the write lock may acquire the read lock,
- * then release the write lock (downgrade), as with {@code ReentrantReadWriteLock}. A thread that
+ * then release the write lock (downgrade), as with {@code ReentrantReadWriteLock}; it gets the read
+ * lock at once, also while other threads of its JVM wait for the read lock. A thread that
  * holds only the read lock and asks for the write lock gets an {@link IllegalMonitorStateException}
  * at once, instead of the deadlock that {@code ReentrantReadWriteLock} (and Redisson) give it.
  *
@@ -24,13 +25,19 @@ import java.util.concurrent.locks.ReadWriteLock;
  * writers cannot starve readers either. {@code ReentrantReadWriteLock} in non-fair mode lets
  * readers barge unless a writer heads its queue (writers can be delayed); in fair mode it is
  * strictly FIFO (readers that arrive behind a writer wait for it, as here). The last reader to
- * leave wakes one waiting writer.
+ * leave wakes one waiting writer. This policy is for the calls that may wait ({@code lock()},
+ * {@code lockInterruptibly()}, {@code tryLock(time, unit)}, {@code tryLock(0, unit)} included).
+ * {@code readLock().tryLock()} barges as {@code ReentrantReadWriteLock}'s does, even in fair
+ * mode: it takes the read lock if no other thread holds the write lock, whether or not writers or
+ * readers wait. {@code writeLock().tryLock()} takes the write lock if nobody holds either lock
+ * (and no other thread of this JVM is queued for it, as for {@link DistributedLock#tryLock()}).
  *
- * <p><b>Waking.</b> Waiters block inside Redis (BLPOP), never poll. A write release pushes one
- * wake token per waiting reader onto the readers' list, so they all wake in one step; a read
- * release wakes a writer only when it was the last reader. Wake-ups are hints: every one is
- * followed by an attempt that checks the state in Redis, and a lost one costs at most the
- * remaining lease of whatever held the waiter up.
+ * <p><b>Waking.</b> Waiters never poll. A waiting writer blocks inside Redis (BLPOP on the
+ * writers' wake list) while the pool of blocking connections lasts, and waits by pub/sub after
+ * that; waiting readers always wait by pub/sub, so a write release wakes all of them with one
+ * message, whatever their number. A read release wakes a writer only when it was the last reader.
+ * Wake-ups are hints: every one is followed by an attempt that checks the state in Redis, and a
+ * lost one costs at most the remaining lease of whatever held the waiter up.
  *
  * <p><b>Leases.</b> The writer and every reading thread hold leases renewed by the client's
  * watchdog (one batched round trip per tick for all of them). A crashed writer or reader is gone
@@ -38,7 +45,8 @@ import java.util.concurrent.locks.ReadWriteLock;
  * is loud, as for {@link DistributedLock}.
  *
  * <p><b>Fencing.</b> Every acquisition, read or write, gets a fencing token from one counter per
- * name, strictly increasing.
+ * name, strictly increasing: server time in microseconds, as described at
+ * {@link DistributedLock#fencingToken()}, with what a store compares.
  *
  * <p><b>Memory consistency effects.</b> Within one JVM, actions in a thread prior to releasing
  * either lock <i>happen-before</i> actions subsequent to a successful acquisition of either lock by

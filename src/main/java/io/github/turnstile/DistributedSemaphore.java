@@ -5,103 +5,114 @@ import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 
 /**
- * A counting {@link Semaphore} shared by every JVM that names it: at most {@code permits} permits
- * are held at any time, across all clients. Obtain one with
- * {@link Turnstile#semaphore(String, int)}; it can be passed wherever a {@code Semaphore} is
- * expected. Every public method of {@code Semaphore} is overridden to act on the shared state in
- * Redis; none falls through to the local superclass.
+ * A counting {@link Semaphore} shared by every JVM that names it. Obtain one with
+ * {@link Turnstile#semaphore(String, int)} (leased permits, the default) or
+ * {@link Turnstile#countingSemaphore(String, int)} (the JDK's exact counting semantics); it can be
+ * passed wherever a {@code Semaphore} is expected. Every public method of {@code Semaphore} acts on
+ * the shared state in Redis, with the JDK's contract unless a method says otherwise.
  *
- * <p><b>Permits and ownership.</b> A permit is held by a <em>client</em> (one
- * {@link Turnstile}), not by a thread: any thread of the client may release
- * a permit another of its threads acquired, as with {@code Semaphore}. Unlike {@code Semaphore},
- * a client cannot release more permits than it holds: that throws {@link IllegalStateException}
- * and changes nothing (as Hazelcast's session-aware semaphore does), so a buggy caller can never
- * inflate the number of permits. Permits may be added and removed explicitly with
- * {@link #addPermits(int)} and {@link #reducePermits(int)}.
+ * <p><b>Two modes.</b>
+ * <ul>
+ *   <li><b>Leased</b> ({@link Turnstile#semaphore(String, int)}): a permit is held by a
+ *       <em>client</em> (one {@link Turnstile}), not by a thread, and only while the client is
+ *       alive. Any thread of the client may release a permit another of its threads acquired, as
+ *       with {@code Semaphore}. The client's permits are kept by a lease that its watchdog renews;
+ *       when a client dies (or is cut off for longer than its lease), its permits return to the
+ *       others within the lease. Unlike {@code Semaphore}, a client cannot release more permits
+ *       than it holds: that throws {@link IllegalStateException} and changes nothing, so a crash
+ *       can never leak a permit and a buggy caller can never create one. Use this mode to bound
+ *       concurrency (N calls to a partner API at a time).</li>
+ *   <li><b>Counting</b> ({@link Turnstile#countingSemaphore(String, int)}): exactly
+ *       {@code Semaphore}: {@link #release()} adds a permit whether or not the caller acquired one,
+ *       nothing is leased and nothing is ever reclaimed, so a permit taken by a client that then
+ *       crashes is gone for good. Use this mode to signal between JVMs ({@code new Semaphore(0)}:
+ *       one JVM releases, another acquires).</li>
+ * </ul>
+ *
+ * <p><b>Waiting.</b> Within one JVM, waiting threads queue in FIFO order in this semaphore's own
+ * queue ({@link #hasQueuedThreads()}, {@link #getQueueLength()} and {@code getQueuedThreads()}
+ * count every one of them, and an untimed wait parks untimed), and one thread per semaphore and JVM
+ * waits in Redis on their behalf: blocked on a wake list while a pooled blocking connection is
+ * free, by pub/sub otherwise. Redis decides every acquisition: wake-ups are only hints. A waiter's
+ * permits are taken all at once, never a few at a time, so waiters cannot deadlock one another by
+ * each holding part of what they need. When a thread releases permits while another thread of
+ * the same JVM waits for that many, they pass to it without a round trip (a local hand-off), at
+ * most {@link TurnstileOptions#localHandoffLimit()} times in a row while other clients wait.
+ *
+ * <p><b>Fairness.</b> Non-fair, like {@code new Semaphore(n)}: {@link #tryAcquire()} takes a free
+ * permit whether or not others wait, an acquirer that finds no local queue tries at once, and
+ * across JVMs the waiter that is woken first (blocked longest) tries first, but a waiter that
+ * needs many permits can be overtaken by waiters that need fewer, as with {@code Semaphore}.
+ * {@link #isFair()} is false.
+ *
+ * <p><b>Capacity.</b> A leased semaphore stores its capacity (the permits it was created with,
+ * changed by {@link #addPermits(int)} and {@link #reducePermits(int)}):
+ * {@link Turnstile#semaphore(String, int)} with a different number fails with an error naming both.
+ * A counting semaphore stores only its free permits; the number it is obtained with is used only
+ * when it does not exist yet. Any {@code int} is fine, negative ones included: the work of every
+ * call in Redis is bounded, whatever its arguments.
  *
  * <p><b>Asynchronous acquisition.</b> {@link #acquireAsync(int)} and
  * {@link #tryAcquireAsync(int, long, TimeUnit)} acquire without blocking a thread and complete a
  * future with a {@link PermitHold}: the permits, taken together, released together by the hold
- * from any thread. They count among the client's permits, with the same liveness lease.
+ * from any thread.
  *
- * <p><b>Capacity.</b> The capacity is stored in Redis by the first client that uses the name.
- * {@link Turnstile#semaphore(String, int)} with a different number fails with an error naming
- * both numbers; {@code addPermits}/{@code reducePermits} change the stored capacity.
- *
- * <p><b>Capacity and cost.</b> Any {@code int} number of permits is fine: the work of every call
- * in Redis is bounded, whatever its arguments (free and held permits are counters, plus a short
- * list of hand-off tokens), so a huge capacity or {@code addPermits(Integer.MAX_VALUE)} cannot
- * stall the shared Redis.
- *
- * <p><b>Waiting.</b> A waiter blocks inside Redis with {@code BLMOVE} from a hand-off list into its
- * client's inflight list, so taking a permit and recording who holds it is one atomic step, and
- * Redis serves blocked waiters in FIFO order. A release puts the permit on the hand-off list,
- * which hands it to the longest-waiting client inside Redis, in the same step. Waiters beyond the
- * client's blocking connections wait by pub/sub instead. Within one JVM, threads queue locally in
- * FIFO order and only one per semaphore waits in Redis. Multi-permit acquisitions cannot deadlock
- * one another: a waiter that must collect permits one by one first takes a per-semaphore mutex,
- * so at most one client ever holds part of what it needs, and it returns partial permits on
- * timeout or interrupt.
- *
- * <p><b>Queue queries.</b> {@code Semaphore} makes {@link #hasQueuedThreads()},
- * {@link #getQueueLength()} and {@code getQueuedThreads()} final, so they cannot act on Redis.
- * Here they report the threads of this JVM queued behind the one thread that waits in Redis on
- * this JVM's behalf (no round trip). {@link #waitingThreads()} counts that thread too.
- *
- * <p><b>Fairness.</b> Non-fair, like {@code new Semaphore(n)}: waiters are served in FIFO order,
- * but an arriving acquirer takes a free permit without queueing, and a multi-permit acquirer
- * that cannot be satisfied at once waits behind the collecting one. {@link #isFair()} is false.
- *
- * <p><b>Leases.</b> While a client holds or waits for permits, a liveness key of the client is
- * renewed by its watchdog (batched with every other lease of the client). When a client dies, its
- * liveness key expires, and the next operation of any other client on the semaphore returns the
- * dead client's permits to the free ones, within lease + 1 s; no background process is needed.
- * If this client's liveness is lost while it holds permits (a long pause, a network cut), its
- * permits are given to others; its listeners are told, and releasing those permits throws
- * {@link LockLostException}.
- *
- * <p><b>Memory consistency effects.</b> Within one JVM, actions in a thread prior to releasing
- * permits happen-before actions following a successful acquire in another thread of the same JVM
- * that obtained a released permit, as for {@code Semaphore}. Across JVMs the data the permits
- * guard must live in a shared store.
+ * <p><b>Memory consistency effects.</b> Within one JVM, actions in a thread prior to calling a
+ * release method such as {@code release()} happen-before actions following a successful acquire
+ * method such as {@code acquire()} in another thread, as for {@code Semaphore}. Across JVMs the
+ * data the permits guard must live in a shared store.
  *
  * <p><b>Failure model.</b> Waiting survives Redis faults: the untimed acquires keep waiting
  * through a restart, a failover, a pause or dropped connections, and throw
  * {@link TurnstileException} (holding no new permit) only after
  * {@link TurnstileOptions#outageTolerance()} of continuous unavailability; the timed ones return
- * {@code false} when their time runs out. A {@link #release()} while Redis is unreachable
- * finishes locally at once and gives the permits back in Redis as soon as it answers (or the
- * client's liveness lease runs out and other clients reclaim them). The immediate
- * {@link #tryAcquire()} and the queries throw {@link TurnstileException} while Redis cannot be
- * reached.
+ * {@code false} when their time runs out. A release while Redis is unreachable finishes locally
+ * at once and completes in Redis as soon as it answers. The immediate {@link #tryAcquire()}, the
+ * queries and {@link #drainPermits()} throw {@link TurnstileException} while Redis cannot be
+ * reached. In leased mode, if this client's lease is lost while it holds permits (a long pause, a
+ * network cut), the permits go back to the others: the listeners are told, and releasing them
+ * throws {@link LockLostException}.
  */
 public abstract class DistributedSemaphore extends Semaphore {
   private static final long serialVersionUID = 1L;
 
   /*
-   * The superclass's own state is used for one thing only: it is a fair binary semaphore that
-   * queues this JVM's waiters (the "gate"); its holder is the one thread that waits in Redis. So
-   * the final methods hasQueuedThreads(), getQueueLength() and getQueuedThreads(), which
-   * Semaphore does not let subclasses override, truthfully report the threads of this JVM queued
-   * behind that thread. Every other public method is overridden to act on Redis.
+   * The superclass's own state is a fair semaphore of tickets that the waiting threads of this
+   * JVM park on (see LocalPermits): so the final methods hasQueuedThreads() and getQueueLength(),
+   * and getQueuedThreads(), which Semaphore does not let subclasses change, count every waiting
+   * thread. Every other public method is overridden to act on Redis.
    */
   DistributedSemaphore() {
-    super(1, true);
+    super(0, true);
   }
 
-  /** Enters the local gate if free now. */
-  final boolean gateTryEnter() {
-    return super.tryAcquire();
-  }
+  /**
+   * Returns the superclass's queue as the tickets of {@link LocalPermits}.
+   *
+   * @return the superclass's queue as the tickets of {@link LocalPermits}
+   */
+  final LocalPermits.Tickets tickets() {
+    return new LocalPermits.Tickets() {
+      @Override
+      public void release() {
+        DistributedSemaphore.super.release();
+      }
 
-  /** Enters the local gate within the time, interruptibly or not (interrupt re-asserted). */
-  final boolean gateEnter(long timeoutNanos, boolean interruptible) throws InterruptedException {
-    return Waits.timed(n -> super.tryAcquire(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible);
-  }
+      @Override
+      public void acquire() throws InterruptedException {
+        DistributedSemaphore.super.acquire();
+      }
 
-  /** Leaves the local gate. */
-  final void gateExit() {
-    super.release();
+      @Override
+      public void acquireUninterruptibly() {
+        DistributedSemaphore.super.acquireUninterruptibly();
+      }
+
+      @Override
+      public boolean tryAcquire(long nanos) throws InterruptedException {
+        return DistributedSemaphore.super.tryAcquire(1, nanos, TimeUnit.NANOSECONDS);
+      }
+    };
   }
 
   /**
@@ -112,19 +123,15 @@ public abstract class DistributedSemaphore extends Semaphore {
    * <p>The permits count among this client's ({@link #heldPermits()}) while the hold holds them,
    * and are released together by the hold, from any thread; release them through the hold, not
    * through {@link #release(int)}. They are taken all at once or not at all: this JVM's async
-   * acquisitions of this semaphore are served in FIFO order, and a multi-permit acquisition tries
-   * for all its permits at every wake-up, so single-permit acquirers of other clients may keep
-   * it waiting while permits trickle back (the blocking {@link #acquire(int)} collects them one by
-   * one instead, under a per-semaphore mutex). {@code permits} == 0 completes at once with an
-   * empty hold.
+   * acquisitions of this semaphore are served in FIFO order, and each tries for all its permits at
+   * every wake-up. {@code permits} == 0 completes at once with an empty hold.
    *
-   * <p>One of these happens to the future: it completes with the hold; {@code permits} exceeds
-   * the capacity, and it completes exceptionally with {@link IllegalArgumentException}; Redis
-   * stays unreachable for longer than {@link TurnstileOptions#outageTolerance()} without a break,
-   * or answers with an error that is not an outage, and it completes exceptionally with
-   * {@link TurnstileException} (nothing is held); or the caller cancels it (or completes it
-   * otherwise), and the acquisition is withdrawn: permits a grant in flight took are given back
-   * as soon as its reply arrives, which wakes the next waiter as any release does.
+   * <p>One of these happens to the future: it completes with the hold; Redis stays unreachable for
+   * longer than {@link TurnstileOptions#outageTolerance()} without a break, or answers with an
+   * error that is not an outage, and it completes exceptionally with {@link TurnstileException}
+   * (nothing is held); or the caller cancels it (or completes it otherwise), and the acquisition is
+   * withdrawn: permits a grant in flight took are given back as soon as its reply arrives, which
+   * wakes the next waiter as any release does.
    *
    * @param permits the number of permits to acquire
    * @return a future of the hold, completed as above
@@ -156,12 +163,22 @@ public abstract class DistributedSemaphore extends Semaphore {
   public abstract String name();
 
   /**
+   * Returns whether permits are leased (held by a live client, reclaimed after its crash) rather
+   * than counted as {@code Semaphore} counts them.
+   *
+   * @return true for {@link Turnstile#semaphore(String, int)}, false for
+   *     {@link Turnstile#countingSemaphore(String, int)}
+   */
+  public abstract boolean isLeased();
+
+  /**
    * Acquires a permit, waiting until one is available or the thread is interrupted.
    *
    * <p>One of these happens: a permit is acquired; the thread is interrupted (before or while
-   * waiting, promptly even while blocked in Redis) and {@link InterruptedException} is thrown with
-   * no permit taken; or Redis stays unreachable for longer than the outage tolerance and
-   * {@link TurnstileException} is thrown (shorter outages are waited through).
+   * waiting, promptly even while this JVM waits in Redis) and {@link InterruptedException} is
+   * thrown with no permit taken; or Redis stays unreachable for longer than the outage tolerance
+   * and {@link TurnstileException} is thrown with no permit taken (shorter outages are waited
+   * through).
    *
    * @throws InterruptedException if the current thread is interrupted
    */
@@ -169,12 +186,14 @@ public abstract class DistributedSemaphore extends Semaphore {
   public abstract void acquire() throws InterruptedException;
 
   /**
-   * Acquires {@code permits} permits, waiting until all are available or the thread is interrupted.
-   * On interrupt, permits already collected are returned.
+   * Acquires {@code permits} permits, all at once, waiting until that many are available or the
+   * thread is interrupted; as {@link #acquire()} otherwise. More permits than the capacity are
+   * waited for until permits are added. {@code acquire(0)} returns at once unless the free
+   * permits are negative (after {@link #reducePermits(int)}), as with {@code Semaphore}.
    *
-   * @param permits how many; at most the capacity
+   * @param permits the number of permits to acquire
    * @throws InterruptedException if the current thread is interrupted
-   * @throws IllegalArgumentException if permits is negative or exceeds the capacity
+   * @throws IllegalArgumentException if permits is negative
    */
   @Override
   public abstract void acquire(int permits) throws InterruptedException;
@@ -183,48 +202,49 @@ public abstract class DistributedSemaphore extends Semaphore {
    * Acquires a permit, waiting until one is available. One of two things happens: a permit is
    * acquired, or Redis stays unreachable for longer than the outage tolerance and
    * {@link TurnstileException} is thrown with no permit taken (shorter outages are waited
-   * through). Interrupts do not stop the wait; the interrupt status is set on return if one arrived.
+   * through). An interrupt does not stop the wait; the interrupt status is set on return.
    */
   @Override
   public abstract void acquireUninterruptibly();
 
   /**
-   * Acquires {@code permits} permits, waiting until all are available; not interruptible.
+   * Acquires {@code permits} permits, all at once, waiting until that many are available; as
+   * {@link #acquireUninterruptibly()} otherwise.
    *
-   * @param permits how many; at most the capacity
-   * @throws IllegalArgumentException if permits is negative or exceeds the capacity
+   * @param permits the number of permits to acquire
+   * @throws IllegalArgumentException if permits is negative
    */
   @Override
   public abstract void acquireUninterruptibly(int permits);
 
   /**
-   * Acquires a permit only if one is free at the time of the call (one round trip), or returns
-   * false at once; false without a round trip if another thread of this JVM is already waiting.
+   * Acquires a permit if one is free at the time of the call, whether or not other threads wait
+   * (one round trip). One of these happens: it returns true (acquired), false (none free, never an
+   * exception for lack of permits), or it throws {@link TurnstileException} if Redis cannot be
+   * reached (a deviation: a local {@code Semaphore} cannot fail that way).
    *
    * @return {@code true} if a permit was acquired
-   * @throws TurnstileException if Redis cannot be reached
    */
   @Override
   public abstract boolean tryAcquire();
 
   /**
-   * Acquires {@code permits} permits only if all are free at the time of the call (all or none).
+   * Acquires {@code permits} permits if that many are free at the time of the call (all or none);
+   * as {@link #tryAcquire()} otherwise. More than the capacity is never free: false.
    *
-   * @param permits how many
+   * @param permits the number of permits to acquire
    * @return {@code true} if they were acquired
-   * @throws IllegalArgumentException if permits is negative or exceeds the capacity
-   * @throws TurnstileException if Redis cannot be reached
+   * @throws IllegalArgumentException if permits is negative
    */
   @Override
   public abstract boolean tryAcquire(int permits);
 
   /**
    * Acquires a permit if one becomes available within the waiting time. One of these happens: it
-   * is acquired ({@code true}); the time elapses ({@code false}); the thread is interrupted
-   * ({@link InterruptedException}, promptly even while blocked in Redis, with no permit taken).
-   * An outage does not end the wait early: if Redis is unreachable when the time runs out,
-   * {@code false} is returned. The time covers the local and the remote wait together, and the
-   * method returns within a few tens of milliseconds after it.
+   * is acquired ({@code true}); the time elapses ({@code false}, nothing held); the thread is
+   * interrupted ({@link InterruptedException}, promptly, nothing held). An outage does not end the
+   * wait early: if Redis is unreachable when the time runs out, {@code false} is returned. The time
+   * covers the local and the remote wait together.
    *
    * @param timeout the maximum time to wait
    * @param unit the unit of {@code timeout}
@@ -235,107 +255,127 @@ public abstract class DistributedSemaphore extends Semaphore {
   public abstract boolean tryAcquire(long timeout, TimeUnit unit) throws InterruptedException;
 
   /**
-   * Acquires {@code permits} permits if all become available within the waiting time. One of
-   * these happens: all are acquired ({@code true}); the time elapses ({@code false}); the thread
-   * is interrupted ({@link InterruptedException}). An outage does not end the wait early. When
-   * not all were acquired, permits collected along the way are returned.
+   * Acquires {@code permits} permits, all at once, if that many become available within the
+   * waiting time; as {@link #tryAcquire(long, TimeUnit)} otherwise.
    *
-   * @param permits how many; at most the capacity
+   * @param permits the number of permits to acquire
    * @param timeout the maximum time to wait
    * @param unit the unit of {@code timeout}
    * @return {@code true} if the permits were acquired, {@code false} if the time elapsed
    * @throws InterruptedException if the current thread is interrupted
-   * @throws IllegalArgumentException if permits is negative or exceeds the capacity
+   * @throws IllegalArgumentException if permits is negative
    */
   @Override
   public abstract boolean tryAcquire(int permits, long timeout, TimeUnit unit) throws InterruptedException;
 
   /**
-   * Returns a permit that this client holds, handing it to the longest-waiting client if any.
+   * Releases a permit: to a thread of this JVM that waits for one, or in Redis, where it wakes the
+   * next waiter. Leased: the permit must be one this client holds.
    *
-   * @throws IllegalStateException if this client holds no permit (a deviation from
-   *     {@code Semaphore}, which would create one)
-   * @throws LockLostException if this client's permits were reclaimed after its lease was lost
+   * @throws IllegalStateException (leased) if this client holds no permit: nothing changes (a
+   *     deviation from {@code Semaphore}, which would create one; use a counting semaphore for that)
+   * @throws LockLostException (leased) if this client's permits were reclaimed after its lease was
+   *     lost: the permit is counted as released
+   * @throws Error (counting) if the free permits would exceed {@link Integer#MAX_VALUE}, as
+   *     {@code Semaphore} throws
    */
   @Override
   public abstract void release();
 
   /**
-   * Returns {@code permits} permits that this client holds.
+   * Releases {@code permits} permits, as {@link #release()} does.
    *
+   * @param permits the number of permits to release
    * @throws IllegalArgumentException if permits is negative
-   * @throws IllegalStateException if this client holds fewer permits (nothing is released)
-   * @throws LockLostException if this client's permits were reclaimed after its lease was lost
+   * @throws IllegalStateException (leased) if this client holds fewer permits: nothing changes
+   * @throws LockLostException (leased) if some of them were reclaimed after this client's lease was
+   *     lost: they are counted as released, and the others are released
    */
   @Override
   public abstract void release(int permits);
 
   /**
-   * Returns the permits free right now across all clients (one round trip; may be negative after reducePermits).
+   * Returns the permits free right now across all clients (one round trip); negative after
+   * {@link #reducePermits(int)} took more than were free. Leased: permits of clients whose lease
+   * ran out count as free.
    *
-   * @return the permits free right now across all clients (one round trip; may be negative after reducePermits)
+   * @return the permits free right now
    */
   @Override
   public abstract int availablePermits();
 
   /**
-   * Acquires all permits that are free right now, for this client.
+   * Acquires and returns all permits that are free right now, or, if the free permits are
+   * negative, sets them to zero and returns the negative number, as {@code Semaphore} does (a
+   * leased semaphore's capacity then grows by it). Leased: the acquired permits are this client's.
    *
-   * @return how many were acquired (never negative: a debt left by {@link #reducePermits(int)}
-   *     stays until releases pay it off, a documented deviation)
+   * @return the number of permits acquired, or, if negative, the number released
    */
   @Override
   public abstract int drainPermits();
 
   /**
-   * Shrinks the capacity by {@code reduction}: free permits are removed at once, and permits held
-   * now are removed when they are released.
+   * Shrinks the free permits by {@code reduction}, which may take them below zero (acquisitions
+   * then wait until releases pay the debt), as {@code Semaphore} does. A leased semaphore's
+   * capacity shrinks by as much.
    *
-   * @param reduction how many permits to remove
-   * @throws IllegalArgumentException if reduction is negative or exceeds the capacity (nothing changes)
+   * @param reduction the number of permits to remove
+   * @throws IllegalArgumentException if reduction is negative
+   * @throws Error if the free permits would go below {@link Integer#MIN_VALUE}, as {@code Semaphore} throws
    */
   @Override
   public abstract void reducePermits(int reduction);
 
   /**
-   * Grows the capacity by {@code permits} (first paying off any debt left by reducePermits).
+   * Adds {@code permits} free permits: a leased semaphore's capacity grows by as much; a counting
+   * semaphore's free permits grow as by {@link #release(int)}. Wakes waiters that can use them.
    *
-   * @param permits how many permits to add
-   * @throws IllegalArgumentException if permits is negative, or the capacity would exceed
-   *     {@code Integer.MAX_VALUE} (nothing changes)
+   * @param permits the number of permits to add
+   * @throws IllegalArgumentException if permits is negative, or the capacity or the free permits
+   *     would exceed {@link Integer#MAX_VALUE} (nothing changes)
    */
   public abstract void addPermits(int permits);
 
   /**
-   * Returns the number of permits this client holds (no round trip).
+   * Returns the number of permits this client holds, by this client's books (no round trip):
+   * leased, the permits its threads and holds acquired and did not release, and that are not lost;
+   * counting, always 0 (permits are not owned).
    *
-   * @return the number of permits this client holds (no round trip)
+   * @return the number of permits this client holds
    */
   public abstract int heldPermits();
 
   /**
    * Returns false: see the class documentation on fairness.
    *
-   * @return false: see the class documentation on fairness
+   * @return false
    */
   @Override
   public abstract boolean isFair();
 
   /**
-   * Returns the number of threads of this JVM inside an acquire call, queued or waiting in Redis.
+   * Returns the number of threads of this JVM waiting to acquire (as {@link #getQueueLength()}).
    *
-   * @return the number of threads of this JVM inside an acquire call, queued or waiting in Redis
+   * @return the number of threads of this JVM waiting to acquire
    */
   public abstract int waitingThreads();
 
   /**
    * Registers a listener told when this client's lease on the semaphore is lost while it holds
-   * permits.
+   * permits (leased mode).
    *
    * @param listener the listener
    */
   public abstract void addLeaseLossListener(LeaseLossListener listener);
 
+  /**
+   * Returns a string naming this semaphore, its mode, the permits this client holds (leased) and
+   * the threads of this JVM waiting, without a round trip. Unlike {@code Semaphore}'s, it does not
+   * show the free permits ({@code "Permits = n"}): that would need Redis (see
+   * {@link #availablePermits()}).
+   *
+   * @return a string identifying this semaphore and its local state
+   */
   @Override
   public abstract String toString();
 }

@@ -66,11 +66,18 @@ final class Engine implements AutoCloseable {
     final long token;
     /** When not acquired: how long the current holder's lease still runs, in ms (-1 unknown). */
     final long retryMillis;
+    /** A semaphore's grant: the epoch of the registration the permits count under (0: none, counting mode). */
+    final long epoch;
 
     Attempt(boolean acquired, long token, long retryMillis) {
+      this(acquired, token, retryMillis, 0);
+    }
+
+    Attempt(boolean acquired, long token, long retryMillis, long epoch) {
       this.acquired = acquired;
       this.token = token;
       this.retryMillis = retryMillis;
+      this.epoch = epoch;
     }
   }
 
@@ -211,6 +218,8 @@ final class Engine implements AutoCloseable {
   final TurnstileOptions options;
   final String clientId;
   final long leaseMillis;
+  /** {@link #leaseMillis} as a script argument. */
+  final String leaseArg;
   private final long commandTimeoutNanos;
   private final long outageToleranceNanos;
   /** Guards {@link #lostSinceNanos}: since when the calls have found Redis unreachable, while {@link #redisLost}. */
@@ -230,12 +239,19 @@ final class Engine implements AutoCloseable {
   private final ScheduledExecutorService scheduler;
   private final ExecutorService events;
   private final ExecutorService connector;
+  /** The threads that wait in Redis on behalf of a primitive's blocked callers (a semaphore's waiters). */
+  private final ExecutorService waiters;
   private final AtomicLong requests = new AtomicLong();
   /** Completed (and replaced) whenever Redis may have come back: every waiter then re-attempts. */
   private final Signal faults = new Signal();
   /** The clock of lease bookkeeping; replaced only by tests (see {@link Ticker}). */
   volatile Ticker ticker = Ticker.SYSTEM;
   private volatile boolean closed;
+  /**
+   * Threads of this client parked for a local hand-off (see {@link #awaitingLocally}): they wait
+   * on no Redis command and no fault signal, so {@link #close()} wakes them itself.
+   */
+  private final java.util.Set<Thread> localWaiters = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   /**
    * @param connect opens the topology, given the client name prefix to set on its connections
@@ -244,6 +260,7 @@ final class Engine implements AutoCloseable {
     CREATED.incrementAndGet();
     this.options = options;
     this.leaseMillis = options.leaseTime().toMillis();
+    this.leaseArg = Long.toString(leaseMillis);
     this.commandTimeoutNanos = options.commandTimeout().toNanos();
     this.outageToleranceNanos = options.outageTolerance().toNanos();
     byte[] id = new byte[8];
@@ -262,6 +279,7 @@ final class Engine implements AutoCloseable {
         topology.sharded(), connector);
     this.scheduler = Executors.newSingleThreadScheduledExecutor(daemon("turnstile-watchdog-" + clientId));
     this.events = Executors.newSingleThreadExecutor(daemon("turnstile-events-" + clientId));
+    this.waiters = Executors.newCachedThreadPool(daemon("turnstile-waiter-" + clientId));
     this.watchdog = new Watchdog(this, scheduler, options.renewInterval().toMillis());
     this.metrics = Metrics.create(options, clientId, pool, watchdog);
     topology.onRecovered(this::recovered);
@@ -305,6 +323,39 @@ final class Engine implements AutoCloseable {
 
   String newRequestId() {
     return clientId + ":" + requests.incrementAndGet();
+  }
+
+  /**
+   * Returns a fresh request sequence number: {@code newRequestId()} is the client id, a colon and
+   * such a number.
+   *
+   * @return a fresh request sequence number
+   */
+  long newRequestSeq() {
+    return requests.incrementAndGet();
+  }
+
+  /**
+   * Runs {@code task} on a waiter thread (a cached pool: threads live while a primitive's callers
+   * wait, and a little longer).
+   *
+   * @throws TurnstileException if the engine is closed
+   */
+  void startWaiter(Runnable task) {
+    try {
+      waiters.execute(task);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      throw new TurnstileException("Turnstile is closed");
+    }
+  }
+
+  /** Runs {@code task} after {@code delayNanos} on the engine's scheduler (not at all once closed). */
+  void schedule(Runnable task, long delayNanos) {
+    try {
+      scheduler.schedule(task, delayNanos, TimeUnit.NANOSECONDS);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      // closed
+    }
   }
 
   String ownerId(Thread t) {
@@ -457,6 +508,15 @@ final class Engine implements AutoCloseable {
         || t instanceof java.io.IOException || t instanceof TimeoutException;
   }
 
+  /** An untimed call gave up: Redis was unreachable for longer than the outage tolerance. */
+  static final class OutOfTolerance extends TurnstileException {
+    private static final long serialVersionUID = 1L;
+
+    OutOfTolerance(String message, Throwable cause) {
+      super(message, cause);
+    }
+  }
+
   /** Redis cannot be used right now (e.g. no master is known for a slot); retried like a lost connection. */
   static final class Unavailable extends TurnstileException {
     private static final long serialVersionUID = 1L;
@@ -518,7 +578,7 @@ final class Engine implements AutoCloseable {
     }
     long down = System.nanoTime() - call.unreachableSince;
     if (!call.timed && down >= outageToleranceNanos) {
-      throw new TurnstileException(what + ": Redis has been unreachable for "
+      throw new OutOfTolerance(what + ": Redis has been unreachable for "
           + TimeUnit.NANOSECONDS.toMillis(down) + " ms, longer than the outage tolerance ("
           + options.outageTolerance().toMillis() + " ms)" + (cause == null ? "" : ": " + cause), cause);
     }
@@ -650,28 +710,37 @@ final class Engine implements AutoCloseable {
    * {@link AclRefusal} that names the refused command.
    */
   <T> CompletableFuture<T> eval(Script s, ScriptOutputType type, String[] keys, String... args) {
-    CompletableFuture<T> first = async.<T>evalsha(s.sha, type, keys, args).toCompletableFuture();
-    boolean[] fellBack = new boolean[1];
-    return first.handle((value, error) -> {
-          if (error == null) {
-            reached();
-            return CompletableFuture.completedFuture(value);
+    // One completion stage per call on the answered path (was handle + thenCompose +
+    // exceptionallyCompose: three stages and a completed future per script, on the event loop).
+    CompletableFuture<T> result = new CompletableFuture<>();
+    async.<T>evalsha(s.sha, type, keys, args).toCompletableFuture().whenComplete((value, error) -> {
+      if (error == null) {
+        reached();
+        result.complete(value);
+        return;
+      }
+      Throwable cause = unwrap(error);
+      if (cause instanceof RedisNoScriptException
+          || (cause.getMessage() != null && cause.getMessage().startsWith("NOSCRIPT"))) {
+        reached();
+        async.<T>eval(s.body, type, keys, args).toCompletableFuture().whenComplete((v, e) -> {
+          if (e == null) {
+            result.complete(v);
+          } else {
+            failEval(result, e, "eval", s);
           }
-          Throwable cause = unwrap(error);
-          if (cause instanceof RedisNoScriptException
-              || (cause.getMessage() != null && cause.getMessage().startsWith("NOSCRIPT"))) {
-            reached();
-            fellBack[0] = true;
-            return async.<T>eval(s.body, type, keys, args).toCompletableFuture();
-          }
-          return CompletableFuture.<T>failedFuture(cause);
-        })
-        .thenCompose(f -> f)
-        .exceptionallyCompose(error -> {
-          AclRefusal refused = AclRefusal.of(unwrap(error), fellBack[0] ? "eval" : "evalsha", s,
-              topology.publishCommand());
-          return CompletableFuture.failedFuture(refused != null ? refused : error);
         });
+        return;
+      }
+      failEval(result, cause, "evalsha", s);
+    });
+    return result;
+  }
+
+  /** Fails {@code result} with {@code error}, as an {@link AclRefusal} naming the command when Redis refused it to this user. */
+  private <T> void failEval(CompletableFuture<T> result, Throwable error, String sent, Script s) {
+    AclRefusal refused = AclRefusal.of(unwrap(error), sent, s, topology.publishCommand());
+    result.completeExceptionally(refused != null ? refused : error);
   }
 
   static Throwable unwrap(Throwable error) {
@@ -821,6 +890,7 @@ final class Engine implements AutoCloseable {
 
   /** Fails fast with a clear message while the connection to Redis is down. */
   void checkConnected(String what) {
+    checkOpen(what);
     if (!topology.isOpen()) {
       throw new TurnstileException(what + ": Redis is not reachable (connection down, reconnecting)");
     }
@@ -912,6 +982,7 @@ final class Engine implements AutoCloseable {
     try {
       while (true) {
         call.checkInterrupt();
+        checkOpen(c.describe());
         if (!awaitUp(call, c.describe())) {
           return giveUp(c, request, uncertain);
         }
@@ -972,11 +1043,14 @@ final class Engine implements AutoCloseable {
    * @return true if acquired, false if the deadline passed
    */
   boolean acquire(Acquirer c, ReentrantLock gate, Call call, String request) throws InterruptedException {
+    checkOpen(c.describe()); // a call after close() fails at once instead of queueing behind waiters
     if (!Waits.lock(gate, call.remaining(), call.interruptible)) {
       c.gaveUp(request);
       return false;
     }
     try {
+      // closed while queued: the gate holder ahead of this thread left with the same exception
+      checkOpen(c.describe());
       long[] queueFirst = new long[1];
       Boolean settled = c.beforeContend(request, call, queueFirst);
       if (settled != null) {
@@ -1161,6 +1235,31 @@ final class Engine implements AutoCloseable {
    */
   boolean isClosed() {
     return closed;
+  }
+
+  /**
+   * Fails an acquisition once this client is closed, before it queues or sends anything.
+   *
+   * @throws TurnstileException if this engine was closed
+   */
+  void checkOpen(String what) {
+    if (closed) {
+      throw new TurnstileException(what + ": Turnstile is closed");
+    }
+  }
+
+  /**
+   * Registers ({@code on}) or removes the current thread as one that parks for a local hand-off;
+   * {@link #close()} unparks every registered thread. A thread registers before it first reads
+   * {@link #isClosed()}, and close sets the flag before it looks at the registrations, so either
+   * close finds the thread or the thread finds the flag.
+   */
+  void awaitingLocally(boolean on) {
+    if (on) {
+      localWaiters.add(Thread.currentThread());
+    } else {
+      localWaiters.remove(Thread.currentThread());
+    }
   }
 
   /** After a transient failure: pause briefly (or until a recovery event); false if the deadline passed. */
@@ -1499,12 +1598,16 @@ final class Engine implements AutoCloseable {
   @Override
   public void close() {
     closed = true;
+    for (Thread t : localWaiters) {
+      java.util.concurrent.locks.LockSupport.unpark(t); // parked for a local hand-off: see awaitingLocally
+    }
     metrics.close();
     watchdog.close();
     scheduler.shutdownNow();
     events.shutdown();
     subscriptions.close();
     connector.shutdown();
+    waiters.shutdown();
     pool.close();
     acks.close();
     topology.close();

@@ -15,8 +15,29 @@ final class Lease {
     void leaseLost(Lease lease, String reason);
   }
 
+  /**
+   * A semaphore registration's renewal: a second key (the state hash), and a check of the permits
+   * Redis attributes to the registration against what the client counted when the renewal was sent.
+   */
+  interface Registration {
+    /** The state hash, renewed with the registration (same hash tag). */
+    String stateKey();
+
+    /** What the client counts, taken as the renewal is sent. */
+    Object snapshot();
+
+    /**
+     * Whether the registration is intact: {@code permits} is what renew.lua found (-1: gone).
+     *
+     * @return false if Redis lost it, or lost a grant the client counts
+     */
+    boolean intact(long permits, Object snapshot);
+  }
+
   final String key;
   final String requestId;
+  /** Set for a semaphore registration (see {@link Registration}); null for a lease hash. */
+  volatile Registration registration;
   final long leaseMillis;
   final long token;
   final String holder;
@@ -46,6 +67,17 @@ final class Lease {
     this.holder = holder;
     this.handler = handler;
     this.confirmedUntilNanos = sentAtNanos + leaseMillis * 1_000_000L;
+  }
+
+  /**
+   * Returns the instant from which this lease runs, as of its latest confirmation: the confirmed
+   * instant minus the lease. A lock handed on at unlock passes it to its successor, whose lease
+   * then ends when this one would have (the hand-off moves the hold, not its expiry in Redis).
+   *
+   * @return {@link Ticker} time from which the confirmed lease runs
+   */
+  long sinceNanos() {
+    return confirmedUntilNanos - leaseMillis * 1_000_000L;
   }
 
   /** Records a renewal sent at {@code sentAtNanos} and confirmed by Redis. */

@@ -215,6 +215,16 @@ final class LocalOwnership {
    */
   Successor awaitHandoff(String request, boolean timed, long deadline, boolean interruptible,
       Ticker ticker) {
+    return awaitHandoff(request, timed, deadline, interruptible, ticker, () -> false);
+  }
+
+  /**
+   * As {@link #awaitHandoff(String, boolean, long, boolean, Ticker)}, and {@code stop} ends the
+   * wait as a deadline does (the client was closed): checked on every wake-up, so whoever makes it
+   * true unparks the thread.
+   */
+  Successor awaitHandoff(String request, boolean timed, long deadline, boolean interruptible,
+      Ticker ticker, java.util.function.BooleanSupplier stop) {
     Successor me = new Successor(Thread.currentThread(), request);
     successor.set(me);
     boolean taken = false;
@@ -223,7 +233,8 @@ final class LocalOwnership {
         return me;
       }
       long now = ticker.read();
-      boolean late = (timed && deadline - now <= 0) || (interruptible && Thread.currentThread().isInterrupted());
+      boolean late = (timed && deadline - now <= 0) || (interruptible && Thread.currentThread().isInterrupted())
+          || stop.getAsBoolean();
       if (!taken && (late || !heldLocally(now))) {
         if (successor.compareAndSet(me, null)) {
           return null; // withdrawn: no owner will complete it
@@ -296,8 +307,8 @@ final class LocalOwnership {
    */
   Lease unlock(Thread me, long nowNanos, boolean lookForSuccessor) {
     if (owner != me) {
-      throw new IllegalMonitorStateException(
-          "current thread does not hold " + describe + " (held by " + ownerName() + ")");
+      throw new IllegalMonitorStateException("current thread " + threadName(me) + " does not hold " + describe
+          + " (held by " + ownerName() + ")");
     }
     Lease l = lease;
     boolean alive = l.alive(nowNanos);
@@ -383,7 +394,12 @@ final class LocalOwnership {
 
   String ownerName() {
     Thread o = owner;
-    return o == null ? "nobody in this JVM" : "thread " + o.getName();
+    return o == null ? "no thread of this JVM" : "thread " + threadName(o);
+  }
+
+  /** A thread's name and id: two threads may share a name (every JVM's first thread is "main"). */
+  static String threadName(Thread t) {
+    return t.getName() + " (id " + t.getId() + ")";
   }
 
   Thread owner() {

@@ -11,7 +11,9 @@ public interface LockHold extends Hold {
   /**
    * Returns the fencing token of this acquisition: strictly larger than the token of every earlier
    * acquisition of this name by any client, hold or thread. Pass it with every write to a store
-   * that refuses tokens lower than the highest it has seen.
+   * that refuses tokens lower than the highest it has seen. Tokens are server time in
+   * microseconds, made strictly increasing per name: see {@link DistributedLock#fencingToken()}
+   * for what they are and what the store compares.
    *
    * @return the fencing token
    * @throws LockLostException if the lease of this hold was lost

@@ -7,6 +7,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * {@link DistributedLock} on the shared {@link Engine}. Local state: the owning thread, its hold
@@ -104,7 +105,13 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     if (request.equals(uncertainRequest)) {
       cancel(request);
     }
-    if (!request.equals(noWaitRequest) && AsyncSides.waiting(async) == 0) {
+    // The mark stays while another thread of this JVM holds the gate: it may be blocked on the
+    // wake list, and releases push a wake token only while some waiting mark is left (a thread
+    // that timed out queued at the gate used to delete it, and a grant elsewhere then cleared q:
+    // the gate holder slept until its slice ended; MutualExclusionTest).
+    ReentrantLock gate = local.gate();
+    boolean otherGateHolder = gate.isLocked() && !gate.isHeldByCurrentThread();
+    if (!request.equals(noWaitRequest) && AsyncSides.waiting(async) == 0 && !otherGateHolder) {
       engine.async().hdel(lockKey, "w:" + engine.clientId);
     }
   }
@@ -148,6 +155,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     if (reenter()) {
       return true;
     }
+    engine.checkOpen(describe);
     beforeAcquire();
     long start = System.nanoTime();
     if (!local.tryEnterGate()) {
@@ -190,10 +198,18 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
   @Override
   public Boolean beforeContend(String request, Engine.Call call, long[] queueFirst) throws InterruptedException {
     boolean atLimit = handoffLimit() > 0 && local.streak() >= handoffLimit();
+    boolean queued = false;
     if (handoffLimit() > 0 && local.heldLocally(now())) {
       // Another thread of this JVM holds the lock: it hands the lock over at its unlock.
-      LocalOwnership.Successor s = local.awaitHandoff(request, call.timed, call.deadline, call.interruptible,
-          engine.ticker);
+      // close() unparks the threads registered here (this wait watches no Redis command)
+      engine.awaitingLocally(true);
+      LocalOwnership.Successor s;
+      try {
+        s = local.awaitHandoff(request, call.timed, call.deadline, call.interruptible, engine.ticker,
+            engine::isClosed);
+      } finally {
+        engine.awaitingLocally(false);
+      }
       if (s != null && s.outcome() == LocalOwnership.Successor.HANDED) {
         if (call.interruptible && Thread.interrupted()) {
           cancel(request); // handed over just as we were interrupted: give it back
@@ -205,20 +221,25 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
       if (s != null && s.uncertain) {
         uncertainRequest = request;
       }
+      engine.checkOpen(describe);
       call.checkInterrupt();
       if (call.expired()) {
         gaveUp(request);
         return Boolean.FALSE;
       }
-      atLimit |= s != null && s.outcome() == LocalOwnership.Successor.QUEUE;
+      queued = s != null && s.outcome() == LocalOwnership.Successor.QUEUE;
+      atLimit |= queued;
     }
     long sinceYield = System.nanoTime() - yieldedAtNanos;
     if (atLimit && sinceYield < Engine.QUEUE_FIRST_NANOS) {
       // This JVM just released in Redis to let other JVMs' waiters in: queue behind them briefly
       // instead of racing them. Queueing without an attempt, this client would be invisible to
-      // the holder's client: mark it as waiting (see lock_acquire.lua, field w:<client>).
+      // the holder's client: mark it as waiting (see lock_acquire.lua, fields w:<client> and q),
+      // unless the release that told it to queue did (lock_release.lua's waiting client).
       queueFirst[0] = Engine.QUEUE_FIRST_NANOS - sinceYield;
-      engine.async().hset(lockKey, "w:" + engine.clientId, "1");
+      if (!queued) {
+        engine.async().hset(lockKey, java.util.Map.of("w:" + engine.clientId, "1", "q", "1"));
+      }
     }
     return null;
   }
@@ -296,6 +317,18 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     return local.lost(l);
   }
 
+  /**
+   * The final unlock found the acquisition gone in Redis, after it had ended the lease locally:
+   * reports the loss (listeners, metrics, WARNING) and returns the exception, with the reason.
+   * (It used to call {@code l.lose}, which does nothing once the lease has ended, so nobody was
+   * told, and the exception said "was lost: released".)
+   */
+  private LockLostException lostAtUnlock(Lease l) {
+    String reason = "Redis no longer had this acquisition at unlock: the lease expired or was taken over";
+    leaseLost(l, reason);
+    return new LockLostException(name, l.token, System.currentTimeMillis(), reason);
+  }
+
   // ---------------------------------------------------------------- release
 
   /**
@@ -323,7 +356,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     if (!l.end()) {
       // Lost before this release. Release anyway in case the key is still ours (never harmful:
       // the script checks the request id), and tell the caller.
-      release(l.requestId);
+      release(l.requestId, l.token);
       if (next != null) {
         next.complete(LocalOwnership.Successor.ATTEMPT);
       }
@@ -334,17 +367,21 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
       return;
     }
     boolean waitsOn = next != null && !handOff;
-    CompletableFuture<Long> released = waitsOn ? releaseAndWait(l.requestId) : release(l.requestId);
+    CompletableFuture<Long> released = waitsOn ? releaseAndWait(l.requestId, l.token) : release(l.requestId, l.token);
     if (next != null) {
       // released in Redis: to give other JVMs their turn (the successor queues behind them), or
       // because Redis is unreachable (the successor attempts, riding through the outage)
       next.complete(waitsOn ? LocalOwnership.Successor.QUEUE : LocalOwnership.Successor.ATTEMPT);
     }
-    CompletableFuture<Long> done = engine.retrying(new First<>(released, () -> release(l.requestId)), leaseEnd);
-    engine.replayOnRecovery(lockKey, leaseEnd, () -> release(l.requestId));
-    Long result = engine.release(done, describe + " unlock");
+    engine.replayOnRecovery(lockKey, leaseEnd, () -> release(l.requestId, l.token));
+    Long result = engine.release(released, describe + " unlock");
     if (result == null) {
-      // finished locally; if the release, when it arrives, finds the lease already gone, say so
+      // No answer in time, or a transient failure: finished locally, and the release (idempotent)
+      // is sent again until answered or the lease has run out. The re-send machinery (a timer,
+      // a recovery hook) is set up only now: an answered release, the usual case, needs none.
+      CompletableFuture<Long> done = engine.retrying(new First<>(released, () -> release(l.requestId, l.token)),
+          leaseEnd);
+      // if the release, when it arrives, finds the lease already gone, say so
       done.thenAccept(r -> {
         if (r == 0L) {
           lateLoss(l);
@@ -353,8 +390,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
       return;
     }
     if (result == 0L) {
-      l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
-      throw lostException(l);
+      throw lostAtUnlock(l);
     }
   }
 
@@ -367,13 +403,15 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
    * meanwhile, the hold handed to it is released.
    */
   private void handOff(Lease l, LocalOwnership.Successor next, long leaseEnd) {
-    long sentAt = now();
+    // the hand-off moves the hold, not its expiry (lock_acquire.lua does no PEXPIRE for it): the
+    // successor's lease runs from where this one does, until the watchdog renews it
+    long since = l.sinceNanos();
     // after a failover that lost this hand-off, the handing hold would stay until its lease ran
     // out: its release is sent again then (idempotent: "already released" if the hand-off held)
-    engine.replayOnRecovery(lockKey, leaseEnd, () -> release(l.requestId));
+    engine.replayOnRecovery(lockKey, leaseEnd, () -> release(l.requestId, l.token));
     CompletableFuture<List<Object>> f = engine.eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
-        new String[] {lockKey, fenceKey}, engine.ownerId(next.thread), next.request,
-        Long.toString(engine.leaseMillis), "0", l.requestId);
+        new String[] {lockKey, fenceKey}, engine.ownerId(next.thread), next.request, engine.leaseArg, "",
+        l.requestId);
     List<Object> reply;
     try {
       reply = engine.awaitWhileUp(f, describe + " unlock");
@@ -382,7 +420,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     }
     if (reply == null) {
       // unanswered: whichever of the hand-off and this release runs first decides; both are idempotent
-      engine.retrying(() -> release(l.requestId), leaseEnd);
+      engine.retrying(() -> release(l.requestId, l.token), leaseEnd);
       next.uncertain = true; // the hand-off may still run: the successor's attempt (same request) replays it
       next.complete(LocalOwnership.Successor.ATTEMPT);
       return;
@@ -390,10 +428,9 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     Engine.Attempt a = parseAttempt(reply);
     if (!a.acquired) {
       next.complete(LocalOwnership.Successor.ATTEMPT);
-      l.lose("Redis no longer had this acquisition at unlock: the lease expired or was taken over");
-      throw lostException(l);
+      throw lostAtUnlock(l);
     }
-    if (!next.handed(a.token, sentAt, streakAfter(reply))) {
+    if (!next.handed(a.token, since, streakAfter(reply))) {
       cancel(next.request); // the successor stopped waiting: give its hand-over back
     }
   }
@@ -415,40 +452,32 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     }
   }
 
-  /**
-   * The marker {@code lock_release.lua} sets when it releases {@code request} (one lease long), so
-   * that a re-sent release of it answers "already released" even after other acquisitions of the
-   * lock were released in between.
-   */
-  String releasedKey(String request) {
-    return lockKey + ":x:" + request;
-  }
-
   /** A release after which another thread of this client goes on waiting (it registers as waiting). */
-  private CompletableFuture<Long> releaseAndWait(String request) {
-    return sendRelease(request, engine.clientId);
+  private CompletableFuture<Long> releaseAndWait(String request, long token) {
+    return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey}, request,
+        Long.toString(token), engine.leaseArg, engine.publishCommand(), engine.clientId);
   }
 
-  CompletableFuture<Long> release(String request) {
-    return sendRelease(request, "");
-  }
-
-  /** {@code lock_release.lua}; {@code waitingClient} is this client's id if one of its threads goes on waiting, or "". */
-  private CompletableFuture<Long> sendRelease(String request, String waitingClient) {
-    return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER,
-        new String[] {lockKey, wakeKey, releasedKey(request)}, request, Long.toString(engine.leaseMillis), waitingClient,
-        channel, engine.publishCommand());
+  /**
+   * Releases the acquisition {@code request} (idempotent: 1 released, 2 already released, 0 not
+   * held). {@code token} is the fencing token it was granted, by which a copy sent again
+   * recognises its own earlier success after the lock moved on (lock_release.lua); 0 when
+   * unknown (the cancel of an attempt whose reply never came, whose answer nobody reads).
+   */
+  CompletableFuture<Long> release(String request, long token) {
+    return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey}, request,
+        Long.toString(token), engine.leaseArg, engine.publishCommand());
   }
 
   // ---------------------------------------------------------------- Engine.Contender
 
   @Override
   public CompletableFuture<Engine.Attempt> attempt(String requestId, boolean subscribed) {
-    boolean sawHolder = requestId.equals(refusedRequest);
+    String flags = acquireFlags(requestId.equals(refusedRequest), requestId.equals(noWaitRequest), subscribed,
+        AsyncSides.waiting(async) > 0);
     return engine.<List<Object>>eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
-            new String[] {lockKey, fenceKey},
-            engine.ownerId(Thread.currentThread()), requestId, Long.toString(engine.leaseMillis),
-            sawHolder ? "1" : "0", "", requestId.equals(noWaitRequest) ? "1" : "0", subscribed ? "1" : "0")
+            new String[] {lockKey, fenceKey}, engine.ownerId(Thread.currentThread()), requestId, engine.leaseArg,
+            flags)
         .thenApply(reply -> {
           Engine.Attempt a = parseAttempt(reply);
           refusedRequest = a.acquired ? null : requestId;
@@ -462,6 +491,32 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
         });
   }
 
+  /**
+   * Returns lock_acquire.lua's flags: h the request's previous attempt was refused, n it will not
+   * wait, s it waits by pub/sub, k another acquisition of this client waits (keep its mark).
+   *
+   * @return the flags, "" for none
+   */
+  static String acquireFlags(boolean sawHolder, boolean noWait, boolean subscribed, boolean keepMark) {
+    if (!(sawHolder | noWait | subscribed | keepMark)) {
+      return "";
+    }
+    StringBuilder b = new StringBuilder(4);
+    if (sawHolder) {
+      b.append('h');
+    }
+    if (noWait) {
+      b.append('n');
+    }
+    if (subscribed) {
+      b.append('s');
+    }
+    if (keepMark) {
+      b.append('k');
+    }
+    return b.toString();
+  }
+
   static Engine.Attempt parseAttempt(List<Object> reply) {
     long status = (Long) reply.get(0);
     Object second = reply.get(1);
@@ -471,7 +526,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
 
   @Override
   public void cancel(String requestId) {
-    release(requestId);
+    release(requestId, 0);
   }
 
   @Override
@@ -481,8 +536,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
 
   @Override
   public void passWakeup() {
-    engine.eval(Script.LOCK_PASS, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey},
-        Long.toString(engine.leaseMillis));
+    engine.eval(Script.LOCK_PASS, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey}, engine.leaseArg);
   }
 
   /**

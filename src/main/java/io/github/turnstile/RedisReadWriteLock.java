@@ -38,20 +38,21 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     this.readLock = new ReadSide();
   }
 
-  /** Runs an op of rwlock.lua; {@code request} also names the read lease/marker keys. */
-  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long since) {
-    return op(type, op, owner, request, since, false);
+  /**
+   * Runs an op of rwlock.lua; {@code request} also names the read lease key. {@code number} is
+   * the read op's "waiting since" server time, or the wunlock op's fencing token (0: none).
+   */
+  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number) {
+    return op(type, op, owner, request, number, false);
   }
 
   /** @param subscribed a write attempt whose writer waits by pub/sub (a refusal asks for a publish) */
-  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long since,
+  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
       boolean subscribed) {
-    String[] keys = java.util.Arrays.copyOf(sharedKeys, 9);
+    String[] keys = java.util.Arrays.copyOf(sharedKeys, 8);
     keys[7] = prefix + "rd:" + request;
-    keys[8] = prefix + "rx:" + request;
-    return engine.eval(Script.RWLOCK, type, keys, op, owner, request,
-        Long.toString(engine.leaseMillis), prefix, Long.toString(since), subscribed ? "1" : "0",
-        prefix + "rch", prefix + "wch", engine.publishCommand());
+    return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg,
+        number == 0 ? "0" : Long.toString(number), subscribed ? "s" : "", engine.publishCommand());
   }
 
   @Override
@@ -148,8 +149,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     }
 
     @Override
-    CompletableFuture<Long> release(String request) {
-      return op(ScriptOutputType.INTEGER, "wunlock", "", request, 0);
+    CompletableFuture<Long> release(String request, long token) {
+      return op(ScriptOutputType.INTEGER, "wunlock", "", request, token);
     }
 
     @Override
@@ -247,30 +248,78 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       acquire(Engine.Call.untimed(true));
     }
 
+    /**
+     * Barges, as {@code ReentrantReadWriteLock.ReadLock.tryLock()} does even in fair mode: takes the
+     * read lock if no other thread (of any client) holds the write lock, whether or not writers or
+     * readers wait, without queueing at the local gate. One attempt in Redis that asks the script
+     * to pass waiting writers ({@link #bargingAttempt}); the waiting calls keep the phase-fair
+     * policy. (The first version took the local gate with {@code tryLock()} and asked with the
+     * policy of a waiting reader: false whenever a thread of this JVM waited, or a writer did.)
+     */
     @Override
     public boolean tryLock() {
       if (reenter()) {
         return true;
       }
       long start = System.nanoTime();
-      if (!gate.tryLock()) {
-        metrics.timedOut();
-        return false;
+      String request = engine.newRequestId();
+      long[] sentAt = new long[1];
+      Engine.Attempt a = engine.attemptOnce(barging, request, sentAt);
+      if (a.acquired) {
+        granted(request, a.token, sentAt[0]);
+        return metrics.outcome(true, start);
       }
-      try {
-        String request = engine.newRequestId();
-        long[] sentAt = new long[1];
-        Engine.Attempt a = engine.attemptOnce(this, request, sentAt);
-        if (a.acquired) {
-          granted(request, a.token, sentAt[0]);
-          return metrics.outcome(true, start);
-        }
-        gaveUp(request); // not waiting after all
-        return metrics.outcome(false, start);
-      } finally {
-        gate.unlock();
-      }
+      gaveUp(request); // not waiting after all
+      return metrics.outcome(false, start);
     }
+
+    /**
+     * The read op as {@link #tryLock()} sends it: {@code since} = -1 reads as "waiting since
+     * before the last admission", so rwlock.lua grants unless another owner holds the write lock,
+     * past waiting writers; a refusal does not mark this JVM's readers as waiting.
+     */
+    CompletableFuture<Engine.Attempt> bargingAttempt(String requestId) {
+      return RedisReadWriteLock.this.<List<Object>>op(ScriptOutputType.MULTI, "read",
+              engine.ownerId(Thread.currentThread()), requestId, -1)
+          .thenApply(RedisReadWriteLock.this::reclaims)
+          .thenApply(RedisLock::parseAttempt);
+    }
+
+    /** This side with the barging attempt, for {@link Engine#attemptOnce}. */
+    private final Engine.Contender barging = new Engine.Contender() {
+      @Override
+      public CompletableFuture<Engine.Attempt> attempt(String requestId, boolean subscribed) {
+        return bargingAttempt(requestId);
+      }
+
+      @Override
+      public void cancel(String requestId) {
+        ReadSide.this.cancel(requestId);
+      }
+
+      @Override
+      public void passWakeup() {}
+
+      @Override
+      public String leaseKey(String requestId) {
+        return ReadSide.this.leaseKey(requestId);
+      }
+
+      @Override
+      public String wakeKey() {
+        return null;
+      }
+
+      @Override
+      public String channel() {
+        return ReadSide.this.channel();
+      }
+
+      @Override
+      public String describe() {
+        return describe;
+      }
+    };
 
     @Override
     public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
@@ -305,9 +354,12 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     private boolean acquireNew(Engine.Call call) throws InterruptedException {
       String request = engine.newRequestId();
-      if (!gate.isLocked() && !gate.hasQueuedThreads()) {
+      if (writeLock.isHeldByCurrentThread() || (!gate.isLocked() && !gate.hasQueuedThreads())) {
         // Readers share: while no thread of this JVM has to wait, readers acquire side by side
         // without queueing behind one another. Only a reader that must wait takes the gate.
+        // The writer itself never queues (a downgrade): Redis grants it the read lock at once,
+        // while the readers of this JVM at the gate wait for its write lock (the first version
+        // queued it behind them, a deadlock; TCK testReadHoldingWriteLock2).
         long[] sentAt = new long[1];
         Engine.Attempt a;
         try {
@@ -388,13 +440,15 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (!h.lease.end()) {
         throw lost(h.lease);
       }
-      CompletableFuture<Long> done = engine.retrying(new RedisLock.First<>(released,
-          () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0)), leaseEnd);
       engine.replayOnRecovery(prefix + "rd:" + request, leaseEnd,
           () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0));
-      Long result = engine.release(done, describe + " unlock");
+      Long result = engine.release(released, describe + " unlock");
       if (result == null) {
-        // finished locally; if the release, when it arrives, finds the hold already gone, say so
+        // no answer in time, or a transient failure: sent again until answered or the lease has
+        // run out (set up only now, as RedisLock.unlock); if the release, when it arrives, finds
+        // the hold already gone, say so
+        CompletableFuture<Long> done = engine.retrying(new RedisLock.First<>(released,
+            () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0)), leaseEnd);
         done.thenAccept(r -> {
           if (r == 0L) {
             metrics.leaseLost();
@@ -408,8 +462,10 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
         return;
       }
       if (result == 0L) {
-        h.lease.lose("Redis no longer had this read hold at unlock: the lease expired");
-        throw lost(h.lease);
+        // the lease has ended locally (released), so lose() would do nothing: report it here
+        String reason = "Redis no longer had this read hold at unlock: the lease expired";
+        leaseLost(h.lease, reason);
+        throw new LockLostException(name, h.lease.token, System.currentTimeMillis(), reason);
       }
     }
 

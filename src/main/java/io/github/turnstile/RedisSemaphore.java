@@ -1,158 +1,166 @@
 package io.github.turnstile;
 
-import io.lettuce.core.LMoveArgs;
 import io.lettuce.core.ScriptOutputType;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
 
 /**
- * {@link DistributedSemaphore} on the shared {@link Engine} and {@code semaphore.lua}: free permits
- * are a counter plus a few hand-off tokens that waiters {@code BLMOVE} into this client's inflight
- * list; held permits are a counter per client. No script's work grows with the permits involved.
+ * {@link DistributedSemaphore} on the shared {@link Engine} and {@code semaphore.lua}.
  *
- * <p><b>Accounting</b> ({@link PermitLedger}). The local count ({@link #heldPermits()}) must never
- * exceed what Redis attributes to this client while its liveness lease is valid: that would admit more holders than
- * the capacity. So a permit is counted only when a reply says Redis moved it to this client under
- * the lease the client holds now (a late {@code BLMOVE} after a lease loss is not counted).
- * Whatever leaves the count uncertain (a lost reply, a discarded blocking connection, a late
- * token, a lease loss, a release that could not be completed) asks for a reconciliation,
- * {@code trim}, which carries the range Redis may rightly attribute to this client: at least
- * what it counts ({@code low}), at most that plus what its commands in flight may still add or
- * have not yet given back ({@code high}). Redis gives back the excess above {@code high}, and
- * reports a shortfall below {@code low} (those permits were reclaimed: the lease is lost). Counts
- * and in-flight sums change under the ledger's lock; scripts run in the order they are sent (one
- * main connection), and a {@code BLMOVE} does not start while a trim is in flight, so no command
- * the range leaves out can run before the trim.
+ * <p><b>Calls keyed by a request.</b> Every call that changes who holds what (acquire, release,
+ * cancel, drain, add, reduce) carries a {@link Req}: a memo slot of this client and a sequence
+ * number. The script stores the call's outcome in the slot, and a re-sent copy of the call is
+ * answered from it; a cancel of an acquire undoes exactly what that acquire granted, or records
+ * that it is cancelled so that a late copy is refused. A slot is used again only once every copy
+ * of its call has been answered. So every count this client keeps is exact: nothing reconciles.
+ *
+ * <p><b>Leased mode.</b> The permits of this client are held by a registration in Redis (an epoch,
+ * renewed by the watchdog through {@code renew.lua}); the client counts the permits granted under
+ * its live registration ({@code held}). A registration that runs out is reclaimed by the next call
+ * that needs permits, and the client learns of the loss from its watchdog: what it held becomes
+ * {@code lost}, and releasing it throws {@link LockLostException}. A grant under a registration
+ * the client no longer renews is not counted (Redis takes those permits back with it).
+ *
+ * <p><b>Waiting.</b> Threads of this JVM wait in {@link LocalPermits} (the superclass's queue);
+ * one waiter thread ({@link #helperLoop}) contends in Redis on their behalf through
+ * {@link Engine#contend}, the engine's one wait loop, for the head's permits, and assigns what it
+ * gets in FIFO order. A release while threads of this JVM wait hands the permits to them directly.
  */
-final class RedisSemaphore extends DistributedSemaphore {
+final class RedisSemaphore extends DistributedSemaphore implements Engine.Contender {
   private static final long serialVersionUID = 1L;
+  /** Releases and cancels kept to be sent again after a recovery (a failover may lose recent writes). */
+  private static final int REPLAY_MAX = 64;
 
   final transient Engine engine;
   private final String name;
+  private final boolean leased;
   private final int initialPermits;
   final String describe;
-  private final String prefix;
-  private final String[] keys;
-  private final String inflightKey;
-  private final String handoffKey;
+  private final String stateKey;
+  private final String waitersKey;
+  private final String liveKey;
+  /** The prefix of this client's memo keys: one per slot, {@code <prefix><slot>}. */
+  private final String memoPrefix;
+  private final String wakeKey;
   final String channel;
-  /** Serializes the one client at a time that may collect permits one by one. */
-  private final transient RedisLock collector;
+  private final String leaseMs;
   final transient Metrics.Primitive metrics;
-  final AtomicInteger waiting = new AtomicInteger();
   final transient CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
-  /** The count, the liveness lease and the reconciliation state (no Redis in it). */
-  private final transient PermitLedger ledger;
-  /** After a recovery (a failover may have lost releases): reconcile with what Redis records. */
-  private final transient Runnable reconcileOnRecovery = () -> ledger().recovered();
-  /**
-   * Until when (this JVM's ticker) a waiter may block before it runs a script again: the send
-   * time of the latest reply plus its wait hint (see semaphore.lua's hint()). A waiter blocks in
-   * BLMOVE only after a script found no free permit, so every permit freed later is a token on
-   * the hand-off list, which a blocked BLMOVE takes at once.
-   */
-  private volatile long hintDeadline;
-  /** This JVM's asynchronous acquisitions of permits (created on first use; see {@link AsyncGate}). */
-  private final transient java.util.concurrent.atomic.AtomicReference<AsyncGate<PermitHold>> async =
-      new java.util.concurrent.atomic.AtomicReference<>();
+  private final transient LocalPermits local;
 
-  RedisSemaphore(Engine engine, String name, int permits) {
+  // ---- guarded by local.lock()
+  /** The live registration's epoch (0: none) and its lease. */
+  private long epoch;
+  private transient Lease lease;
+  /** The last epoch this client knows to be dead: the next grant replaces it in Redis. */
+  private long deadEpoch;
+  /** The newest epoch this client has seen: an older one is never adopted again. */
+  private long newestEpoch;
+  /** Permits held under the live registration (by threads, holds, or on their way to a waiter). */
+  private int held;
+  /** Permits the application still holds that were lost with an earlier registration. */
+  private int lost;
+  /** Acquisitions in flight (an idle registration is ended only without any). */
+  private int inFlight;
+  /** Changes with every grant and release: an idle check scheduled before one does nothing. */
+  private long activity;
+  private boolean idleCheck;
+  /** Local hand-offs in a row since a grant in Redis; when the last run of them ended. */
+  private int streak;
+  /**
+   * Whether the last reply that said found the free permits negative (a debt after
+   * reducePermits): releases then pay it in Redis rather than hand permits over locally.
+   */
+  private boolean debt;
+  private long yieldedAtNanos = System.nanoTime() - Engine.QUEUE_FIRST_NANOS;
+  /** The waiter thread (see helperLoop) and the permits it contends for. */
+  private boolean helperRunning;
+  private transient Thread helperThread;
+  private int helperNeed;
+  /** Whether the waiter thread contends for one permit (it then waits on the wake list). */
+  private volatile boolean singlePermit = true;
+  private boolean helperStale;
+  // ----
+
+  /** Free memo slots, and the next never used. */
+  private final transient ConcurrentLinkedDeque<Integer> freeSlots = new ConcurrentLinkedDeque<>();
+  private final AtomicInteger nextSlot = new AtomicInteger();
+  /** Requests by id, for the engine's calls back ({@link #attempt}, {@link #cancel}). */
+  private final transient ConcurrentHashMap<String, Req> requests = new ConcurrentHashMap<>();
+  /** Recent releases and cancels, sent again after a recovery. */
+  private final transient ArrayDeque<Replay> replays = new ArrayDeque<>();
+  /** Guards {@link #replays} (no {@code synchronized} in Turnstile: it would pin virtual threads). */
+  private final transient java.util.concurrent.locks.ReentrantLock replaysLock = new java.util.concurrent.locks.ReentrantLock();
+  private final transient AtomicBoolean replayHook = new AtomicBoolean();
+  private final transient Runnable onRecovery = this::replayRecent;
+  /** This JVM's asynchronous acquisitions (created on first use; see {@link AsyncGate}). */
+  private final transient AtomicReference<AsyncGate<PermitHold>> async = new AtomicReference<>();
+  /** Async holds not yet released: told when the registration they count under is lost. */
+  private final transient Set<AsyncHold.Permits> liveHolds = ConcurrentHashMap.newKeySet();
+
+  RedisSemaphore(Engine engine, String name, int permits, boolean leased) {
     this.engine = engine;
     this.name = name;
+    this.leased = leased;
     this.initialPermits = permits;
-    this.describe = "semaphore '" + name + "'";
+    this.describe = (leased ? "semaphore '" : "counting semaphore '") + name + "'";
     String tag = "{" + engine.options.keyPrefix() + ":" + name + "}";
-    this.prefix = tag + ":s:";
-    this.handoffKey = prefix + "handoff";
-    this.inflightKey = prefix + "inflight:" + engine.clientId;
-    this.channel = prefix + "ch";
-    this.keys = new String[] {prefix + "meta", handoffKey, prefix + "clients", inflightKey,
-        prefix + "alive:" + engine.clientId, prefix + "holders", prefix + "gone"};
-    this.collector = new RedisLock(engine, name, prefix + "collector", describe + " collector",
-        Metrics.Primitive.NOOP);
+    String base = tag + ":s";
+    this.liveKey = base + ":l";
+    this.wakeKey = base + ":wake";
+    this.memoPrefix = base + ":q:" + engine.clientId + ":";
+    this.channel = base + ":ch";
+    this.stateKey = base;
+    this.waitersKey = base + ":w";
+    this.leaseMs = Long.toString(engine.leaseMillis);
     this.metrics = engine.metrics.primitive("semaphore", name);
-    this.ledger = new PermitLedger(new PermitLedger.Io() {
-      @Override
-      public CompletableFuture<long[]> trim(long low, long high, long seq) {
-        // bounded: a trim queued for a dead Cluster master's connection must not hold up the
-        // acquires and BLMOVEs that wait for it (a due trim is sent again, with a higher seq)
-        return RedisSemaphore.this.trim(low, high, seq)
-            .thenApply(r -> new long[] {(Long) r.get(0), (Long) r.get(1), (Long) r.get(2)})
-            .orTimeout(engine.options.commandTimeout().toMillis(), TimeUnit.MILLISECONDS);
-      }
-
-      @Override
-      public boolean connected() {
-        return engine.connected();
-      }
-
-      @Override
-      public Lease newLease(long sentAtNanos) {
-        Lease l = new Lease(keys[4], engine.clientId, engine.leaseMillis, 0, "client " + engine.clientId,
-            sentAtNanos, RedisSemaphore.this::leaseLost, metrics);
-        engine.watchdog.register(l);
-        return l;
-      }
-
-      @Override
-      public void stopLease(Lease l) {
-        engine.watchdog.unregister(l);
-      }
-
-      @Override
-      public void watchRecoveries(boolean on) {
-        engine.onRecovery(reconcileOnRecovery, on);
-      }
-    }, () -> engine.ticker.read());
+    this.local = new LocalPermits(tickets(), this::headChanged);
   }
 
-  /** Creates the semaphore in Redis on first use, or checks the stored capacity against {@code requested}. */
+  /**
+   * Creates the semaphore in Redis on first use, or checks it against the mode and (leased) the
+   * capacity asked for.
+   */
   void initialize(int requested) {
+    checkOpen();
     engine.checkConnected(describe);
-    List<Object> r = engine.awaitQuietly(op("init", 0, ""), describe);
-    long stored = (Long) r.get(0);
-    if (stored != requested) {
+    List<Object> r = engine.awaitQuietly(eval("init", null, 0, "", 't', 0, 0), describe);
+    boolean storedLeased = (Long) r.get(0) == 1L;
+    if (storedLeased != leased) {
+      throw new IllegalArgumentException(describe + " exists as a " + (storedLeased ? "leased" : "counting")
+          + " semaphore: obtain it with " + (storedLeased ? "Turnstile.semaphore" : "Turnstile.countingSemaphore"));
+    }
+    long stored = (Long) r.get(1);
+    if (leased && stored != requested) {
       throw new IllegalArgumentException(describe + " exists with a capacity of " + stored
           + " permits, not the " + requested + " requested; change the capacity explicitly"
           + " with addPermits/reducePermits");
     }
+    initialized = true;
   }
 
-  private long now() {
-    return engine.ticker.read();
-  }
-
-  /**
-   * Runs an op of semaphore.lua, with a fresh request id that makes a re-sent copy harmless; the
-   * reply's last element (crashed clients reclaimed) is taken off.
-   */
-  private CompletableFuture<List<Object>> op(String op, int n, String mode) {
-    return op(op, n, mode, false, engine.newRequestId());
-  }
+  /** Set once Redis confirmed this instance's mode and capacity. */
+  private volatile boolean initialized;
 
   /**
-   * @param subscribed an acquire whose caller waits by pub/sub (a refusal asks for a publish)
-   * @param request the call's request id; the same id makes a re-sent copy harmless
+   * Returns whether Redis has confirmed this instance's mode and capacity once.
+   *
+   * @return whether Redis has confirmed this instance's mode and capacity once
    */
-  CompletableFuture<List<Object>> op(String op, int n, String mode, boolean subscribed, String request) {
-    return engine.<List<Object>>eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, op, engine.clientId,
-        Long.toString(engine.leaseMillis), prefix, Integer.toString(initialPermits),
-        Integer.toString(n), mode, request, subscribed ? "1" : "0", channel, engine.publishCommand())
-        .thenApply(this::reclaims);
-  }
-
-  private List<Object> reclaims(List<Object> reply) {
-    Metrics.reclaimed(metrics, describe, (Long) reply.get(reply.size() - 1));
-    return reply.subList(0, reply.size() - 1);
-  }
-
-  PermitLedger ledger() {
-    return ledger;
+  boolean initialized() {
+    return initialized;
   }
 
   @Override
@@ -160,13 +168,387 @@ final class RedisSemaphore extends DistributedSemaphore {
     return name;
   }
 
-  // ---------------------------------------------------------------- accounting (see PermitLedger)
+  @Override
+  public boolean isLeased() {
+    return leased;
+  }
 
-  private CompletableFuture<List<Object>> trim(long low, long high, long seq) {
-    return engine.<List<Object>>eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, "trim", engine.clientId,
-        Long.toString(engine.leaseMillis), prefix, Integer.toString(initialPermits),
-        Long.toString(low), Long.toString(high), "", Long.toString(seq), channel, engine.publishCommand())
-        .thenApply(this::reclaims);
+  private long now() {
+    return engine.ticker.read();
+  }
+
+  // ---------------------------------------------------------------- requests
+
+  /** One call's memo slot and sequence number, which every copy of the call carries. */
+  final class Req {
+    final int slot;
+    final long seq;
+    final String id;
+    final int permits;
+    /** Lane of the waiting mark: t (this JVM's threads) or a (its async acquisitions). */
+    final char lane;
+    /**
+     * Whether a refusal marks it as a single-permit waiter blocked on the wake list (the waiter
+     * thread's requests for one permit): releases push a wake token for it.
+     */
+    final boolean marks;
+    /** The owner's reference plus one per copy without an answer: the slot is free at zero. */
+    private final AtomicInteger refs = new AtomicInteger(1);
+    private final AtomicInteger unanswered = new AtomicInteger();
+    private final AtomicBoolean ended = new AtomicBoolean();
+    /** A copy was answered with a grant: the call is never cancelled unless the caller undoes it. */
+    volatile boolean granted;
+
+    Req(int permits, char lane, boolean marks) {
+      Integer free = freeSlots.pollFirst();
+      this.slot = free != null ? free : nextSlot.getAndIncrement();
+      this.seq = engine.newRequestSeq();
+      this.id = engine.clientId + ":" + seq;
+      this.permits = permits;
+      this.lane = lane;
+      this.marks = marks;
+      requests.put(id, this);
+    }
+
+
+    /**
+     * Returns a future completed with {@code f}'s outcome after the callbacks registered on it
+     * have run: a cancel that one of them sends is tracked before the slot can be freed. A copy
+     * sent after the slot was freed (a replay after a recovery) is not tracked: it is stale, or
+     * answered from the memo, and must not free the slot a second time.
+     */
+    <T> CompletableFuture<T> track(CompletableFuture<T> f) {
+      if (!retain()) {
+        return f;
+      }
+      unanswered.incrementAndGet();
+      CompletableFuture<T> g = new CompletableFuture<>();
+      f.whenComplete((v, e) -> {
+        unanswered.decrementAndGet();
+        try {
+          if (e == null) {
+            g.complete(v);
+          } else {
+            g.completeExceptionally(Engine.unwrap(e));
+          }
+        } finally {
+          unref();
+        }
+      });
+      return g;
+    }
+
+    /**
+     * Takes a reference unless the slot is free already.
+     *
+     * @return false if the slot was freed (nothing taken)
+     */
+    boolean retain() {
+      int n;
+      do {
+        n = refs.get();
+        if (n == 0) {
+          return false;
+        }
+      } while (!refs.compareAndSet(n, n + 1));
+      return true;
+    }
+
+    /** Gives up a reference taken by {@link #retain()}. */
+    void unretain() {
+      unref();
+    }
+
+    /** Whether a copy was sent whose answer has not come: it may still run. */
+    boolean unanswered() {
+      return unanswered.get() > 0;
+    }
+
+    /** The owner is done with the call (later copies and cancels keep the slot until answered). */
+    void end() {
+      if (ended.compareAndSet(false, true)) {
+        unref();
+      }
+    }
+
+    private void unref() {
+      if (refs.decrementAndGet() == 0) {
+        requests.remove(id, this);
+        freeSlots.addFirst(slot);
+      }
+    }
+  }
+
+  /** Runs an op of semaphore.lua. */
+  CompletableFuture<List<Object>> eval(String op, Req r, int n, String flags, char lane, long liveEpoch,
+      long dead) {
+    String[] keys = {stateKey, liveKey, waitersKey, wakeKey, memoPrefix + (r == null ? "-" : Integer.toString(r.slot))};
+    return engine.eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, op, engine.clientId, leaseMs,
+        r == null ? "" : Integer.toString(r.slot), r == null ? "0" : Long.toString(r.seq), Integer.toString(n),
+        flags, String.valueOf(lane), Long.toString(liveEpoch), channel, engine.publishCommand(),
+        leased ? "L" : "C", Integer.toString(initialPermits), Long.toString(dead));
+  }
+
+  private static long at(List<Object> reply, int i) {
+    return (Long) reply.get(i);
+  }
+
+  /** Sends {@code r}'s acquire (a copy of it, if sent before). */
+  private CompletableFuture<Engine.Attempt> sendAcquire(Req r, boolean subscribed) {
+    String flags = (r.marks ? "w" : "") + (subscribed ? "s" : "");
+    long live;
+    long dead;
+    local.lock().lock();
+    try {
+      live = epoch;
+      dead = deadEpoch;
+    } finally {
+      local.lock().unlock();
+    }
+    return r.track(eval("acquire", r, r.permits, flags, r.lane, live, dead))
+        .thenApply(reply -> {
+          long status = at(reply, 0);
+          if (status < 0) {
+            throw new IllegalStateException(describe + ": a stale reply for request " + r.id);
+          }
+          Metrics.reclaimed(metrics, describe, at(reply, 4));
+          if (status == 1L) {
+            r.granted = true;
+            return new Engine.Attempt(true, at(reply, 1), 0, at(reply, 2));
+          }
+          return new Engine.Attempt(false, 0, at(reply, 3), 0);
+        });
+  }
+
+  /**
+   * Ends a request. {@code undo}: a cancel gives back what it was granted (the caller does not
+   * take it). Otherwise, unless it was granted, a cancel follows if a copy of it may still run (it
+   * is then refused) or it may have marked itself waiting (the mark is withdrawn: a refusal whose
+   * reply was lost marked it all the same).
+   */
+  private void endRequest(Req r, boolean undo) {
+    if (undo || (!r.granted && (r.unanswered() || r.marks))) {
+      sendCancel(r);
+    }
+    r.end();
+  }
+
+  /** The cancel of {@code r}: sent again until answered (it is idempotent), and after a recovery. */
+  private void sendCancel(Req r) {
+    if (!r.retain()) {
+      return; // freed: every copy of its call was answered, and a cancel of it has been answered too
+    }
+    Supplier<CompletableFuture<List<Object>>> send = () -> r.track(eval("cancel", r, 0, "", r.lane, 0, 0));
+    long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
+    // the slot stays reserved until the cancel is answered or given up, so no copy of it is stale;
+    // a grant is counted only when handed to a caller, and a cancelled one never is
+    engine.retrying(send, until).whenComplete((v, e) -> r.unretain());
+    remember(send, until);
+  }
+
+  // ---------------------------------------------------------------- Engine.Contender (the waiter thread, tryAcquire)
+
+  @Override
+  public CompletableFuture<Engine.Attempt> attempt(String requestId, boolean subscribed) {
+    Req r = requests.get(requestId);
+    if (r == null) {
+      return CompletableFuture.failedFuture(new IllegalStateException(describe + ": unknown request " + requestId));
+    }
+    return sendAcquire(r, subscribed);
+  }
+
+  @Override
+  public void cancel(String requestId) {
+    Req r = requests.get(requestId);
+    if (r != null) {
+      sendCancel(r);
+    }
+  }
+
+  @Override
+  public void passWakeup() {
+    eval("pass", null, 0, "", 't', 0, 0);
+  }
+
+  @Override
+  public String leaseKey(String requestId) {
+    Req r = requests.get(requestId);
+    return memoPrefix + (r == null ? "-" : Integer.toString(r.slot)); // the grant wrote it (its memo); WAIT's PEXPIRE only renews it
+  }
+
+  /**
+   * The wake list while the waiter thread contends for one permit; none (pub/sub) for more: a
+   * wake token goes to whoever has waited longest, and must be of use to it.
+   */
+  @Override
+  public String wakeKey() {
+    return singlePermit ? wakeKey : null;
+  }
+
+  @Override
+  public String channel() {
+    return channel;
+  }
+
+  @Override
+  public String describe() {
+    return describe;
+  }
+
+  // ---------------------------------------------------------------- the books (under local.lock())
+
+  /**
+   * Counts {@code n} permits granted under {@code grantEpoch} by a call sent at {@code sentAt}.
+   *
+   * @return false if they do not count: granted under a registration this client no longer renews,
+   *     which Redis takes back with it (nothing is to be released)
+   */
+  private boolean count(int n, long grantEpoch, long sentAt) {
+    activity++;
+    debt = false; // a grant found at least n >= 0 free
+    if (!leased) {
+      return true;
+    }
+    if (grantEpoch > newestEpoch) {
+      // a registration newer than any this client knew: Redis made it because the one it had was gone
+      newestEpoch = grantEpoch;
+      if (lease != null) {
+        lease.lose("Redis no longer had this client's registration on " + describe + " (replaced by a new one)");
+      }
+      epoch = grantEpoch;
+      lease = new Lease(liveKey, "#" + engine.clientId + ":" + grantEpoch, engine.leaseMillis, 0,
+          "client " + engine.clientId, sentAt, this::leaseLost, metrics);
+      lease.registration = registration;
+      engine.watchdog.register(lease);
+      held = n;
+      return true;
+    }
+    if (grantEpoch == epoch && lease != null && lease.alive(now())) {
+      held += n;
+      return true;
+    }
+    return false;
+  }
+
+  /** Permits released in Redis so far (first copies sent): the renewal's check allows for those sent meanwhile. */
+  private final java.util.concurrent.atomic.AtomicLong releasedSent = new java.util.concurrent.atomic.AtomicLong();
+
+  /**
+   * The renewal's check (see renew.lua): Redis must attribute to the registration at least what
+   * this client counts. Permits counted were granted (and so applied) before they were counted;
+   * permits released leave the count before their release is sent; so, in correct operation, what
+   * Redis attributes is never less than the count at the time the renewal was sent, minus the
+   * permits whose release was sent since (which may have run first). Less means Redis lost a grant
+   * (a failover to a replica that lacked it): the lease is lost, loudly, as a lock's would be.
+   */
+  private final transient Lease.Registration registration = new Lease.Registration() {
+    @Override
+    public String stateKey() {
+      return stateKey;
+    }
+
+    @Override
+    public Object snapshot() {
+      local.lock().lock();
+      try {
+        return new long[] {held, releasedSent.get()};
+      } finally {
+        local.lock().unlock();
+      }
+    }
+
+    @Override
+    public boolean intact(long permits, Object snapshot) {
+      long[] s = (long[]) snapshot;
+      return permits >= 0 && permits >= s[0] - (releasedSent.get() - s[1]);
+    }
+  };
+
+  /**
+   * The registration's lease was lost: what the client held is lost with it. The registration is
+   * retired in Redis at once (if Redis still has it, its permits are free now rather than when its
+   * time runs out there).
+   */
+  private void leaseLost(Lease l, String reason) {
+    int n;
+    long dead;
+    local.lock().lock();
+    try {
+      if (l != lease) {
+        return;
+      }
+      engine.watchdog.unregister(l);
+      n = held;
+      lost += held;
+      held = 0;
+      dead = epoch;
+      deadEpoch = epoch;
+      epoch = 0;
+      lease = null;
+    } finally {
+      local.lock().unlock();
+    }
+    retire(dead);
+    for (AsyncHold.Permits h : liveHolds) {
+      if (h.lease() == l) {
+        h.livenessLost(new LeaseLostEvent(name, 0, l.holder, reason, l.lostAtMillis));
+      }
+    }
+    if (n > 0) {
+      metrics.leaseLost();
+      engine.notifyLost(new LeaseLostEvent(name, 0, l.holder, reason + " (" + n + " permits)", l.lostAtMillis),
+          lossListeners());
+    }
+  }
+
+  private List<LeaseLossListener> lossListeners() {
+    List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
+    all.addAll(listeners);
+    return all;
+  }
+
+  /** After the last permit went: stop renewing the registration once it has been idle a renew interval. */
+  private void maybeIdle() {
+    if (!leased || lease == null || held > 0 || inFlight > 0 || idleCheck) {
+      return;
+    }
+    idleCheck = true;
+    long seen = activity;
+    engine.schedule(() -> endIfIdle(seen), engine.options.renewInterval().toNanos());
+  }
+
+  private void endIfIdle(long seen) {
+    long dead;
+    local.lock().lock();
+    try {
+      idleCheck = false;
+      if (lease == null || held > 0 || inFlight > 0) {
+        return;
+      }
+      if (activity != seen || helperRunning || !local.isEmpty() || AsyncSides.waiting(async) > 0) {
+        maybeIdle();
+        return;
+      }
+      Lease l = lease;
+      l.end();
+      engine.watchdog.unregister(l);
+      dead = epoch;
+      deadEpoch = epoch; // the next grant registers afresh (this one is no longer renewed)
+      epoch = 0;
+      lease = null;
+    } finally {
+      local.lock().unlock();
+    }
+    retire(dead);
+  }
+
+  /** Gives up the registration {@code dead} in Redis (idempotent: sent again until answered). */
+  private void retire(long dead) {
+    if (dead == 0) {
+      return;
+    }
+    engine.retrying(() -> eval("retire", null, 0, "", 't', dead, 0),
+        System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis));
   }
 
   // ---------------------------------------------------------------- acquire
@@ -208,55 +590,12 @@ final class RedisSemaphore extends DistributedSemaphore {
   @Override
   public boolean tryAcquire(int permits) {
     checkPermits(permits);
-    if (permits == 0) {
-      return true;
-    }
+    checkOpen();
     long start = System.nanoTime();
-    engine.checkConnected(describe);
-    if (!gateTryEnter()) {
-      metrics.timedOut();
-      return false;
-    }
-    waiting.incrementAndGet();
     try {
-      if (!settleFirstQuietly()) {
-        metrics.timedOut();
-        return false;
-      }
-      long sentAt = now();
-      ledger.track(permits);
-      boolean uncertain = false;
-      try {
-        CompletableFuture<List<Object>> f = op("acquire", permits, "all", false, engine.newRequestId());
-        List<Object> r;
-        try {
-          r = engine.awaitQuietly(f, describe);
-        } catch (RuntimeException e) {
-          uncertain = true; // it may still run and take permits: the reconciliation gives them back
-          throw e;
-        }
-        int taken = taken(r, permits);
-        if (taken == 0) {
-          return metrics.outcome(false, start);
-        }
-        if (!ledger.countScript(taken, sentAt)) {
-          giveBack(taken); // not countable (no live lease): they go back
-          return metrics.outcome(false, start);
-        }
-        try {
-          confirmReplicated(permits);
-        } catch (RuntimeException e) {
-          release(permits);
-          throw e;
-        }
-        return metrics.outcome(true, start);
-      } finally {
-        ledger.untrack(permits, uncertain);
-      }
-    } finally {
-      waiting.decrementAndGet();
-      gateExit();
-      ledger.stopIfIdle(waiting.get() == 0);
+      return metrics.outcome(tryOnce(permits, null), start);
+    } catch (InterruptedException e) {
+      throw new AssertionError("an uninterruptible attempt was interrupted", e);
     }
   }
 
@@ -275,332 +614,664 @@ final class RedisSemaphore extends DistributedSemaphore {
     return acquire(permits, Engine.Call.until(deadline));
   }
 
-  /**
-   * {@code tryAcquire()}'s settling: waits for a trim in flight (one round trip, bounded by the
-   * command timeout as any command of {@code tryAcquire()} is), keeping an interrupt.
-   */
-  private boolean settleFirstQuietly() {
-    try {
-      return ledger.settleFirst(engine.options.commandTimeout().toNanos(), false);
-    } catch (InterruptedException e) {
-      throw new AssertionError("an uninterruptible wait was interrupted", e);
-    }
-  }
-
   private static void checkPermits(int permits) {
     if (permits < 0) {
       throw new IllegalArgumentException("permits must not be negative, was " + permits);
     }
   }
 
-  private int taken(List<Object> reply, int wanted) {
-    long taken = (Long) reply.get(0);
-    if (taken < 0) {
-      throw new IllegalArgumentException("cannot acquire " + wanted + " permits from " + describe
-          + ": its capacity is " + reply.get(2));
+  private void checkOpen() {
+    if (engine.isClosed()) {
+      throw new TurnstileException(describe + ": Turnstile is closed");
     }
-    return (int) taken;
   }
 
   /**
-   * The acquisition: the thread first queues behind this JVM's other waiters (the fair gate), then
-   * attempts in Redis; if the permits are not all free it waits for one permit at a time, in
-   * BLMOVE on a pooled blocking connection while one is free (a release's token moves straight
-   * into this client's inflight list), by pub/sub otherwise. A multi-permit request that cannot
-   * be met at once takes the collector mutex before it starts collecting, so no two clients each
-   * hoard part of what they need. Outages are ridden through as for locks.
+   * One attempt: true if the permits were granted and counted for the caller.
+   *
+   * @param call null: no wait (tryAcquire(), as tryLock()); otherwise the attempt is bounded by
+   *     {@code call} (its deadline, interrupts, outages), and abandoned (cancelled if it grants
+   *     later) when the call ends first
+   * @throws TurnstileException if Redis cannot be reached (no call) or failed
+   */
+  private boolean tryOnce(int permits, Engine.Call call) throws InterruptedException {
+    Req r = new Req(permits, 't', false);
+    long[] sentAt = new long[1];
+    local.lock().lock();
+    try {
+      inFlight++;
+    } finally {
+      local.lock().unlock();
+    }
+    boolean counted = false;
+    try {
+      Engine.Attempt a = call == null ? engine.attemptOnce(this, r.id, sentAt)
+          : engine.attempt(this, r.id, call, false, sentAt);
+      if (a != null && a.acquired) {
+        local.lock().lock();
+        try {
+          counted = count((int) a.token, a.epoch, sentAt[0]);
+          streak = 0;
+        } finally {
+          local.lock().unlock();
+        }
+      }
+      return counted;
+    } finally {
+      local.lock().lock();
+      try {
+        inFlight--;
+        if (!counted) {
+          maybeIdle();
+        }
+      } finally {
+        local.lock().unlock();
+      }
+      r.end();
+    }
+  }
+
+  /**
+   * The acquisition: if no thread of this JVM waits, one attempt at once; otherwise (or if it was
+   * refused) the thread queues in {@link LocalPermits} and the waiter thread contends for it.
    */
   private boolean acquire(int permits, Engine.Call call) throws InterruptedException {
-    if (permits == 0) {
-      return true;
-    }
+    checkOpen();
     long start = System.nanoTime();
-    waiting.incrementAndGet();
+    boolean alone;
+    local.lock().lock();
     try {
-      if (!gateEnter(call.remaining(), call.interruptible)) {
-        return metrics.outcome(false, start);
-      }
+      alone = local.isEmpty() && !helperRunning;
+    } finally {
+      local.lock().unlock();
+    }
+    if (alone && engine.connected()) {
+      // one attempt, for no longer than a healthy Redis takes to answer: a slower one is left to
+      // the waiter thread, which rides through outages while this thread waits in the queue
+      long bound = System.nanoTime() + Engine.RELEASE_PATIENCE_NANOS;
+      Engine.Call inline = Engine.Call.until(call.timed && call.deadline - bound < 0 ? call.deadline : bound,
+          call.interruptible);
       try {
-        return metrics.outcome(collect(permits, call), start);
-      } finally {
-        gateExit();
+        if (tryOnce(permits, inline)) {
+          metrics.acquired(System.nanoTime() - start);
+          return true;
+        }
+      } catch (AclRefusal e) {
+        throw e; // a configuration error: waiting would not help
+      } catch (TurnstileException e) {
+        // unreachable just now, or failed: the waiter thread rides through an outage, or fails the call
       }
+    }
+    if (call.expired()) {
+      metrics.timedOut();
+      return false;
+    }
+    LocalPermits.Waiter w;
+    local.lock().lock();
+    try {
+      w = local.enqueue(permits, call);
+      ensureHelper();
+    } finally {
+      local.lock().unlock();
+    }
+    try {
+      return metrics.outcome(local.await(w, this::giveBack), start);
     } catch (InterruptedException e) {
       metrics.interrupted();
       throw e;
-    } finally {
-      waiting.decrementAndGet();
-      ledger.stopIfIdle(waiting.get() == 0);
     }
   }
 
-  private boolean collect(int permits, Engine.Call call) throws InterruptedException {
-    PermitLedger.Collection got = ledger.collection();
-    boolean collecting = false;
-    boolean success = false;
-    boolean pubsub = false;
-    Subscriptions.Sub sub = null;
+  /** Permits granted to a waiter that left at the same moment (interrupted): as a release. */
+  private void giveBack(int permits) {
+    releaseQuietly(permits);
+  }
+
+  // ---------------------------------------------------------------- the waiter thread
+
+  /** Under the lock: starts the waiter thread if none runs. */
+  private void ensureHelper() {
+    if (helperRunning) {
+      return;
+    }
+    helperRunning = true;
+    try {
+      engine.startWaiter(this::helperLoop);
+    } catch (TurnstileException e) {
+      helperRunning = false;
+      local.fail(w -> true, new TurnstileException(describe + ": Turnstile is closed"));
+    }
+  }
+
+  /** Under the lock: the head of the queue changed; a waiter thread contending for another need starts over. */
+  private void headChanged() {
+    if (!helperRunning || helperThread == null || helperStale) {
+      return;
+    }
+    LocalPermits.Waiter h = local.head();
+    if (h == null || h.permits != helperNeed) {
+      helperStale = true;
+      helperThread.interrupt();
+    }
+  }
+
+  /**
+   * The one thread of this JVM that waits in Redis for this semaphore, while threads wait here: it
+   * contends for the head's permits through {@link Engine#contend} (tiers, outages and recovery
+   * events as for every primitive) and hands them out in FIFO order. It is interrupted when the
+   * head's need changes or nobody waits any more, and gives up its attempt then.
+   */
+  private void helperLoop() {
+    Thread me = Thread.currentThread();
+    boolean done = false;
     try {
       while (true) {
-        if (got.lost()) {
-          got = ledger.collection(); // a lease loss voided what was collected: start again
-        }
-        if (got.taken() == permits) {
-          if (!acknowledged(permits, call, got)) {
-            got = ledger.collection();
-            if (call.expired()) {
-              return false;
-            }
-            continue;
-          }
-          if (got.complete()) {
-            success = true;
-            return true;
-          }
-          continue; // a lease loss voided them meanwhile: collect again
-        }
-        call.checkInterrupt();
-        if (pubsub) {
-          sub = engine.subscribed(sub, channel, call, describe);
-          if (sub == null) {
-            return false;
-          }
-        }
-        if (!engine.awaitUp(call, describe)) {
-          return false;
-        }
-        CompletableFuture<Void> fault = engine.faults();
-        CompletableFuture<Void> event = sub != null ? sub.next() : null;
-        if (!ledger.settleFirst(call.remaining(), call.interruptible)) {
-          continue; // past the deadline while a trim was in flight: the loop ends the call
-        }
-        long sentAt = now();
-        int asked = permits - got.taken();
-        ledger.track(asked);
-        boolean uncertain = false;
-        List<Object> r;
+        Thread.interrupted(); // an interrupt of an earlier demand
+        int need;
+        Engine.Call call;
+        long queueFirst = 0;
+        local.lock().lock();
         try {
-          String mode = collecting ? "some" : "all";
-          String request = engine.newRequestId();
-          CompletableFuture<List<Object>> f = op("acquire", asked, mode, sub != null, request);
-          try {
-            r = engine.awaitReply(f, call, describe);
-          } catch (Engine.DeadlinePassed e) {
-            giveBackWhenDone(f, asked, mode, request);
-            asked = 0; // tracked until its reply, by giveBackWhenDone
-            return false;
-          } catch (Engine.Retry e) {
-            // it may have taken permits (or still run, if unanswered): what it took goes back,
-            // and if its outcome stays unknown a reconciliation settles it
-            giveBackWhenDone(f, asked, mode, request);
-            asked = 0;
-            if (!engine.pauseUnlessExpired(call)) {
-              return false;
-            }
-            continue;
-          } catch (InterruptedException | RuntimeException e) {
-            giveBackWhenDone(f, asked, mode, request);
-            asked = 0;
-            throw e;
+          LocalPermits.Waiter head = local.head();
+          if (head == null) {
+            helperRunning = false;
+            helperThread = null;
+            done = true;
+            maybeIdle();
+            return;
           }
-          int t = taken(r, permits);
-          if (t > 0 ? !got.addScript(t, sentAt) : refreshed(sentAt)) {
-            giveBack(t); // taken while a lease loss voided this collection: they go back
+          helperThread = me;
+          helperStale = false;
+          need = head.permits;
+          helperNeed = need;
+          singlePermit = need == 1;
+          call = local.anyUntimed() ? Engine.Call.untimed(true) : Engine.Call.until(local.latestDeadline(), true);
+          long sinceYield = System.nanoTime() - yieldedAtNanos;
+          if (sinceYield < Engine.QUEUE_FIRST_NANOS) {
+            queueFirst = Engine.QUEUE_FIRST_NANOS - sinceYield; // let other clients' waiters go first
           }
-          hint(sentAt, (Long) r.get(1));
+          inFlight++;
         } finally {
-          ledger.untrack(asked, uncertain);
+          local.lock().unlock();
         }
-        if (got.taken() == permits) {
-          continue;
-        }
-        if (!collecting && permits > 1) {
-          if (call.timed ? !collector.tryLock(Math.max(0, call.remaining()), TimeUnit.NANOSECONDS)
-              : !lockCollector(call.interruptible)) {
-            return false;
+        Req r = new Req(need, 't', need == 1);
+        long[] sentAt = new long[1];
+        try {
+          Engine.Attempt a = engine.contend(this, r.id, call, queueFirst, sentAt);
+          if (a != null) {
+            granted(a, sentAt[0]);
           }
-          collecting = true;
-          pubsub = true; // a collector waits by pub/sub: it runs a script for every permit anyway
-          continue;
-        }
-        long slice = hintDeadline - now();
-        if (call.timed) {
-          long remaining = call.remaining();
-          if (remaining <= 0) {
-            return false;
+        } catch (InterruptedException e) {
+          // the demand changed: look again
+        } catch (RuntimeException e) {
+          failWaiters(e);
+        } finally {
+          local.lock().lock();
+          try {
+            inFlight--;
+          } finally {
+            local.lock().unlock();
           }
-          slice = Math.min(slice, remaining);
+          endRequest(r, false);
         }
-        if (slice <= 0) {
-          slice = TimeUnit.MILLISECONDS.toNanos(1);
-        }
-        if (!pubsub) {
-          BlockingPool.Conn conn = engine.tryBorrow(handoffKey, call);
-          if (conn == null) {
-            pubsub = true; // every blocking connection is busy: wait by pub/sub from now on
-          } else {
-            takeOne(conn, slice, call, fault, got);
-          }
-          continue;
-        }
-        Engine.pause(CompletableFuture.anyOf(event, fault), slice, call);
       }
     } finally {
-      if (sub != null) {
-        sub.close();
-      }
-      if (!success) {
-        int back = got.abandon();
-        if (back > 0) {
-          giveBack(back);
-        }
-      }
-      if (collecting) {
+      if (!done) {
+        // ended by an Error: let another thread take over if threads still wait
+        local.lock().lock();
         try {
-          collector.unlock();
-        } catch (IllegalMonitorStateException | TurnstileException e) {
-          // its lease ran out or Redis is gone; it frees itself within the lease
+          helperThread = null;
+          helperRunning = false;
+          if (!local.isEmpty()) {
+            ensureHelper();
+          }
+        } finally {
+          local.lock().unlock();
         }
       }
     }
   }
 
-  /**
-   * With {@code replicaAcks} set: waits until the replicas have this client's permits (the
-   * acknowledged write renews its liveness key); if they do not, the caller gives the permits
-   * back.
-   */
-  private void confirmReplicated(int permits) {
+  /** The waiter thread's grant: counted, and handed out in FIFO order; what is left is released. */
+  private void granted(Engine.Attempt a, long sentAt) {
+    int left;
+    long from;
+    local.lock().lock();
     try {
-      engine.awaitReplicas(keys[4]);
-    } catch (RuntimeException e) {
-      throw notReplicated(permits, e);
+      streak = 0;
+      if (!count((int) a.token, a.epoch, sentAt)) {
+        return; // granted under a registration that is gone: Redis takes them back with it
+      }
+      left = local.assign((int) a.token);
+      if (leased) {
+        held -= left;
+      }
+      from = epoch;
+    } finally {
+      local.lock().unlock();
+    }
+    if (left > 0) {
+      sendRelease(left, from, false);
     }
   }
 
-  private TurnstileException notReplicated(int permits, RuntimeException e) {
-    return new TurnstileException(permits + " permit(s) of " + describe + " were acquired, but "
-        + e.getMessage() + "; they were given back", e);
+  /**
+   * The waiter thread's call failed: the closed client and errors that are not outages fail every
+   * waiting thread; an outage longer than the tolerance fails the untimed ones (the timed ones wait
+   * on until their deadline).
+   */
+  private void failWaiters(RuntimeException e) {
+    TurnstileException failure = e instanceof TurnstileException ? (TurnstileException) e
+        : Engine.failure(describe, e);
+    boolean all = engine.isClosed() || !(failure instanceof Engine.OutOfTolerance);
+    local.lock().lock();
+    try {
+      local.fail(w -> all || !w.call.timed, failure);
+    } finally {
+      local.lock().unlock();
+    }
+  }
+
+  // ---------------------------------------------------------------- release
+
+  @Override
+  public void release() {
+    release(1);
+  }
+
+  @Override
+  public void release(int permits) {
+    checkPermits(permits);
+    if (permits == 0) {
+      return;
+    }
+    int fromLost = 0;
+    int send;
+    long from;
+    local.lock().lock();
+    try {
+      if (leased) {
+        if (lease != null) {
+          lease.alive(now()); // a lease past its confirmed time is lost now, before its permits are counted
+        }
+        if ((long) permits > (long) held + lost) {
+          throw new IllegalStateException("cannot release " + permits + " permit" + (permits == 1 ? "" : "s")
+              + " of " + describe + ": this client holds " + (held + lost));
+        }
+        fromLost = Math.min(lost, permits);
+        lost -= fromLost;
+        int live = permits - fromLost;
+        send = handOff(live);
+        held -= send;
+      } else {
+        send = handOff(permits);
+      }
+      from = epoch;
+      activity++;
+      if (send == 0) {
+        maybeIdle();
+      }
+    } finally {
+      local.lock().unlock();
+    }
+    try {
+      if (send > 0) {
+        sendRelease(send, from, true);
+      }
+    } finally {
+      if (fromLost > 0) {
+        throw new LockLostException(name, 0, System.currentTimeMillis(), fromLost + " permit"
+            + (fromLost == 1 ? " was" : "s were") + " lost with this client's lease on " + describe
+            + " and given to others");
+      }
+    }
+  }
+
+  /** Releases without throwing (permits granted to a thread that left at the same moment). */
+  private void releaseQuietly(int permits) {
+    try {
+      release(permits);
+    } catch (RuntimeException e) {
+      System.getLogger("io.github.turnstile").log(System.Logger.Level.DEBUG, "giving back permits: {0}", e.toString());
+    }
   }
 
   /**
-   * As {@link #confirmReplicated} for a waiting call. A fault that cuts the acknowledgement itself
-   * (a failover resets the connection to the primary, no reply comes) leaves the permits' fate
-   * unknown: the primary serving now may have them or not (lost with the old one). They stop
-   * counting ({@code got} is abandoned) and a reconciliation gives back whatever Redis attributes
-   * to this client beyond what it counts; not a give-back of n, which, where they were lost, would
-   * free permits that other threads of this client hold. The fault counts against the call like
-   * an outage (its deadline, or its outage tolerance) and the caller collects again. Only an
-   * answer (too few replicas, a refusal) fails the call with the permits given back.
+   * Under the lock: hands released permits to this JVM's waiting threads, at most
+   * {@code localHandoffLimit} times in a row: then the permits go to Redis, where other clients'
+   * waiters (blocked longer than this JVM's waiter thread) get their turn. The bound applies
+   * whether or not others are known to wait: a hand-off makes no round trip, so this client would
+   * not learn of a waiter that arrived since. No hand-off while async acquisitions of this JVM wait
+   * (they wait in Redis, and would wait forever).
    *
-   * @return true if acknowledged; false if the acknowledgement was cut by a fault
-   * @throws TurnstileException if the replicas did not acknowledge or the acknowledgement was
-   *     refused (the caller gives the permits back), or an untimed call's outage tolerance ran out
+   * @return what is left to release in Redis
    */
-  private boolean acknowledged(int permits, Engine.Call call, PermitLedger.Collection got) {
-    try {
-      engine.awaitReplicas(keys[4]);
-      return true;
-    } catch (RuntimeException e) {
-      if (!Engine.cutsAcknowledgement(e)) {
-        throw notReplicated(permits, e);
-      }
-      got.abandon();
-      ledger.reconcile();
-      engine.unreachable(call, System.nanoTime(), describe + " (replica acknowledgement)", e);
-      return false;
+  private int handOff(int permits) {
+    int limit = engine.options.localHandoffLimit();
+    if (local.isEmpty() || limit == 0 || debt || AsyncSides.waiting(async) > 0) {
+      return permits;
     }
+    if (streak >= limit) {
+      streak = 0;
+      yieldedAtNanos = System.nanoTime(); // this JVM's waiter queues behind the others for a moment
+      return permits;
+    }
+    int served = local.wouldServe(permits);
+    if (served == 0) {
+      return permits;
+    }
+    streak += served;
+    return local.assign(permits);
   }
 
   /**
-   * Blocks in BLMOVE (hand-off list to this client's inflight list) on {@code conn} for one
-   * permit, for at most {@code sliceNanos} (and the caller's deadline). A token counts for
-   * {@code got} only if the lease under which the BLMOVE was sent is still this client's live
-   * lease; otherwise, or if the outcome is unknown, a reconciliation gives it back.
+   * Releases {@code permits} in Redis (from the registration {@code from}), re-sent until answered
+   * (the same request: given back once) and after a recovery.
+   *
+   * @param wait whether to wait for the answer (briefly, see {@link Engine#release}) and throw a loss
    */
-  private void takeOne(BlockingPool.Conn conn, long sliceNanos, Engine.Call call, CompletableFuture<Void> fault,
-      PermitLedger.Collection got) throws InterruptedException {
-    long slice = call.timed ? Math.min(sliceNanos, call.remaining()) : sliceNanos;
-    if (slice <= 0) {
-      engine.pool.release(conn);
-      return;
-    }
-    Lease under = ledger.lease();
-    double seconds = Engine.seconds(slice);
-    CompletableFuture<Void> stale = ledger.beginMove(slice, call.interruptible);
-    if (stale == null) {
-      engine.pool.release(conn); // a trim still in flight: the caller's loop looks again
-      return;
-    }
-    // abandoned on a recovery event, and when a trim comes back ambiguous while it blocks (see
-    // PermitLedger.beginMove): the caller's loop then acquires by script, after the next trim
-    String token = engine.block(conn,
-        c -> c.async().blmove(handoffKey, inflightKey, LMoveArgs.Builder.leftRight(), seconds),
-        slice, call, CompletableFuture.anyOf(fault, stale), (late, known) -> {
-          // the wait was abandoned: a token it took after all is not counted, and goes back
-          if (known && late != null) {
-            giveBack(1);
-          }
-          ledger.endMove(stale, !known);
-        });
-    if (token != null) {
-      try {
-        if (!got.addMove(under)) {
-          giveBack(1); // taken under a lease that is gone: not counted, so it goes back
+  private void sendRelease(int permits, long from, boolean wait) {
+    CompletableFuture<List<Object>> done = releaseInRedis(permits, from, 't');
+    if (!wait) {
+      done.thenAccept(reply -> {
+        if (released(reply, permits) != null) {
+          lateLoss(permits);
         }
-      } finally {
-        ledger.endMove(stale, false); // whatever happens: a move left registered would hold every trim's range open
+      });
+      return;
+    }
+    List<Object> reply = engine.release(done, describe + " release");
+    if (reply == null) {
+      // Redis unreachable or slow: it completes in the background; a loss found then is reported
+      done.thenAccept(late -> {
+        if (released(late, permits) != null) {
+          lateLoss(permits);
+        }
+      });
+      return;
+    }
+    String loss = released(reply, permits);
+    if (loss != null) {
+      throw new LockLostException(name, 0, System.currentTimeMillis(), loss);
+    }
+  }
+
+  /**
+   * Sends the release of {@code permits} from the registration {@code from}: one request, re-sent
+   * until answered (given back once) and kept to be sent again after a recovery.
+   *
+   * @return completes with the reply
+   */
+  private CompletableFuture<List<Object>> releaseInRedis(int permits, long from, char lane) {
+    Req r = new Req(permits, lane, false);
+    Supplier<CompletableFuture<List<Object>>> send =
+        () -> r.track(eval("release", r, permits, "", lane, from, 0));
+    releasedSent.addAndGet(permits); // before the first copy is sent (the renewal's check)
+    long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
+    CompletableFuture<List<Object>> done = engine.retrying(send, until);
+    remember(send, until);
+    done.whenComplete((reply, e) -> {
+      r.end();
+      afterRelease(reply);
+    });
+    return done;
+  }
+
+  /**
+   * Returns null if a release's reply says the permits were released, or why not.
+   *
+   * @throws Error (counting) if the free permits would exceed Integer.MAX_VALUE
+   */
+  private String released(List<Object> reply, int permits) {
+    long status = at(reply, 0);
+    if (status == -2L) {
+      throw new Error("Maximum permit count exceeded");
+    }
+    if (status == 1L && at(reply, 1) >= permits) {
+      return null;
+    }
+    return "Redis no longer had " + permits + " permit(s) of this client on " + describe
+        + ": its lease ran out and they were reclaimed";
+  }
+
+  private void afterRelease(List<Object> reply) {
+    local.lock().lock();
+    try {
+      noteFree(reply, 2);
+      maybeIdle();
+    } finally {
+      local.lock().unlock();
+    }
+  }
+
+  /** Under the lock: a reply that carries the free permits at {@code index} says whether there is a debt. */
+  private void noteFree(List<Object> reply, int index) {
+    if (reply != null && reply.size() > index) {
+      debt = at(reply, index) < 0;
+    }
+  }
+
+  private void lateLoss(int permits) {
+    metrics.leaseLost();
+    engine.notifyLost(new LeaseLostEvent(name, 0, "client " + engine.clientId, "Redis no longer had "
+        + permits + " permit(s) of this client when its release arrived: they had been reclaimed",
+        System.currentTimeMillis()), lossListeners());
+  }
+
+  // ---------------------------------------------------------------- replays after a recovery
+
+  private static final class Replay {
+    final long untilNanos;
+    final Runnable resend;
+
+    Replay(long untilNanos, Runnable resend) {
+      this.untilNanos = untilNanos;
+      this.resend = resend;
+    }
+  }
+
+  /** Keeps a release or cancel to send again after a recovery (a failover may have lost it). */
+  private void remember(Supplier<CompletableFuture<List<Object>>> send, long untilNanos) {
+    replaysLock.lock();
+    try {
+      if (replays.size() == REPLAY_MAX) {
+        replays.pollFirst();
       }
+      replays.addLast(new Replay(untilNanos, send::get));
+    } finally {
+      replaysLock.unlock();
+    }
+    if (replayHook.compareAndSet(false, true)) {
+      engine.onRecovery(onRecovery, true);
+    }
+  }
+
+  private void replayRecent() {
+    List<Runnable> again = new ArrayList<>();
+    long now = System.nanoTime();
+    replaysLock.lock();
+    try {
+      replays.removeIf(r -> now - r.untilNanos >= 0);
+      for (Replay r : replays) {
+        again.add(r.resend);
+      }
+      if (replays.isEmpty() && replayHook.compareAndSet(true, false)) {
+        engine.onRecovery(onRecovery, false);
+      }
+    } finally {
+      replaysLock.unlock();
+    }
+    again.forEach(Runnable::run);
+  }
+
+  // ---------------------------------------------------------------- capacity and queries
+
+  @Override
+  public int availablePermits() {
+    checkOpen();
+    engine.checkConnected(describe);
+    return (int) state()[4];
+  }
+
+  /**
+   * Returns {capacity, debt, free, held by all clients, available} as stored in Redis, after
+   * reclaiming registrations that ran out (counting: the capacity is the free permits, none held).
+   *
+   * @return the state as stored in Redis
+   */
+  long[] state() {
+    List<Object> r = engine.awaitQuietly(eval("state", null, 0, "", 't', 0, 0), describe);
+    long free = at(r, 0);
+    long cap = leased ? at(r, 1) : free;
+    return new long[] {cap, Math.max(0, -free), Math.max(0, free), cap - free, free};
+  }
+
+  /**
+   * Returns {memo slots ever used, slots free now} (for tests: a slot freed twice shows as more
+   * free than used).
+   *
+   * @return the slot counts
+   */
+  int[] slots() {
+    return new int[] {nextSlot.get(), freeSlots.size()};
+  }
+
+  /**
+   * Returns this client's books, for diagnostics.
+   *
+   * @return this client's books
+   */
+  String books() {
+    local.lock().lock();
+    try {
+      return "epoch " + epoch + (lease == null ? " (no lease)" : "") + ", dead " + deadEpoch + ", held " + held
+          + ", lost " + lost + ", in flight " + inFlight + ", waiting " + getQueueLength()
+          + (helperRunning ? ", waiter thread running" : "") + ", slots " + nextSlot.get() + " (" + freeSlots.size()
+          + " free)";
+    } finally {
+      local.lock().unlock();
+    }
+  }
+
+  @Override
+  public int drainPermits() {
+    checkOpen();
+    engine.checkConnected(describe);
+    Req r = new Req(0, 't', false);
+    long live;
+    long dead;
+    local.lock().lock();
+    try {
+      inFlight++;
+      live = epoch;
+      dead = deadEpoch;
+    } finally {
+      local.lock().unlock();
+    }
+    long sentAt = now();
+    boolean answered = false;
+    try {
+      List<Object> reply = engine.awaitQuietly(r.track(eval("drain", r, 0, "", 't', live, dead)), describe);
+      answered = true;
+      int moved = (int) at(reply, 1);
+      if (moved <= 0) {
+        return moved;
+      }
+      local.lock().lock();
+      try {
+        return count(moved, at(reply, 2), sentAt) ? moved : 0;
+      } finally {
+        local.lock().unlock();
+      }
+    } finally {
+      local.lock().lock();
+      try {
+        inFlight--;
+        maybeIdle();
+      } finally {
+        local.lock().unlock();
+      }
+      endRequest(r, !answered);
+    }
+  }
+
+  @Override
+  public void reducePermits(int reduction) {
+    if (reduction < 0) {
+      throw new IllegalArgumentException("reduction must not be negative, was " + reduction);
+    }
+    if (!capacityOp("reduce", reduction)) {
+      throw new Error("Permit count underflow");
+    }
+  }
+
+  @Override
+  public void addPermits(int permits) {
+    checkPermits(permits);
+    if (!capacityOp("add", permits)) {
+      throw new IllegalArgumentException("cannot add " + permits + " permits to " + describe
+          + ": its " + (leased ? "capacity" : "free permits") + " would exceed Integer.MAX_VALUE");
     }
   }
 
   /**
-   * Records the wait hint of a reply sent at {@code sentAtNanos}: a waiter blocks no longer than
-   * that before it runs a script again (which reclaims the permits of dead clients).
+   * add or reduce, sent again (same request) after a transient failure within the command timeout.
+   *
+   * @return false if refused: the capacity or the free permits would leave the int range
    */
-  private void hint(long sentAtNanos, long hintMillis) {
-    hintDeadline = sentAtNanos + TimeUnit.MILLISECONDS.toNanos(Math.max(0, hintMillis));
-  }
-
-  private boolean lockCollector(boolean interruptible) throws InterruptedException {
-    if (interruptible) {
-      collector.lockInterruptibly();
-    } else {
-      collector.lock();
+  private boolean capacityOp(String op, int n) {
+    checkOpen();
+    engine.checkConnected(describe);
+    Req r = new Req(n, 't', false);
+    Supplier<CompletableFuture<List<Object>>> send = () -> r.track(eval(op, r, n, "", 't', 0, 0));
+    CompletableFuture<List<Object>> done = engine.retrying(send,
+        System.nanoTime() + engine.options.commandTimeout().toNanos());
+    done.whenComplete((v, e) -> r.end()); // the slot is kept while copies may still be sent
+    List<Object> reply = engine.awaitQuietly(done, describe);
+    local.lock().lock();
+    try {
+      noteFree(reply, 2);
+    } finally {
+      local.lock().unlock();
     }
-    return true;
+    return at(reply, 0) == 1L;
   }
 
-  /**
-   * Returns {@code n} permits this client took but does not count (a collection given up, an
-   * acknowledgement that failed): Redis gives back what it attributes, up to n.
-   */
-  void giveBack(int n) {
-    ledger.track(n);
-    // Sent again (same request id: Redis gives them back once) when unanswered for the command
-    // timeout or on a recovery event, as a release is. A single copy can wait for good: on a
-    // Cluster, one queued for a dead master's connection gets no reply, and while it is tracked
-    // every trim stays ambiguous, so the permit stayed stranded with its client alive (the fault
-    // loop with replicaAcks found every permit stranded that way, FailoverTest reproduces it).
-    String request = engine.newRequestId();
-    engine.retrying(() -> op("release", n, "", false, request), ledger.leaseEnd(engine.leaseMillis))
-        .whenComplete((r, e) -> ledger.untrack(n, e != null));
+  @Override
+  public int heldPermits() {
+    if (!leased) {
+      return 0;
+    }
+    local.lock().lock();
+    try {
+      if (lease != null) {
+        lease.alive(now());
+      }
+      return held;
+    } finally {
+      local.lock().unlock();
+    }
   }
 
-  /**
-   * An acquire still in flight ({@code asked} tracked) that the caller gave up on: returns what it
-   * took. Unanswered for the command timeout (or on a recovery event), the same request is sent
-   * again: a copy that finds the first one ran gets its stored reply, otherwise it runs now; either
-   * way its reply says what to give back, so nothing stays tracked for good (see {@link #giveBack}).
-   */
-  private void giveBackWhenDone(CompletableFuture<List<Object>> attempt, int asked, String mode, String request) {
-    engine.retrying(new RedisLock.First<>(attempt, () -> op("acquire", asked, mode, false, request)),
-        ledger.leaseEnd(engine.leaseMillis)).whenComplete((r, e) -> {
-          if (e == null && (Long) r.get(0) > 0) {
-            giveBack((int) (long) (Long) r.get(0));
-          }
-          ledger.untrack(asked, e != null);
-        });
+  @Override
+  public boolean isFair() {
+    return false;
+  }
+
+  @Override
+  public int waitingThreads() {
+    return getQueueLength();
+  }
+
+  @Override
+  public void addLeaseLossListener(LeaseLossListener listener) {
+    listeners.add(Objects.requireNonNull(listener, "listener"));
+  }
+
+  @Override
+  public String toString() {
+    return "DistributedSemaphore[" + name + (leased ? ", leased, permits held by this client = " + heldPermits()
+        : ", counting") + ", waiting threads = " + getQueueLength() + "]";
   }
 
   // ---------------------------------------------------------------- asynchronous acquisition
@@ -619,9 +1290,9 @@ final class RedisSemaphore extends DistributedSemaphore {
   }
 
   private CompletableFuture<PermitHold> acquireAsync(int permits, Engine.Call call) {
-    AsyncGate<PermitHold> gate = AsyncSides.gate(async, engine, () -> new AsyncSides.PermitSide(this));
+    AsyncGate<PermitHold> gate = AsyncSides.gate(async, engine, PermitSide::new);
     if (permits == 0) {
-      return CompletableFuture.completedFuture(((AsyncSides.PermitSide) gate.side()).none());
+      return CompletableFuture.completedFuture(((PermitSide) gate.side()).none());
     }
     return gate.acquire(call, permits);
   }
@@ -631,196 +1302,168 @@ final class RedisSemaphore extends DistributedSemaphore {
    *
    * @return the async gate's side
    */
-  AsyncSides.PermitSide asyncSide() {
-    return (AsyncSides.PermitSide) AsyncSides.gate(async, engine, () -> new AsyncSides.PermitSide(this)).side();
+  PermitSide asyncSide() {
+    return (PermitSide) AsyncSides.gate(async, engine, PermitSide::new).side();
   }
 
   /**
-   * Returns this client's liveness key on the semaphore.
-   *
-   * @return this client's liveness key on the semaphore
+   * The async acquisitions' side: the acquire of {@code n} permits, all or nothing, keyed by one
+   * request for the whole acquisition (a new one after a grant that could not be counted); the
+   * permits belong to the hold, which releases them under the registration they were granted in.
    */
-  String aliveKey() {
-    return keys[4];
-  }
-
-  // ---------------------------------------------------------------- release
-
-  @Override
-  public void release() {
-    release(1);
-  }
-
-  /**
-   * Returns {@code permits} permits. The count drops at once. If this client's lease was lost,
-   * the permits lost with it are released first and the caller hears of the loss: for them a
-   * reconciliation gives back whatever Redis still attributes to this client beyond what it counts,
-   * never a permit another thread acquired since. If Redis is unreachable, the release completes in
-   * the background (same request id, so a re-send gives back once).
-   */
-  @Override
-  public void release(int permits) {
-    checkPermits(permits);
-    if (permits == 0) {
-      return;
-    }
-    int send = ledger.release(permits, describe);
-    LockLostException lost = send == permits ? null : new LockLostException(name, 0, System.currentTimeMillis(),
-        "this client's lease on the semaphore was lost and its permits were given to others");
-    if (send == 0) {
-      ledger.stopIfIdle(waiting.get() == 0);
-      throw lost;
-    }
-    long sentAt = now();
-    String request = engine.newRequestId(); // the same id for a re-send: it gives back only once
-    CompletableFuture<List<Object>> done = engine.retrying(() -> op("release", send, "", false, request),
-        ledger.leaseEnd(engine.leaseMillis));
-    done.whenComplete((r, e) -> ledger.untrack(send, e != null));
-    try {
-      List<Object> r = engine.release(done, describe + " release");
+  final class PermitSide extends AsyncAcquisition.Side<PermitHold> implements AsyncHold.Io {
+    private Req req(AsyncAcquisition<PermitHold> w) {
+      Req r = (Req) w.sideState;
       if (r == null) {
-        // Redis unreachable or slow: it completes in the background; if it then finds fewer
-        // permits than released, they had been reclaimed: say so
-        done.thenAccept(late -> {
-          if ((Long) late.get(0) < send) {
-            metrics.leaseLost();
-            List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
-            all.addAll(listeners);
-            engine.notifyLost(new LeaseLostEvent(name, 0, "client " + engine.clientId, "Redis no longer had "
-                + send + " permit(s) of this client when its release arrived: they had been reclaimed",
-                System.currentTimeMillis()), all);
-          }
-        });
-      } else {
-        hint(sentAt, (Long) r.get(2));
-        if ((Long) r.get(0) < send && lost == null) {
-          lost = new LockLostException(name, 0, System.currentTimeMillis(),
-              "Redis no longer had this client's permits: its lease ran out and they were reclaimed");
+        r = new Req(w.permits, 'a', false); // async acquisitions wait by pub/sub
+        w.sideState = r;
+        local.lock().lock();
+        try {
+          inFlight++;
+        } finally {
+          local.lock().unlock();
         }
       }
-      if (lost != null) {
-        throw lost;
+      return r;
+    }
+
+    /** The acquisition is done with its request. */
+    private void end(AsyncAcquisition<PermitHold> w, boolean undo) {
+      Req r = (Req) w.sideState;
+      if (r == null) {
+        return;
       }
-    } finally {
-      ledger.stopIfIdle(waiting.get() == 0);
-    }
-  }
-
-  // ---------------------------------------------------------------- capacity and queries
-
-  @Override
-  public int availablePermits() {
-    engine.checkConnected(describe);
-    return (int) (long) (Long) engine.awaitQuietly(op("state", 0, ""), describe).get(4);
-  }
-
-  /**
-   * Returns {cap, debt, free, held by all clients, available} as stored in Redis.
-   *
-   * @return {cap, debt, free, held by all clients, available} as stored in Redis
-   */
-  long[] state() {
-    List<Object> r = engine.awaitQuietly(op("state", 0, ""), describe);
-    long[] out = new long[r.size()];
-    for (int i = 0; i < out.length; i++) {
-      out[i] = (Long) r.get(i);
-    }
-    return out;
-  }
-
-  @Override
-  public int drainPermits() {
-    engine.checkConnected(describe);
-    ledger.beginDrain();
-    boolean uncertain = false;
-    try {
-      long sentAt = now();
-      List<Object> r;
+      w.sideState = null;
+      local.lock().lock();
       try {
-        r = engine.awaitQuietly(op("drain", 0, ""), describe);
-      } catch (RuntimeException e) {
-        uncertain = true;
-        throw e;
+        inFlight--;
+        maybeIdle();
+      } finally {
+        local.lock().unlock();
       }
-      int moved = (int) (long) (Long) r.get(0);
-      if (moved > 0 ? !ledger.countScript(moved, sentAt) : refreshed(sentAt)) {
-        giveBack(moved);
-        return 0;
+      endRequest(r, undo);
+    }
+
+    @Override
+    String describe() {
+      return describe;
+    }
+
+    @Override
+    String channel() {
+      return channel;
+    }
+
+    @Override
+    Metrics.Primitive metrics() {
+      return metrics;
+    }
+
+    @Override
+    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<PermitHold> w, boolean subscribed) {
+      return sendAcquire(req(w), subscribed);
+    }
+
+    @Override
+    PermitHold grant(AsyncAcquisition<PermitHold> w, Engine.Attempt a, long sentAtTicks) {
+      int n = (int) a.token;
+      Lease under;
+      boolean counted;
+      local.lock().lock();
+      try {
+        counted = count(n, a.epoch, sentAtTicks);
+        under = lease;
+      } finally {
+        local.lock().unlock();
       }
-      return moved;
-    } finally {
-      ledger.endDrain(uncertain);
-      ledger.stopIfIdle(waiting.get() == 0);
+      end(w, false);
+      if (!counted) {
+        return null; // granted under a registration that is gone: ask again, with a new request
+      }
+      AsyncHold.Permits hold = new AsyncHold.Permits(name, this, engine.ticker, n, leased ? under : null);
+      liveHolds.add(hold);
+      return hold;
     }
-  }
 
-  @Override
-  public void reducePermits(int reduction) {
-    if (reduction < 0) {
-      throw new IllegalArgumentException("reduction must not be negative, was " + reduction);
+    @Override
+    void cancelGrant(AsyncAcquisition<PermitHold> w, Engine.Attempt a) {
+      end(w, true); // the cancel gives back exactly what the grant took, and wakes the next waiter
     }
-    engine.checkConnected(describe);
-    long cap = (Long) engine.awaitQuietly(op("reduce", reduction, ""), describe).get(0);
-    if (cap < 0) {
-      throw new IllegalArgumentException("cannot remove " + reduction + " permits from " + describe
-          + ": that is more than its capacity");
+
+    @Override
+    void withdraw(AsyncAcquisition<PermitHold> w, boolean uncertain) {
+      end(w, uncertain);
     }
-  }
 
-  @Override
-  public void addPermits(int permits) {
-    if (permits < 0) {
-      throw new IllegalArgumentException("permits must not be negative, was " + permits);
+    @Override
+    String leaseKey(AsyncAcquisition<PermitHold> w) {
+      Req r = (Req) w.sideState;
+      return memoPrefix + (r == null ? "-" : Integer.toString(r.slot));
     }
-    engine.checkConnected(describe);
-    long cap = (Long) engine.awaitQuietly(op("add", permits, ""), describe).get(0);
-    if (cap < 0) {
-      throw new IllegalArgumentException("cannot add " + permits + " permits to " + describe
-          + ": its capacity would exceed Integer.MAX_VALUE");
+
+    @Override
+    public CompletableFuture<Boolean> release(AsyncHold hold, long leaseEndNanos) {
+      AsyncHold.Permits h = (AsyncHold.Permits) hold;
+      liveHolds.remove(h);
+      int n = h.permits();
+      if (n == 0) {
+        return CompletableFuture.completedFuture(Boolean.TRUE);
+      }
+      long from;
+      boolean wasLost = false;
+      local.lock().lock();
+      try {
+        if (leased) {
+          if (lease != null) {
+            lease.alive(now());
+          }
+          boolean live = h.lease() != null && h.lease() == lease;
+          if (live ? held < n : lost < n) {
+            throw new IllegalStateException("the " + n + " permit(s) of this hold on " + describe
+                + " were already released through release(int)");
+          }
+          if (live) {
+            held -= n;
+          } else {
+            lost -= n;
+            wasLost = true;
+          }
+        }
+        from = epoch;
+        activity++;
+      } finally {
+        local.lock().unlock();
+      }
+      if (wasLost) {
+        return CompletableFuture.failedFuture(new LockLostException(name, 0, System.currentTimeMillis(),
+            "this client's lease on " + describe + " was lost and its permits were given to others"));
+      }
+      return releaseInRedis(n, from, 'a').thenApply(reply -> released(reply, n) == null);
     }
-  }
 
-  @Override
-  public int heldPermits() {
-    return ledger.held();
-  }
+    @Override
+    public boolean connected() {
+      return engine.connected();
+    }
 
-  @Override
-  public boolean isFair() {
-    return false;
-  }
+    @Override
+    public void stopRenewal(Lease l) {
+      // the registration is the client's, not the hold's
+    }
 
-  @Override
-  public int waitingThreads() {
-    return waiting.get();
-  }
-
-  @Override
-  public void addLeaseLossListener(LeaseLossListener listener) {
-    listeners.add(Objects.requireNonNull(listener, "listener"));
-  }
-
-  @Override
-  public String toString() {
-    return "DistributedSemaphore[" + name + ", permits held by this client = " + heldPermits() + "]";
-  }
-
-  // ---------------------------------------------------------------- liveness lease
-
-  /** A script refreshed this client's liveness (it took nothing): keep the lease going. Always false. */
-  private boolean refreshed(long sentAtNanos) {
-    ledger.refreshed(sentAtNanos);
-    return false;
-  }
-
-  private void leaseLost(Lease l, String reason) {
-    int lost = ledger.lose(l);
-    if (lost > 0) {
+    @Override
+    public void lost(LeaseLostEvent event) {
       metrics.leaseLost();
-      List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
-      all.addAll(listeners);
-      engine.notifyLost(new LeaseLostEvent(name, 0, l.holder, reason + " (" + lost + " permits)",
-          l.lostAtMillis), all);
+      engine.notifyLost(event, lossListeners());
+    }
+
+    /**
+     * Returns a hold of no permits (acquire(0) succeeds at once, as {@code Semaphore}'s does).
+     *
+     * @return a hold of no permits
+     */
+    PermitHold none() {
+      return new AsyncHold.Permits(name, this, engine.ticker, 0, null);
     }
   }
 }

@@ -36,4 +36,9 @@ final class Registry<T> {
     }
     return size;
   }
+
+  /** Removes the instance of this name if it is {@code value} (one that failed to initialize). */
+  void remove(String name, T value) {
+    cache.asMap().remove(name, value);
+  }
 }

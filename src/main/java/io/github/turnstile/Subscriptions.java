@@ -26,6 +26,13 @@ import java.util.concurrent.locks.ReentrantLock;
  */
 final class Subscriptions implements AutoCloseable {
   private static final System.Logger LOG = System.getLogger("io.github.turnstile");
+  /**
+   * How long a subscription nobody waits on any more stays before its UNSUBSCRIBE: a primitive
+   * waited on again and again (a read-mostly read/write lock's readers) reuses it instead of
+   * paying a SUBSCRIBE and an UNSUBSCRIBE, two round trips on the subscriber connection, per wait.
+   */
+  static final long LINGER_NANOS = java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(
+      Long.getLong("turnstile.subscriptionLingerMillis", 250));
 
   /** Opens a node's subscriber connection (blocking; run on {@link #connector}). */
   interface Opener {
@@ -54,6 +61,10 @@ final class Subscriptions implements AutoCloseable {
     final CompletableFuture<Void> ready;
     private final Signal event = new Signal();
     private int refs = 1; // guarded by lock
+    /** When refs last fell to 0 (nanoTime); guarded by lock. */
+    private long idleSince;
+    /** Whether a check that may unsubscribe it is scheduled; guarded by lock. */
+    private boolean checkPending;
     private volatile boolean lost;
 
     Sub(String channel, Node node, CompletableFuture<Void> ready) {
@@ -281,13 +292,58 @@ final class Subscriptions implements AutoCloseable {
       if (--s.refs > 0) {
         return;
       }
-      Node n = s.node;
-      if (n.subs.remove(s.channel, s) && !s.lost && !n.dead && !s.ready.isCompletedExceptionally()) {
-        n.leaving.merge(s.channel, 1, Integer::sum);
-        n.send(s.channel, false);
+      if (LINGER_NANOS > 0 && !s.lost && !s.node.dead && !closed && !s.ready.isCompletedExceptionally()) {
+        // kept for a while: the next waiter on the channel reuses it (see LINGER_NANOS)
+        s.idleSince = System.nanoTime();
+        if (!s.checkPending) {
+          s.checkPending = true;
+          lingerCheck(s, LINGER_NANOS);
+        }
+        return;
       }
+      unsubscribe(s);
     } finally {
       lock.unlock();
+    }
+  }
+
+  /** Schedules the check that unsubscribes {@code s} once it has been idle for the linger time. */
+  private void lingerCheck(Sub s, long delayNanos) {
+    // runs on the JDK's one delay-scheduler thread (the check is short, and sends asynchronously):
+    // a pool here started a thread per subscription going idle at once (AsyncScaleTest's drain)
+    Executor later = CompletableFuture.delayedExecutor(delayNanos, java.util.concurrent.TimeUnit.NANOSECONDS,
+        Runnable::run);
+    try {
+      later.execute(() -> {
+        lock.lock();
+        try {
+          if (s.refs > 0) {
+            s.checkPending = false; // in use again: its next release schedules a check
+            return;
+          }
+          long idle = System.nanoTime() - s.idleSince;
+          if (idle < LINGER_NANOS && !closed) {
+            lingerCheck(s, LINGER_NANOS - idle);
+            return;
+          }
+          s.checkPending = false;
+          unsubscribe(s);
+        } finally {
+          lock.unlock();
+        }
+      });
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      s.checkPending = false;
+      unsubscribe(s); // closed: let it go now
+    }
+  }
+
+  /** Drops {@code s} (nobody waits on it) and sends its UNSUBSCRIBE if it is still subscribed; call under lock. */
+  private void unsubscribe(Sub s) {
+    Node n = s.node;
+    if (n.subs.remove(s.channel, s) && !s.lost && !n.dead && !s.ready.isCompletedExceptionally()) {
+      n.leaving.merge(s.channel, 1, Integer::sum);
+      n.send(s.channel, false);
     }
   }
 

@@ -36,8 +36,8 @@ import java.util.Objects;
  * the same name for as long as the application references it (or a thread holds or waits for it);
  * instances nobody references are garbage collected, so the registry never grows without bound.
  *
- * <p>Closing a Turnstile stops its watchdog, so leases still held run out in Redis within the lease
- * time; close it only after releasing.
+ * <p>Closing a Turnstile ends its waiters and stops its watchdog, so leases still held run out in
+ * Redis within the lease time; close it only after releasing (see {@link #close()}).
  *
  * <p><b>Threads.</b> Locks are owned by threads (platform or virtual), semaphore permits by the
  * Turnstile. Turnstile runs two daemon threads of its own, the watchdog and the event thread on
@@ -264,9 +264,11 @@ public final class Turnstile implements AutoCloseable {
    * @throws NullPointerException if name is null
    * @throws IllegalArgumentException if name is blank or longer than {@value #MAX_NAME_LENGTH}
    *     characters
+   * @throws TurnstileException if this Turnstile is closed
    */
   public DistributedLock lock(String name) {
     checkName(name);
+    checkOpen("lock", name);
     return locks.get(name, n -> new RedisLock(engine, n));
   }
 
@@ -280,33 +282,73 @@ public final class Turnstile implements AutoCloseable {
    * @throws NullPointerException if name is null
    * @throws IllegalArgumentException if name is blank or longer than {@value #MAX_NAME_LENGTH}
    *     characters
+   * @throws TurnstileException if this Turnstile is closed
    */
   public DistributedReadWriteLock readWriteLock(String name) {
     checkName(name);
+    checkOpen("read/write lock", name);
     return readWriteLocks.get(name, n -> new RedisReadWriteLock(engine, n));
   }
 
   /**
-   * Returns the distributed semaphore of this name, creating it in Redis with {@code permits}
-   * permits if it does not exist yet. Costs one round trip, which checks the stored capacity.
+   * Returns the leased semaphore of this name, creating it in Redis with {@code permits} permits
+   * if it does not exist yet. Its permits are held by live clients: a client that crashes, or is
+   * cut off for longer than its lease, loses them to the others, and a client cannot release more
+   * permits than it holds (see {@link DistributedSemaphore}). Costs one round trip, which checks the
+   * stored capacity.
    *
    * @param name the semaphore's name, shared by every client that uses it; non-blank, at most
    *     {@value #MAX_NAME_LENGTH} characters
-   * @param permits its capacity, any non-negative {@code int} (the work of every call in Redis is
-   *     bounded whatever the capacity); must equal the stored capacity if the semaphore exists
+   * @param permits its capacity, any {@code int} (negative: acquisitions wait until permits are
+   *     added); must equal the stored capacity if the semaphore exists
    * @return the semaphore: the same instance for as long as it is referenced
    * @throws NullPointerException if name is null
-   * @throws IllegalArgumentException if name is blank or too long, permits is negative, or the
-   *     semaphore exists with a different capacity (the message names both)
-   * @throws TurnstileException if Redis cannot be reached
+   * @throws IllegalArgumentException if name is blank or too long, the semaphore exists with a
+   *     different capacity (the message names both), or it exists as a counting semaphore
+   * @throws TurnstileException if Redis cannot be reached, or this Turnstile is closed
    */
   public DistributedSemaphore semaphore(String name, int permits) {
+    return semaphore(name, permits, true);
+  }
+
+  /**
+   * Returns the counting semaphore of this name, creating it in Redis with {@code permits} free
+   * permits if it does not exist yet (otherwise {@code permits} is not used). It has exactly the
+   * counting semantics of {@link java.util.concurrent.Semaphore}: {@code release()} adds a permit
+   * whether or not the caller acquired one, and nothing is leased or ever reclaimed, so a permit
+   * acquired by a client that crashes is gone. Meant for signalling between JVMs (created with 0
+   * permits: one JVM releases, another acquires). Costs one round trip.
+   *
+   * @param name the semaphore's name, shared by every client that uses it; non-blank, at most
+   *     {@value #MAX_NAME_LENGTH} characters
+   * @param permits the free permits it is created with, any {@code int}
+   * @return the semaphore: the same instance for as long as it is referenced
+   * @throws NullPointerException if name is null
+   * @throws IllegalArgumentException if name is blank or too long, or it exists as a leased semaphore
+   * @throws TurnstileException if Redis cannot be reached, or this Turnstile is closed
+   */
+  public DistributedSemaphore countingSemaphore(String name, int permits) {
+    return semaphore(name, permits, false);
+  }
+
+  private DistributedSemaphore semaphore(String name, int permits, boolean leased) {
     checkName(name);
-    if (permits < 0) {
-      throw new IllegalArgumentException("permits must not be negative, was " + permits);
+    checkOpen("semaphore", name);
+    RedisSemaphore s = semaphores.get(name, n -> new RedisSemaphore(engine, n, permits, leased));
+    if (s.isLeased() != leased) {
+      throw new IllegalArgumentException("semaphore '" + name + "' is used by this client as a "
+          + (s.isLeased() ? "leased" : "counting") + " semaphore");
     }
-    RedisSemaphore s = semaphores.get(name, n -> new RedisSemaphore(engine, n, permits));
-    s.initialize(permits);
+    try {
+      s.initialize(permits);
+    } catch (RuntimeException e) {
+      // an instance made by this call that Redis refused (another mode, another capacity) or could
+      // not check is not kept: the next call makes a new one with its own arguments
+      if (!s.initialized()) {
+        semaphores.remove(name, s);
+      }
+      throw e;
+    }
     return s;
   }
 
@@ -316,6 +358,12 @@ public final class Turnstile implements AutoCloseable {
    * becomes work in Redis; the check happens before anything is sent.
    */
   public static final int MAX_NAME_LENGTH = 1024;
+
+  private void checkOpen(String kind, String name) {
+    if (engine.isClosed()) {
+      throw new TurnstileException("cannot obtain the " + kind + " '" + name + "': this Turnstile is closed");
+    }
+  }
 
   static void checkName(String name) {
     Objects.requireNonNull(name, "name must not be null");
@@ -351,10 +399,24 @@ public final class Turnstile implements AutoCloseable {
   }
 
   /**
-   * Stops the watchdog and closes Turnstile's connections (and the client, if owned). Threads
-   * waiting in an acquisition of one of its primitives then end with {@link TurnstileException}
-   * (pending asynchronous acquisitions fail with it); holds still held are no longer renewed, so
-   * they end in Redis when their leases run out.
+   * Stops the watchdog and closes Turnstile's connections (and the client, if owned).
+   *
+   * <ul>
+   *   <li>Threads waiting in an acquisition of one of its primitives end promptly with
+   *       {@link TurnstileException}, whoever holds what they wait for: another client, or a
+   *       thread of this one (threads queued behind such a holder included). Pending
+   *       asynchronous acquisitions fail with it.</li>
+   *   <li>Acquisitions started afterwards ({@code lock()}, {@code tryLock}, ...) and
+   *       {@link #lock(String)}, {@link #readWriteLock(String)}, {@link #semaphore(String, int)}
+   *       throw {@link TurnstileException} at once. Only a thread's re-entry of a lock it holds
+   *       still succeeds (it is local).</li>
+   *   <li>Holds still held are no longer renewed: other clients get them when their leases run
+   *       out in Redis. Their holders may still {@code unlock()}: the hold ends in this JVM and
+   *       the call returns normally, but the release cannot reach Redis any more, so only the
+   *       lease ends the hold there. Release before closing to free them at once.</li>
+   * </ul>
+   *
+   * <p>Closing again does nothing.
    */
   @Override
   public void close() {

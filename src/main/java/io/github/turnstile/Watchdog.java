@@ -124,15 +124,23 @@ final class Watchdog implements AutoCloseable {
   }
 
   private CompletableFuture<?> renew(List<Lease> batch, long sentAt) {
-    String[] keys = new String[batch.size()];
+    List<String> keys = new ArrayList<>(batch.size());
     String[] args = new String[batch.size() * 2];
-    for (int i = 0; i < keys.length; i++) {
+    Lease.Registration[] registrations = new Lease.Registration[batch.size()];
+    Object[] snapshots = new Object[batch.size()];
+    for (int i = 0; i < batch.size(); i++) {
       Lease l = batch.get(i);
-      keys[i] = l.key;
+      keys.add(l.key);
+      Lease.Registration reg = l.registration;
+      if (reg != null) {
+        keys.add(reg.stateKey());
+        registrations[i] = reg;
+        snapshots[i] = reg.snapshot();
+      }
       args[2 * i] = l.requestId;
       args[2 * i + 1] = Long.toString(l.leaseMillis);
     }
-    return engine.<List<Object>>eval(Script.RENEW, ScriptOutputType.MULTI, keys, args)
+    return engine.<List<Object>>eval(Script.RENEW, ScriptOutputType.MULTI, keys.toArray(new String[0]), args)
         .whenComplete((result, error) -> {
           if (error != null) {
             LOG.log(Level.DEBUG, "lease renewal failed, will retry next tick: {0}", error.toString());
@@ -141,11 +149,16 @@ final class Watchdog implements AutoCloseable {
           }
           for (int i = 0; i < batch.size(); i++) {
             Lease l = batch.get(i);
-            if (((Long) result.get(i)) == 1L) {
+            long reply = (Long) result.get(i);
+            Lease.Registration reg = registrations[i];
+            if (reg == null ? reply == 1L : reg.intact(reply, snapshots[i])) {
               l.renewed(sentAt);
             } else if (leases.remove(l)) {
               l.renewalFailed();
-              l.lose("Redis refused the renewal: the lease key expired, was deleted or was taken over");
+              l.lose(reg == null || reply < 0
+                  ? "Redis refused the renewal: the lease key expired, was deleted or was taken over"
+                  : "Redis has fewer permits of this client's registration (" + reply + ") than it holds:"
+                      + " a grant was lost (a failover to a replica that lacked it)");
             }
           }
         });

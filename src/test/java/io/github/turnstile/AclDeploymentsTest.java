@@ -54,7 +54,7 @@ class AclDeploymentsTest {
           + PASSWORD + "@");
       workload(cluster.nodes(), uri, true);
       assertNoRefusals(cluster.nodes());
-      assertUsed(cluster.nodes(), "ssubscribe", "spublish", "blpop", "blmove", "client|unblock", "wait");
+      assertUsed(cluster.nodes(), "ssubscribe", "spublish", "blpop", "client|unblock", "wait");
 
       restricted(cluster.nodes(), Deployment.CLUSTER, uri, true);
 
@@ -84,7 +84,7 @@ class AclDeploymentsTest {
           + PASSWORD + "@");
       workload(s.dataNodes(), uri, true);
       assertNoRefusals(s.dataNodes());
-      assertUsed(s.dataNodes(), "subscribe", "publish", "blpop", "blmove", "client|unblock", "wait");
+      assertUsed(s.dataNodes(), "subscribe", "publish", "blpop", "client|unblock", "wait");
 
       restricted(s.dataNodes(), Deployment.STANDALONE, uri, false);
     }
@@ -212,7 +212,7 @@ class AclDeploymentsTest {
       rwA.writeLock().unlock();
       assertTrue(reader.get(10, TimeUnit.SECONDS));
 
-      // semaphore: a waiter in BLMOVE, handed the permit by the release
+      // semaphore: a waiter blocked on the wake list, woken by the release
       String semName = unique("acl-sem");
       DistributedSemaphore semA = a.semaphore(semName, 1);
       semA.acquire();

@@ -86,9 +86,9 @@ class AclLineTest {
       }
     }
     if (!problems.isEmpty()) {
-      fail("README.md's ACL SETUSER line for " + d + " does not match what Turnstile runs:\n  - "
+      fail("docs/ACL.md's ACL SETUSER line for " + d + " does not match what Turnstile runs:\n  - "
           + String.join("\n  - ", problems)
-          + "\nUpdate the line in README.md, section \"Least privilege (Redis ACL)\" (and, for a command sent"
+          + "\nUpdate the line in docs/ACL.md (and, for a command sent"
           + " from Java code or by Lettuce, the list in src/test/java/io/github/turnstile/testing/"
           + "LeastPrivilege.java). Required: +" + String.join(" +", required.keySet()));
     }

@@ -3,6 +3,7 @@ package io.github.turnstile;
 import static io.github.turnstile.TestSupport.unique;
 import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -227,12 +228,17 @@ class BoundedWorkTest {
       IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> s.addPermits(Integer.MAX_VALUE));
       assertTrue(e.getMessage().contains("Integer.MAX_VALUE"), e.getMessage());
       assertEquals(4, s.availablePermits(), "nothing changed");
-      e = assertThrows(IllegalArgumentException.class, () -> s.reducePermits(5));
-      assertTrue(e.getMessage().contains("capacity"), e.getMessage());
-      assertEquals(4, s.availablePermits(), "nothing changed");
-      e = assertThrows(IllegalArgumentException.class, () -> s.acquire(5));
-      assertTrue(e.getMessage().contains("capacity is 4"), e.getMessage());
+      // as Semaphore: reducePermits may take the free permits below zero, but not below Integer.MIN_VALUE
+      s.reducePermits(Integer.MAX_VALUE);
+      assertEquals(4 - Integer.MAX_VALUE, s.availablePermits());
+      Error underflow = assertThrows(Error.class, () -> s.reducePermits(Integer.MAX_VALUE));
+      assertEquals("Permit count underflow", underflow.getMessage());
+      assertEquals(4 - Integer.MAX_VALUE, s.availablePermits(), "nothing changed");
+      s.addPermits(Integer.MAX_VALUE - 4);
+      assertEquals(0, s.availablePermits());
+      assertFalse(s.tryAcquire(Integer.MAX_VALUE), "more than is free: false, never an error");
       assertThrows(IllegalArgumentException.class, () -> s.acquire(-1));
+      assertEquals(0, s.availablePermits(), "nothing changed");
 
       String longest = "n".repeat(Turnstile.MAX_NAME_LENGTH);
       DistributedLock ok = t.lock(longest);

@@ -333,6 +333,93 @@ class DistributedReadWriteLockContractTest {
     assertFree(name);
   }
 
+  /**
+   * The TCK's {@code testReadHoldingWriteLock2}: the writer downgrades while other threads of its
+   * own client wait for the read lock. They wait at this JVM's read gate, behind the writer in
+   * Redis; the writer's {@code readLock().lock()} used to queue at that gate behind them, and so
+   * waited forever for its own write lock to go. Now the writer takes the read lock at once (Redis
+   * grants it to the write owner), its {@code tryLock()} too, and the waiting readers are admitted
+   * when it releases the write lock. The writer runs on an actor, so that a deadlock fails the
+   * step instead of hanging the suite.
+   */
+  @Test
+  void downgradeWhileReadersOfTheSameClientWait() throws Exception {
+    String name = unique("rw-downgrade-waiting");
+    DistributedReadWriteLock rw = a.readWriteLock(name);
+    Actor writer = actor("writer-A");
+    writer.run(() -> rw.writeLock().lock());
+    Actor reader1 = actor("reader-A1");
+    Actor reader2 = actor("reader-A2");
+    Future<Void> read1 = reader1.submit(() -> rw.readLock().lock());
+    Future<Void> read2 = reader2.submit(() -> rw.readLock().lock());
+    awaitBlockedClients(1); // the gate holder waits in Redis (subscribed), the other at the gate
+    TestSupport.awaitWaiting(reader1.thread);
+    TestSupport.awaitWaiting(reader2.thread);
+
+    writer.run(() -> {
+      rw.readLock().lock();
+      assertTrue(rw.readLock().tryLock(), "tryLock() of the read lock by the writer");
+      rw.readLock().unlock();
+      rw.readLock().unlock();
+    });
+    assertFalse(read1.isDone() || read2.isDone(), "readers still wait for the write lock");
+    writer.run(() -> {
+      rw.readLock().lock(); // downgrade: read, then release the write lock
+      rw.writeLock().unlock();
+    });
+    get(read1);
+    get(read2);
+    assertEquals(3, b.readWriteLock(name).getReadLockCount(), "the downgraded writer and both readers read");
+    writer.run(() -> rw.readLock().unlock());
+    reader1.run(() -> rw.readLock().unlock());
+    reader2.run(() -> rw.readLock().unlock());
+    assertFree(name);
+  }
+
+  /**
+   * The TCK's {@code testReadTryLockBarging}: {@code readLock().tryLock()} takes the read lock when
+   * no writer holds it, whether or not writers or readers wait, as {@code ReentrantReadWriteLock}'s
+   * does even in fair mode. A reader holds it; a writer waits (so new readers queue: phase-fair), a
+   * reader of the same client waits behind that writer; a third thread of that client, and a
+   * thread of another client, each get it with {@code tryLock()}. The waiters keep waiting, and
+   * are served in policy order once the readers leave. (It returned false before: the first thread
+   * found the local read gate taken by the waiting reader, the second was held back by the
+   * waiting writer.)
+   */
+  @Test
+  void readTryLockBarges() throws Exception {
+    String name = unique("rw-barge");
+    DistributedReadWriteLock rw = a.readWriteLock(name);
+    DistributedReadWriteLock rwB = b.readWriteLock(name);
+    Actor holder = actor("reader-A");
+    holder.run(() -> rw.readLock().lock());
+    Actor writer = actor("writer-A");
+    Future<Void> writing = writer.submit(() -> rw.writeLock().lock());
+    awaitBlockedClients(1);
+    Actor waitingReader = actor("reader-A2");
+    Future<Void> reading = waitingReader.submit(() -> rw.readLock().lock());
+    awaitBlockedClients(2);
+    TestSupport.awaitWaiting(waitingReader.thread);
+
+    Actor barger = actor("reader-A3");
+    assertTrue(barger.call(() -> rw.readLock().tryLock()), "tryLock() of a thread of the waiters' client");
+    Actor bargerB = actor("reader-B");
+    assertTrue(bargerB.call(() -> rwB.readLock().tryLock()), "tryLock() of another client");
+    assertEquals(3, rwB.getReadLockCount());
+    barger.run(() -> rw.readLock().unlock());
+    bargerB.run(() -> rwB.readLock().unlock());
+    assertFalse(writing.isDone(), "the writer still waits");
+    assertFalse(reading.isDone(), "the reader behind the writer still waits");
+
+    holder.run(() -> rw.readLock().unlock());
+    get(writing);
+    assertFalse(reading.isDone(), "the reader queued behind the writer");
+    writer.run(() -> rw.writeLock().unlock());
+    get(reading);
+    waitingReader.run(() -> rw.readLock().unlock());
+    assertFree(name);
+  }
+
   /** Upgrade is refused at once: a reader asking for the write lock gets IllegalMonitorStateException, and nothing changes. */
   @Test
   void upgradeFailsFast() throws Exception {
@@ -371,7 +458,7 @@ class DistributedReadWriteLockContractTest {
     // the refused upgrades left no waiting writer behind that would hold new readers back
     Actor readerB = actor("reader-B");
     DistributedReadWriteLock rwB = b.readWriteLock(name);
-    assertTrue(readerB.call(() -> rwB.readLock().tryLock()), "new readers still enter");
+    assertTrue(readerB.call(() -> rwB.readLock().tryLock(0, SECONDS)), "new readers still enter");
     readerB.run(() -> rwB.readLock().unlock());
     reader.run(() -> {
       rw.readLock().unlock();
@@ -411,8 +498,9 @@ class DistributedReadWriteLockContractTest {
     assertFalse(readerC.call(() -> rwC.readLock().tryLock(200, MILLISECONDS)),
         "a new reader queues behind the waiting writer");
     assertTrue(millisSince(start) >= 200);
-    assertFalse(readerC.call(() -> rwC.readLock().tryLock()));
-    assertFalse(readerA2.call(() -> rwA.readLock().tryLock()), "also a new reader of the reading client");
+    // tryLock(0, unit) keeps the policy (tryLock() barges, as the JDK's does: readTryLockBarges)
+    assertFalse(readerC.call(() -> rwC.readLock().tryLock(0, SECONDS)));
+    assertFalse(readerA2.call(() -> rwA.readLock().tryLock(0, SECONDS)), "also a new reader of the reading client");
     assertEquals(1, rwC.getReadLockCount());
     assertFalse(writing.isDone(), "the writer still waits for the first reader");
 
@@ -512,11 +600,12 @@ class DistributedReadWriteLockContractTest {
 
     Future<Boolean> writing = writerB.submit(() -> rwB.writeLock().tryLock(600, MILLISECONDS));
     awaitBlockedClients(1);
-    assertFalse(readerC.call(() -> rwC.readLock().tryLock()), "while the writer waits, new readers queue");
+    assertFalse(readerC.call(() -> rwC.readLock().tryLock(0, SECONDS)), "while the writer waits, new readers queue");
     assertFalse(get(writing), "the writer times out");
     assertEquals(0, writerB.call(rwB::getWriteHoldCount));
 
-    assertTrue(readerC.call(() -> rwC.readLock().tryLock()), "after the writer gave up, a new reader enters");
+    // within 1 s, not 0: the withdrawal may land after the 20 ms gaveUp waits for it (see interruptBlockedWriter)
+    assertTrue(readerC.call(() -> rwC.readLock().tryLock(1, SECONDS)), "after the writer gave up, a new reader enters");
     assertEquals(2, rwA.getReadLockCount());
     readerC.run(() -> rwC.readLock().unlock());
     readerA.run(() -> rwA.readLock().unlock());
@@ -657,7 +746,11 @@ class DistributedReadWriteLockContractTest {
     assertFalse(rwB.isWriteLocked());
     Actor readerC = actor("reader-C");
     DistributedReadWriteLock rwC = c.readWriteLock(name);
-    assertTrue(readerC.call(() -> rwC.readLock().tryLock()), "the interrupted writer holds no reader back");
+    // The writer's withdrawal is awaited for at most 20 ms (WriteSide.gaveUp); under load it may land
+    // a little later, and its wake-up then admits the reader: so the reader may wait 1 s (a writer
+    // that had not withdrawn would hold it back for its entry's whole lease, 30 s). With tryLock()
+    // this was a race on a loaded machine (failed once on Sentinel, load 12).
+    assertTrue(readerC.call(() -> rwC.readLock().tryLock(1, SECONDS)), "the interrupted writer holds no reader back");
     readerC.run(() -> rwC.readLock().unlock());
     reader.run(() -> rwA.readLock().unlock());
     assertFree(name);

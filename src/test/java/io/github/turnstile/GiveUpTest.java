@@ -51,11 +51,12 @@ class GiveUpTest {
       assertTrue(thrown.get() instanceof InterruptedException, "threw " + thrown.get());
       assertTrue(TimeUnit.NANOSECONDS.toMillis(reacted.get() - interruptedAt) < 100, "prompt");
       proxy.setPaused(false); // Redis now runs the acquire, then the cancel chained on its reply
-      // the acquire ran (it issued a token) and was then cancelled (released, marker x set)
+      // the acquire ran (it issued a token) and was then cancelled (released: o gone, the record
+      // of the hold, r and t, kept)
       TestSupport.await("acquired then cancelled in Redis", Duration.ofSeconds(5),
           () -> "1".equals(redis.command("EXISTS", lock.fenceKey))
               && "0".equals(redis.command("HEXISTS", lock.lockKey, "o"))
-              && "1".equals(redis.command("HEXISTS", lock.lockKey, "x")));
+              && "1".equals(redis.command("HEXISTS", lock.lockKey, "r")));
       assertEquals(0, turnstile.engine().watchdog.size(), "no lease registered, nothing renewed");
       assertFalse(lock.isLocked());
     }

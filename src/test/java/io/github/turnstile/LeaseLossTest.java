@@ -56,6 +56,39 @@ class LeaseLossTest {
   }
 
   /**
+   * The lease runs out in Redis and another client takes the lock before the holder's watchdog
+   * notices; the holder's unlock finds its acquisition gone. It says why, and the listeners are
+   * told. It said "was lost: released" and told nobody: the unlock ended the lease locally first,
+   * and the later {@code lose} call did nothing on an ended lease (seen in the fencing example's
+   * output). The same for a read hold.
+   */
+  @Test
+  void anUnlockThatFindsTheAcquisitionGoneSaysWhy(TestRedis redis) throws Exception {
+    List<LeaseLostEvent> events = new CopyOnWriteArrayList<>();
+    TurnstileOptions options = TurnstileOptions.builder().leaseLossListener(events::add).build();
+    try (Turnstile holder = Turnstile.connect(redis.uri(), options); Turnstile other = Turnstile.connect(redis.uri())) {
+      RedisLock lock = (RedisLock) holder.lock(unique("gone-at-unlock"));
+      lock.lock();
+      redis.command("DEL", lock.lockKey); // the lease ran out (the watchdog renews in 10 s)
+      assertTrue(other.lock(lock.name()).tryLock(), "another client takes it");
+      LockLostException e = assertThrows(LockLostException.class, lock::unlock);
+      assertTrue(e.getMessage().contains("Redis no longer had this acquisition at unlock"), e.getMessage());
+      TestSupport.await("the listener told", Duration.ofSeconds(5), () -> events.size() == 1);
+      assertEquals(lock.name(), events.get(0).name());
+      assertTrue(other.lock(lock.name()).isLocked(), "the other client's hold is untouched");
+
+      DistributedReadWriteLock rw = holder.readWriteLock(unique("read-gone-at-unlock"));
+      rw.readLock().lock();
+      for (String key : redis.command("KEYS", "*" + rw.name() + "*:rw:rd:*").split("\n")) {
+        redis.command("DEL", key);
+      }
+      LockLostException read = assertThrows(LockLostException.class, rw.readLock()::unlock);
+      assertTrue(read.getMessage().contains("Redis no longer had this read hold at unlock"), read.getMessage());
+      TestSupport.await("the listener told of the read hold", Duration.ofSeconds(5), () -> events.size() == 2);
+    }
+  }
+
+  /**
    * Renewals cannot reach Redis (the connection stalls) past the lease: the holder learns it lost
    * the lock by its own monotonic clock, another client acquires after Redis expires the key, and
    * the stale holder's late unlock neither succeeds nor disturbs the new holder.

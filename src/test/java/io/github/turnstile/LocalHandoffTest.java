@@ -59,9 +59,10 @@ class LocalHandoffTest {
       assertTrue(second.get() > first, "a new, larger fencing token: " + first + " then " + second.get());
       assertEquals(TestSupport.totalCalls(before, "blpop"), TestSupport.totalCalls(after, "blpop"),
           "the waiter was not woken through Redis");
-      // the hand-off script, then the waiter's own release, which alone pushes a wake token
+      // the hand-off script, then the waiter's own release, which pushes no wake token: nobody
+      // waits (no waiting mark; before issue 25 every release pushed one)
       assertEquals(2, TestSupport.totalCalls(after, "evalsha", "eval") - TestSupport.totalCalls(before, "evalsha", "eval"));
-      assertEquals(1, TestSupport.totalCalls(after, "rpush") - TestSupport.totalCalls(before, "rpush"));
+      assertEquals(0, TestSupport.totalCalls(after, "rpush") - TestSupport.totalCalls(before, "rpush"));
       assertFalse(lock.isLocked());
     }
   }
@@ -191,6 +192,48 @@ class LocalHandoffTest {
     }
   }
 
+  /**
+   * Releases push a wake token only while a waiting mark is left (issue 25). A thread of client C
+   * that times out queued at C's gate, while C's gate holder is blocked in Redis, must not delete
+   * C's mark: a grant elsewhere (here a local hand-off inside client A) then found no mark, cleared
+   * the lock's "marks may exist" flag, and the next release woke nobody, so the gate holder slept
+   * until its slice ended (the holder's 30 s lease). Found as a thread stuck 10 s in
+   * MutualExclusionTest.
+   */
+  @Test
+  void aQueuedThreadThatGivesUpLeavesItsGateHoldersMark() throws Exception {
+    String name = unique("handoff-mark");
+    try (Turnstile a = Turnstile.connect(redis.uri()); Turnstile c = Turnstile.connect(redis.uri())) {
+      DistributedLock la = a.lock(name);
+      DistributedLock lc = c.lock(name);
+      la.lock();
+      AtomicLong gotAt = new AtomicLong();
+      Thread holder = start("gate-holder", () -> {
+        lc.lock();
+        gotAt.set(System.nanoTime());
+        lc.unlock();
+      });
+      TestSupport.await("C's gate holder blocked in Redis", java.time.Duration.ofSeconds(5),
+          () -> blockedClients() >= 1);
+      AtomicReference<Boolean> queued = new AtomicReference<>();
+      Thread quitter = start("queued", () -> queued.set(lc.tryLock(300, TimeUnit.MILLISECONDS)));
+      quitter.join(5000);
+      assertEquals(Boolean.FALSE, queued.get(), "timed out queued at C's gate");
+      Thread successor = start("successor", () -> {
+        la.lock(); // handed over locally by the test thread's unlock: a grant inside client A
+        la.unlock();
+      });
+      awaitWaiting(successor);
+      long released = System.nanoTime();
+      la.unlock();
+      successor.join(5000);
+      holder.join(10_000);
+      assertFalse(holder.isAlive(), "C's gate holder still waits: its wake-up was lost");
+      assertTrue(TimeUnit.NANOSECONDS.toMillis(gotAt.get() - released) < 5000,
+          "C's gate holder took " + TimeUnit.NANOSECONDS.toMillis(gotAt.get() - released) + " ms");
+    }
+  }
+
   /** localHandoffLimit(0) sends every release through Redis; a negative limit is refused. */
   @Test
   void handoffCanBeTurnedOff() throws Exception {
@@ -214,10 +257,11 @@ class LocalHandoffTest {
       lock.unlock();
       waiter.join(5000);
       Map<String, Long> after = TestSupport.commandStats(redis);
-      // a release that pushes a wake token, the waiter's attempt, the waiter's release (another token)
+      // a release that pushes a wake token (the waiter, refused, marked its client as waiting),
+      // the waiter's attempt, the waiter's release (no token: nobody waits any more)
       assertEquals(3, TestSupport.totalCalls(after, "evalsha", "eval") - TestSupport.totalCalls(before, "evalsha", "eval"));
-      assertEquals(2, TestSupport.totalCalls(after, "rpush") - TestSupport.totalCalls(before, "rpush"),
-          "the waiter was woken through Redis");
+      assertEquals(1, TestSupport.totalCalls(after, "rpush") - TestSupport.totalCalls(before, "rpush"),
+          "the waiter was woken through Redis, and nothing was pushed for nobody");
       assertFalse(lock.isLocked());
     }
   }

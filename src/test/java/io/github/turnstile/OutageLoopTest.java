@@ -495,7 +495,7 @@ class OutageLoopTest {
     for (Turnstile t : clients) {
       try {
         RedisSemaphore s = (RedisSemaphore) t.semaphore(name, Workload.CAPACITY);
-        b.append("\n  client ").append(t.engine().clientId).append(": ").append(s.ledger());
+        b.append("\n  client ").append(t.engine().clientId).append(": ").append(s.books());
       } catch (RuntimeException e) {
         b.append("\n  client: ").append(e);
       }
@@ -510,7 +510,7 @@ class OutageLoopTest {
       return b.toString();
     }
     try {
-      String prefix = "{turnstile:" + name + "}:s:";
+      String prefix = "{turnstile:" + name + "}:s";
       for (String key : node.command("KEYS", prefix + "*").lines().sorted().toList()) {
         if (key.isBlank()) {
           continue;

@@ -80,7 +80,7 @@ class SemaphoreFaultRunTest {
           .build());
       this.sem = turnstile.semaphore(name, CAPACITY);
       sem.addLeaseLossListener(e -> {
-        long at = SemaphoreAccountingTest.declaredAt(e);
+        long at = declaredAt(e);
         losses.add(at);
         reasons.add(at + " " + e.reason());
       });
@@ -188,6 +188,16 @@ class SemaphoreFaultRunTest {
         }
         workers.forEach(Thread::start);
         Random rnd = new Random(seed);
+        // -Dturnstile.test.semaphoreFaults=CLIENT_KILL,CLOCK_JUMP: inject only these kinds (to bisect a finding)
+        List<Fault> kinds = new ArrayList<>();
+        for (String k : System.getProperty("turnstile.test.semaphoreFaults", "").split(",")) {
+          if (!k.isBlank()) {
+            kinds.add(Fault.valueOf(k.trim()));
+          }
+        }
+        if (kinds.isEmpty()) {
+          kinds.addAll(List.of(Fault.values()));
+        }
         int dumps = 0;
         long safety = started + TimeUnit.SECONDS.toNanos(MAX_SECONDS);
         long nextQuiet = System.nanoTime() + TimeUnit.SECONDS.toNanos(8 + rnd.nextInt(5));
@@ -204,7 +214,7 @@ class SemaphoreFaultRunTest {
             nextQuiet = System.nanoTime() + TimeUnit.SECONDS.toNanos(8 + rnd.nextInt(5));
             continue;
           }
-          Fault f = Fault.values()[rnd.nextInt(Fault.values().length)];
+          Fault f = kinds.get(rnd.nextInt(kinds.size()));
           long at = System.nanoTime();
           String what = inject(f, rnd, redis, clients);
           faults.get(f).incrementAndGet();
@@ -245,11 +255,9 @@ class SemaphoreFaultRunTest {
       long available = available(probe);
       long holdersLeft = holdersLeft(redis, name);
       for (Client c : clients) {
-        // diagnostics: an idle client stops renewing its liveness, which then expires (PTTL -2)
-        String id = c.turnstile.engine().clientId;
-        System.out.println("quiescence: client " + c.label + " (" + id + ") liveness PTTL "
-            + redis.command("PTTL", "{turnstile:" + name + "}:s:alive:" + id) + " ms, trim number "
-            + redis.command("HGET", "{turnstile:" + name + "}:s:holders", "t:" + id));
+        // diagnostics: a client's registration and its books at quiescence
+        System.out.println("quiescence: client " + c.label + " " + registration(redis, name, c) + "; books: "
+            + ((RedisSemaphore) c.sem).books());
       }
       history.leaked(CAPACITY - available);
       turnstileLog.removeHandler(lossLog);
@@ -326,12 +334,10 @@ class SemaphoreFaultRunTest {
           + " ms > " + MAX_RECOVERY_MS + " ms: " + r.summaryLine());
       assertEquals(List.of(), underused, "every permit in use during quiet stretches");
       // diagnostics, not asserted: one lease after quiescence an idle client has stopped renewing
-      // its liveness (PTTL -2: expired); a positive PTTL means its watchdog still renews it
+      // its registration (its time in the zset is then in the past)
       Thread.sleep(LEASE_MS + 500);
       for (Client c : clients) {
-        String id = c.turnstile.engine().clientId;
-        System.out.println("one lease after quiescence: client " + c.label + " liveness PTTL "
-            + redis.command("PTTL", "{turnstile:" + name + "}:s:alive:" + id) + " ms");
+        System.out.println("one lease after quiescence: client " + c.label + " " + registration(redis, name, c));
       }
       for (Client c : clients) {
         c.turnstile.close();
@@ -426,34 +432,33 @@ class SemaphoreFaultRunTest {
   }
 
   /**
-   * Permits Redis still attributes to any client: the holders hash plus every inflight list. The
-   * hash also keeps, per client that ever reconciled, field {@code t:<client>} = the sequence
-   * number of its last trim (semaphore.lua, {@code trim}); that is not a permit count. (Summing
-   * every value failed a JDK 25 run: "68 holders left" with every permit free, 68 being a live
-   * client's trim number.)
+   * Permits Redis still attributes to any client: the sum of the state hash's {@code c:<client>}
+   * fields (semaphore.lua).
    */
   static long holdersLeft(RedisServerProcess redis, String name) {
-    String prefix = "{turnstile:" + name + "}:s:";
     long n = 0;
-    String all = redis.command("HGETALL", prefix + "holders");
+    String all = redis.command("HGETALL", "{turnstile:" + name + "}:s");
     if (all != null) {
       String[] fields = all.split("\n");
       for (int i = 0; i + 1 < fields.length; i += 2) {
-        String field = fields[i].trim();
-        if (!field.isEmpty() && !field.startsWith("t:")) {
+        if (fields[i].trim().startsWith("c:")) {
           n += Long.parseLong(fields[i + 1].trim());
         }
       }
     }
-    String keys = redis.command("KEYS", prefix + "inflight:*");
-    if (keys != null) {
-      for (String k : keys.split("\n")) {
-        if (!k.isBlank()) {
-          n += Long.parseLong(redis.command("LLEN", k.trim()));
-        }
-      }
-    }
     return n;
+  }
+
+  /** A client's registration on the semaphore: its epoch, permits and time left, as Redis has them. */
+  private static String registration(RedisServerProcess redis, String name, Client c) {
+    String id = c.turnstile.engine().clientId;
+    String state = "{turnstile:" + name + "}:s";
+    String epoch = redis.command("HGET", state, "e:" + id);
+    String until = epoch == null || epoch.isBlank() ? null : redis.command("ZSCORE", state + ":l", id + ":" + epoch.trim());
+    String time = redis.command("TIME");
+    long nowMs = Long.parseLong(time.split("\n")[0].trim()) * 1000;
+    return "(" + id + ") epoch " + epoch + ", permits " + redis.command("HGET", state, "c:" + id)
+        + (until == null || until.isBlank() ? ", no registration" : ", " + (long) (Double.parseDouble(until.trim()) - nowMs) + " ms left");
   }
 
   /** Injects one fault and returns what it did (for the fault log). */
@@ -512,21 +517,17 @@ class SemaphoreFaultRunTest {
 
   /** Prints what Redis records for the semaphore and what each client counts. */
   private static void dumpState(RedisServerProcess redis, String name, List<Client> clients) {
-    String prefix = "{turnstile:" + name + "}:s:";
+    String state = "{turnstile:" + name + "}:s";
     try {
-      System.out.println("meta=" + redis.command("HGETALL", prefix + "meta").replace('\n', ' ')
-          + " handoff=" + redis.command("LLEN", prefix + "handoff")
-          + " holders=" + redis.command("HGETALL", prefix + "holders").replace('\n', ' ')
-          + " clients=" + redis.command("ZRANGE", prefix + "clients", "0", "-1", "WITHSCORES").replace('\n', ' ')
-          + " gone=" + redis.command("ZRANGE", prefix + "gone", "0", "-1", "WITHSCORES").replace('\n', ' ')
+      System.out.println("clients:\n" + redis.command("CLIENT", "LIST"));
+      System.out.println("state=" + redis.command("HGETALL", state).replace('\n', ' ')
+          + " live=" + redis.command("ZRANGE", state + ":l", "0", "-1", "WITHSCORES").replace('\n', ' ')
+          + " waiting=" + redis.command("ZRANGE", state + ":w", "0", "-1", "WITHSCORES").replace('\n', ' ')
+          + " wake=" + redis.command("LLEN", state + ":wake")
           + " time=" + redis.command("TIME").replace('\n', ' '));
       for (Client c : clients) {
-        String id = c.turnstile.engine().clientId;
-        System.out.println(c.label + " id=" + id + " heldPermits=" + c.sem.heldPermits() + " waiting="
-            + c.sem.waitingThreads() + " inflight=" + redis.command("LLEN", prefix + "inflight:" + id)
-            + " alivePttl=" + redis.command("PTTL", prefix + "alive:" + id)
-            + " collector=" + redis.command("HGETALL", prefix + "collector:lock").replace('\n', ' ')
-            + " " + c.sem);
+        System.out.println(c.label + " " + registration(redis, name, c) + " heldPermits=" + c.sem.heldPermits()
+            + " waiting=" + c.sem.getQueueLength() + " books: " + ((RedisSemaphore) c.sem).books());
       }
     } catch (RuntimeException e) {
       System.out.println("state unavailable: " + e);
@@ -537,7 +538,8 @@ class SemaphoreFaultRunTest {
   private static void dumpThreads() {
     for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
       String n = e.getKey().getName();
-      if (n.matches("c\\d-t\\d") || n.startsWith("turnstile") || n.startsWith("lettuce")) {
+      if (n.matches("c\\d-t\\d") || n.startsWith("turnstile") || n.startsWith("lettuce")
+          || Boolean.getBoolean("turnstile.test.allThreads")) {
         StringBuilder b = new StringBuilder("--- " + n + " " + e.getKey().getState() + "\n");
         for (StackTraceElement el : e.getValue()) {
           b.append("    at ").append(el).append('\n');
@@ -619,4 +621,11 @@ class SemaphoreFaultRunTest {
     }
   }
 
+
+  /** Records the nanoTime of a loss from its event: when it was declared (ms, so 1 ms earlier). */
+  static long declaredAt(LeaseLostEvent e) {
+    long nanos = System.nanoTime();
+    long millis = System.currentTimeMillis();
+    return nanos - TimeUnit.MILLISECONDS.toNanos(Math.max(0, millis - e.lostAtMillis()) + 1);
+  }
 }

@@ -2,6 +2,9 @@ package io.github.turnstile;
 
 import static io.github.turnstile.TestSupport.unique;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.turnstile.testing.RedisExtension;
 import io.github.turnstile.testing.TestRedis;
@@ -61,6 +64,43 @@ class SubscriptionOrderTest {
       b.close();
       c2.close();
       TestSupport.await("every channel left", Duration.ofSeconds(5), () -> numsub(kept) + numsub(back) == 0);
+    } finally {
+      subs.close();
+      connector.shutdownNow();
+      client.shutdown();
+    }
+  }
+
+  /**
+   * A subscription nobody waits on any more lingers (Subscriptions.LINGER_NANOS): a waiter that
+   * comes back meanwhile takes it up again, confirmed, without a SUBSCRIBE, and only a subscription
+   * left idle for the whole linger is unsubscribed. (A read-mostly read/write lock's readers paid a
+   * SUBSCRIBE and an UNSUBSCRIBE per wait: 1.8 of 31 Redis commands per operation, issue 25.)
+   */
+  @Test
+  void aChannelWaitedOnAgainSoonKeepsItsSubscription() throws Exception {
+    RedisClient client = RedisClient.create(redis.uri());
+    ExecutorService connector = Executors.newCachedThreadPool();
+    Subscriptions subs = new Subscriptions(node -> client.connectPubSub(StringCodec.UTF8), false, connector);
+    try {
+      String channel = unique("again");
+      Subscriptions.Sub first = subs.subscribe(channel, "");
+      first.ready.get(5, TimeUnit.SECONDS);
+      first.close(); // the last waiter leaves
+      Subscriptions.Sub again = subs.subscribe(channel, ""); // and one comes back within the linger
+      assertSame(first, again, "the lingering subscription is taken up again");
+      assertTrue(again.ready.isDone() && !again.ready.isCompletedExceptionally(), "confirmed already");
+      Thread.sleep(2 * TimeUnit.NANOSECONDS.toMillis(Subscriptions.LINGER_NANOS));
+      assertEquals(1, numsub(channel), "still subscribed while a waiter uses it, past the linger");
+      again.close();
+      assertEquals(1, subs.channels(), "lingers after its last waiter left");
+      TestSupport.await("unsubscribed after the linger", Duration.ofSeconds(5), () -> numsub(channel) == 0);
+      assertEquals(0, subs.channels());
+      Subscriptions.Sub later = subs.subscribe(channel, ""); // a waiter after that subscribes anew
+      assertNotSame(first, later);
+      later.ready.get(5, TimeUnit.SECONDS);
+      assertEquals(1, numsub(channel));
+      later.close();
     } finally {
       subs.close();
       connector.shutdownNow();

@@ -24,8 +24,16 @@ import org.springframework.integration.support.locks.RenewableLockRegistry;
  * {@code toString()}, after an optional registry key and a colon. Spring Integration's own
  * message stores pass non-String keys (UUIDs), which work as is. Use keys whose string form is the
  * same in every JVM (strings, numbers, UUIDs, enums), since that string is what makes two JVMs
- * share a lock. Without a registry key, {@code registry.obtain("orders:42")} is the very lock
- * {@code turnstile.lock("orders:42")} returns, so Spring and plain code can guard the same data.
+ * share a lock. Without a registry key, {@code registry.obtain("orders:42")} is a view of the lock
+ * {@code turnstile.lock("orders:42")} returns: the same holds, in this JVM and in Redis, so Spring
+ * and plain code can guard the same data.
+ *
+ * <p><b>Like {@code RedisLockRegistry}'s locks</b>, the locks it returns throw
+ * {@link IllegalStateException} ("You do not own lock at ...") when a thread that does not hold
+ * one calls {@code unlock()}, where a {@link DistributedLock} (like a {@code ReentrantLock})
+ * throws {@link IllegalMonitorStateException}; Spring Integration's own components and code
+ * migrated from {@code RedisLockRegistry} expect the former. Everything else is
+ * {@link DistributedLock}'s contract.
  *
  * <p><b>How it differs from {@code RedisLockRegistry}.</b>
  * <ul>
@@ -93,8 +101,10 @@ public final class TurnstileLockRegistry implements ExpirableLockRegistry, Renew
   }
 
   /**
-   * Returns the distributed lock for this key: the same instance for as long as it is referenced.
-   * Costs no round trip.
+   * Returns the distributed lock for this key: a view of {@code turnstile.lock(nameOf(lockKey))}
+   * that throws {@link IllegalStateException}, as {@code RedisLockRegistry}'s locks do, when a
+   * thread that does not hold it calls {@code unlock()} (see the class documentation). Views of
+   * one lock are equal. Costs no round trip.
    *
    * @param lockKey the key; its {@code toString()} (after the registry key, if any) names the lock
    * @return the lock
@@ -103,7 +113,7 @@ public final class TurnstileLockRegistry implements ExpirableLockRegistry, Renew
    */
   @Override
   public DistributedLock obtain(Object lockKey) {
-    return turnstile.lock(nameOf(lockKey));
+    return new RegistryLock(turnstile.lock(nameOf(lockKey)));
   }
 
   /**

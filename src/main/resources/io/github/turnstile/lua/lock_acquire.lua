@@ -1,116 +1,188 @@
 -- lock_acquire.lua: take the lock for one acquisition request, or report who is in the way.
 --
--- KEYS[1]  lock hash   {prefix:name}:lock    fields o (owner), r (request id), t (fencing token); PX = lease
--- KEYS[2]  fence       {prefix:name}:fence   fencing counter, never expires
--- ARGV[1]  owner id    "<clientId>:<threadId>"
--- ARGV[2]  request id  "<clientId>:<seq>", unique per acquisition attempt
+-- KEYS[1]  lock hash   {prefix:name}:lock   o owner (only while held), r request and t fencing token
+--                      (of the holder, or of the last hold after its release), e expiry mark,
+--                      q "waiting marks may exist", p "publish at release", w:<client> waiting
+--                      marks; PX = the holder's lease
+-- KEYS[2]  fence       {prefix:name}:fence  above every token issued, never expires
+-- ARGV[1]  owner id    "<clientId>:<threadId>" (an async hold: "<clientId>:h<n>")
+-- ARGV[2]  request id  "<clientId>:<seq>", the same for every copy of one acquisition attempt
 -- ARGV[3]  lease, milliseconds
--- ARGV[4]  "1" if this request's previous attempt found another holder (optional)
--- ARGV[5]  local hand-off (optional): the request id of the current holder, a thread of the same
---          client that hands the lock straight to ARGV[1]/ARGV[2] at its unlock
--- ARGV[6]  "1" if the caller will not wait when refused (tryLock()): it is not marked as waiting
--- ARGV[7]  "1" if the caller waits by pub/sub: a refusal sets field p, and the next release
---          publishes a wake-up (lock_release.lua)
+-- ARGV[4]  flags (optional, any order): h = this request's previous attempt was refused;
+--          n = the caller will not wait if refused (tryLock()); s = the caller waits by pub/sub;
+--          k = keep this client's waiting mark (another acquisition of this client waits)
+-- ARGV[5]  hand-off (optional): the request id of the current holder, a thread of the same client
+--          that hands the lock straight to ARGV[1]/ARGV[2] at its unlock
 --
--- Returns {1, token, reclaimed, others, same}  the lock is held by this request: fresh grant, or a replay of
---                     the same request (same token, lease refreshed), or a takeover of an older
---                     grant of the same owner that the client never learned of (new token).
---                     reclaimed = 1 when ARGV[4] is "1" and the lock key is gone altogether: the
---                     holder seen before never released (a release leaves field x for a lease),
---                     its lease ran out, so it crashed or was cut off. Otherwise 0.
---                     others = 1 when another client waits (field w:<client>, set when its
---                     request was refused, or by lock_release for a client that goes on
---                     waiting); same = 1 when the last release (field x) was by this client, or
---                     this is a hand-off. Both 0 on a replay. The grant deletes this client's
---                     own w:<client>.
---         {0, pttl}   the lock is held by another owner; pttl = its remaining lease in ms.
+-- Returns {1, token[, reclaimed, others, same]}  held by this request: a fresh grant, a replay of
+--             the same request (same token; PEXPIRE unless a hand-off), a takeover of an older
+--             grant of the same owner that the client never learned of, or a hand-off. Missing
+--             elements are 0. reclaimed = 1 when flag h is set and the hold record is gone
+--             altogether (a release keeps r and t for the rest of the lease): the holder seen
+--             before never released. others = 1 when a waiting mark of another client may be
+--             left; same = 1 when the last hold was this client's, or this is a hand-off.
+--         {0, pttl}   held by another owner; pttl = its remaining lease in ms. A caller that will
+--                     wait is marked: w:<client> and q (and p with flag s).
 --         {0, -3}     hand-off only: ARGV[5] no longer holds the lock (its lease ran out).
 --
 -- Idempotent: re-sending the same (owner, request) never yields a second token.
+--
+-- Fencing token = max(t + 1, server time in µs), or max(fence + 1, time) when the hold record is
+-- gone. The fence holds the end of the 2^15 µs window of the latest token; it is written only
+-- when a token enters a later window than t's, so a grant seldom writes it (see DESIGN §3).
+local lock, fence = KEYS[1], KEYS[2]
+local owner, req, lease = ARGV[1], ARGV[2], ARGV[3]
+local flags, from = ARGV[4] or '', ARGV[5]
+local WINDOW = 32768 -- µs (2^15: exact in doubles); at most half the least lease (100 ms)
+
+local f
+if not from then
+  f = redis.call('HMGET', lock, 'o', 't', 'q')
+  if not f[1] and f[2] and not f[3] then
+    -- The usual grant, written out: free, nobody waits, the record of the last hold is there and
+    -- the token stays in its window (the flags matter on no path of this one).
+    local tm = redis.call('TIME')
+    local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+    local last = tonumber(f[2])
+    if now > last and math.floor(now / WINDOW) == math.floor(last / WINDOW) then
+      local token = tm[1] .. string.sub('00000' .. tm[2], -6)
+      redis.call('HSET', lock, 'o', owner, 'r', req, 't', token)
+      redis.call('PEXPIRE', lock, lease)
+      return {1, token}
+    end
+  end
+end
+
 local function client_of(id)
   return string.match(id, '^[^:]*') -- ids start with "<client id>:"
 end
-local me = client_of(ARGV[1])
-local fields = redis.call('HMGET', KEYS[1], 'o', 'r', 'x', 'w:' .. me, 'p')
-local owner, holder, released, waiting, subscribed = fields[1], fields[2], fields[3], fields[4], fields[5]
-local handing = ARGV[5] and ARGV[5] ~= ''
-if handing then
-  if holder == ARGV[2] then -- a re-sent hand-off
-    redis.call('PEXPIRE', KEYS[1], ARGV[3])
-    return {1, redis.call('HGET', KEYS[1], 't'), 0}
+
+-- The next token after prev (the record's t; false if the record is gone), as a decimal string
+-- (no Lua double is ever formatted in exponent form). Writes the fence, the end of the token's
+-- window, when the token is in a later window than prev (or prev is unknown): every token issued
+-- is then below the fence.
+local function next_token(prev)
+  local tm = redis.call('TIME')
+  local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+  local last
+  if prev then
+    last = tonumber(prev)
+  else
+    -- no record: every token issued before is below the fence (or equal to it, when an older
+    -- version of this script wrote it); without a fence (first use, data lost) the clock decides
+    local fv = redis.call('GET', fence)
+    last = fv and tonumber(fv) or -1
   end
-  if holder ~= ARGV[5] then
+  local token
+  if now > last then
+    token = tm[1] .. string.sub('00000' .. tm[2], -6)
+  else
+    now = last + 1 -- the clock is behind: the counter goes on
+    token = string.format('%.0f', now)
+  end
+  local window = math.floor(now / WINDOW)
+  if not prev or window > math.floor(last / WINDOW) then
+    redis.call('SET', fence, string.format('%.0f', (window + 1) * WINDOW))
+  end
+  return token
+end
+
+-- Writes the grant to this request. The waiting state (marks, publish flag) is read only when
+-- the record says there may be some (q): then this client's own mark is withdrawn (unless flag k),
+-- same tells whether the hold before was this client's, and others whether another client's mark
+-- is left (when none is, q goes).
+local function grant(t, q, same)
+  local me, g
+  if q then
+    me = client_of(owner)
+    g = redis.call('HMGET', lock, 'w:' .. me, 'p', 'e', 'x', 'r')
+  end
+  local token = next_token(t)
+  if t then
+    redis.call('HSET', lock, 'o', owner, 'r', req, 't', token)
+  else
+    redis.call('HSET', lock, 'o', owner, 'r', req, 't', token, 'e', token)
+  end
+  if not q then
+    return token, 0, same
+  end
+  local keep = string.find(flags, 'k', 1, true)
+  if g[1] and not keep then
+    redis.call('HDEL', lock, 'w:' .. me)
+  end
+  if g[5] and client_of(g[5]) == me then
+    same = 1
+  end
+  -- fields besides other clients' marks: o r t q, and e p x (an older version's field) when
+  -- present, and this client's mark when kept
+  local base = 4
+  if g[3] or not t then
+    base = base + 1
+  end
+  if g[2] then
+    base = base + 1
+  end
+  if g[4] then
+    base = base + 1
+  end
+  if keep and g[1] then
+    base = base + 1
+  end
+  if redis.call('HLEN', lock) > base then
+    return token, 1, same
+  end
+  redis.call('HDEL', lock, 'q', 'p') -- no mark left: nobody waits (a lone p is stale)
+  return token, 0, same
+end
+
+if from then
+  local f = redis.call('HMGET', lock, 'o', 'r', 't', 'q')
+  if f[2] == req and f[1] then
+    return {1, f[3]} -- a re-sent hand-off
+  end
+  if f[2] ~= from or not f[1] then
     return {0, -3}
   end
-elseif owner then
-  if owner ~= ARGV[1] then
-    -- this client waits: field w:<client> tells the holder's client not to keep passing the lock
-    -- among its own threads for long (see "others" below); field p asks the release to publish
-    local mark = client_of(owner) ~= me and not waiting and ARGV[6] ~= '1'
-    local sub = ARGV[7] == '1'
-    if mark and sub then
-      redis.call('HSET', KEYS[1], 'w:' .. me, 1, 'p', 1)
-    elseif mark then
-      redis.call('HSET', KEYS[1], 'w:' .. me, 1)
-    elseif sub then
-      redis.call('HSET', KEYS[1], 'p', 1)
+  -- the handing request counts as released; the hand-off moves the hold, not the lease: no PEXPIRE
+  -- (the successor's lease ends when the handing one would have, until the watchdog renews it).
+  -- The waiting state is not read: others = q (a stale q costs at most one release in Redis when
+  -- the streak reaches its limit; the next full grant clears it)
+  local token = next_token(f[3])
+  redis.call('HSET', lock, 'o', owner, 'r', req, 't', token)
+  return {1, token, 0, f[4] and 1 or 0, 1}
+end
+
+local o, t, q = f[1], f[2], f[3]
+if o then
+  if o ~= owner then
+    if not string.find(flags, 'n', 1, true) then
+      -- this caller waits: mark its client (w:<client>), and say a mark exists (q); with pub/sub,
+      -- ask the release to publish (p)
+      local mark = 'w:' .. client_of(owner)
+      local g = redis.call('HMGET', lock, mark, 'p')
+      local sub = string.find(flags, 's', 1, true)
+      if not g[1] and sub and not g[2] then
+        redis.call('HSET', lock, mark, '1', 'q', '1', 'p', '1')
+      elseif not g[1] then
+        redis.call('HSET', lock, mark, '1', 'q', '1')
+      elseif sub and not g[2] then
+        redis.call('HSET', lock, 'p', '1', 'q', '1')
+      end
     end
-    return {0, redis.call('PTTL', KEYS[1])}
+    return {0, redis.call('PTTL', lock)}
   end
-  if holder == ARGV[2] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[3])
-    return {1, redis.call('HGET', KEYS[1], 't'), 0}
+  if redis.call('HGET', lock, 'r') == req then
+    redis.call('PEXPIRE', lock, lease)
+    return {1, t}
   end
 end
 local reclaimed = 0
-if ARGV[4] == '1' and not owner and redis.call('EXISTS', KEYS[1]) == 0 then
+if not t and string.find(flags, 'h', 1, true) then
   reclaimed = 1
 end
-
--- Fencing token: max(previous + 1, server time in microseconds), kept as a decimal string so no
--- Lua double ever formats it. Strictly increasing on one server; after a restart that lost the
--- counter (or a failover to a lagging replica) it continues from the server clock, which is ahead
--- of every token issued before, unless that server's clock is behind. The usual case (the clock
--- is ahead of the counter) costs one SET ... GET.
-local t = redis.call('TIME')
-local now = t[1] .. string.format('%06d', tonumber(t[2]))
-local prev = redis.call('SET', KEYS[2], now, 'GET')
-local token = now
-if prev and tonumber(prev) >= tonumber(now) then
-  redis.call('SET', KEYS[2], prev)
-  redis.call('INCR', KEYS[2])
-  token = redis.call('GET', KEYS[2])
-end
-
--- others = 1 when another client waits (a field w:<client> other than this client's); same = 1
--- when the last release (field x) was this client's. The client counts grants in a row to itself
--- while others wait, and bounds them (localHandoffLimit).
-if waiting then
-  redis.call('HDEL', KEYS[1], 'w:' .. me)
-end
-local base = 0 -- fields other than w:* after the HSET below: o, r, t, x if present, p if present
-if handing or released then
-  base = 4
-else
-  base = 3
-end
-if subscribed then
-  base = base + 1
-end
-local same = 0
-if handing or (released and client_of(released) == me) then
-  same = 1
-end
-
-if handing then
-  -- the handing request counts as released (a re-sent release of it answers "already released")
-  redis.call('HSET', KEYS[1], 'o', ARGV[1], 'r', ARGV[2], 't', token, 'x', ARGV[5])
-else
-  redis.call('HSET', KEYS[1], 'o', ARGV[1], 'r', ARGV[2], 't', token)
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-local others = 0
-if redis.call('HLEN', KEYS[1]) > base then
-  others = 1
+local token, others, same = grant(t, q, 0)
+redis.call('PEXPIRE', lock, lease)
+if reclaimed == 0 and others == 0 and same == 0 then
+  return {1, token}
 end
 return {1, token, reclaimed, others, same}

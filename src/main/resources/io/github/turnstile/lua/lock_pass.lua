@@ -4,9 +4,11 @@
 -- KEYS[2]  wake list   {prefix:name}:wake
 -- ARGV[1]  ttl (ms) of the wake token
 --
--- Returns 1 when the lock is free and a token was pushed, 0 otherwise. If the lock is held, its
--- holder's release will push a token anyway, so nothing is lost by pushing none here.
-if redis.call('HGET', KEYS[1], 'o') then
+-- Returns 1 when the lock is free, a waiting mark may exist (q) and a token was pushed (unless one
+-- was there already); 0 otherwise. If the lock is held, its holder's release will push a token
+-- anyway; without a mark nobody waits on the list.
+local f = redis.call('HMGET', KEYS[1], 'o', 'q')
+if f[1] or not f[2] then
   return 0
 end
 if redis.call('LLEN', KEYS[2]) == 0 then

@@ -1,59 +1,82 @@
--- lock_release.lua: release one acquisition and wake the waiters.
+-- lock_release.lua: release one acquisition, and wake a waiter only if one may wait.
 --
 -- KEYS[1]  lock hash   {prefix:name}:lock
 -- KEYS[2]  wake list   {prefix:name}:wake    at most one wake token; waiters BLPOP it
--- KEYS[3]  marker      {prefix:name}:lock:x:<request>  set (PX = ARGV[2]) when this request is
---                      released, so that a re-sent release recognises its own earlier success
---                      even after other acquisitions were released since (field x keeps only
---                      the last one)
 -- ARGV[1]  request id of the acquisition being released
--- ARGV[2]  ttl (ms) of the release marker and of an unconsumed wake token
--- ARGV[3]  optional: the releasing client's id, when another of its threads goes on waiting
+-- ARGV[2]  its fencing token, or 0 when unknown (the cancel of an attempt whose reply never came)
+-- ARGV[3]  ttl (ms) of the lock record after a release that someone waits for, and of an
+--          unconsumed wake token
+-- ARGV[4]  the publish command: PUBLISH, or SPUBLISH on a Redis 7 Cluster
+-- ARGV[5]  optional: the releasing client's id, when another of its threads goes on waiting
 --          (it queues behind other clients after a run of local hand-offs): field w:<client>
--- ARGV[4]  the lock's wake-up channel {prefix:name}:ch
--- ARGV[5]  the publish command: PUBLISH, or SPUBLISH on a Redis 7 Cluster
 --
--- Returns 1  released by this call: owner fields removed, field x (last released request) and the
---            marker KEYS[3] set, one wake token pushed unless one is already waiting in the list, and, if a waiter
---            waits by pub/sub (field p, set by its refused attempt), one message published.
---         2  this request was already released (a re-sent release after a reconnect): field x or
---            the marker names it.
+-- Returns 1  released by this call: field o removed; r and t stay as the record of the last hold
+--            (with the lease's remaining time, or ttl when someone waits). If a waiting mark may
+--            exist (q) or ARGV[5] is given: one wake token pushed unless one is already in the
+--            list, and, if a waiter waits by pub/sub (p), one message published on the channel
+--            {prefix:name}:ch.
+--         2  this request was already released (a copy sent again after a reconnect): r names
+--            it and o is gone; or the lock has moved on to a later hold (t above the token) and
+--            this hold did not end by expiry (its token is not below e, the first token granted
+--            after a hold record was found gone).
 --         0  this request does not hold the lock (lease expired, taken over, or never granted).
---            If the lock is free, the waiters are woken all the same: one of them may be asleep
---            on a lock whose holder's lease ran out.
+--            If the lock is free and someone may wait, the waiters are woken all the same.
 --
 -- Also used to cancel an acquire whose reply never arrived: it is sent on the same connection
 -- after the acquire, so Redis runs it after the acquire if the acquire ever runs.
-local function wake(subscribed)
-  if redis.call('LLEN', KEYS[2]) == 0 then
-    redis.call('RPUSH', KEYS[2], '1')
-    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+local lock, wake = KEYS[1], KEYS[2]
+local req, ttl = ARGV[1], ARGV[3]
+local waiting = ARGV[5]
+if waiting == '' then
+  waiting = nil
+end
+
+local f = redis.call('HMGET', lock, 'r', 'q')
+if f[1] == req and not f[2] and not waiting then
+  -- nobody waits: nothing else to do. HDEL answers whether this call released it: 0 when this
+  -- request was released before (o gone), and this call is a copy sent again
+  return redis.call('HDEL', lock, 'o') == 1 and 1 or 2
+end
+
+local function wake_up(p)
+  if redis.call('LLEN', wake) == 0 then
+    redis.call('RPUSH', wake, '1')
+    redis.call('PEXPIRE', wake, ttl)
   end
-  if subscribed then
-    redis.call(ARGV[5], ARGV[4], '1')
+  if p then
+    redis.call(ARGV[4], string.sub(lock, 1, -5) .. 'ch', '1')
   end
 end
 
-local f = redis.call('HMGET', KEYS[1], 'r', 'p', 'x', 'o')
-if f[1] == ARGV[1] then
-  redis.call('HDEL', KEYS[1], 'o', 'r', 't', 'p')
-  if ARGV[3] and ARGV[3] ~= '' then
-    redis.call('HSET', KEYS[1], 'x', ARGV[1], 'w:' .. ARGV[3], 1)
-  else
-    redis.call('HSET', KEYS[1], 'x', ARGV[1])
+if f[1] == req then
+  local g = redis.call('HMGET', lock, 'o', 'p')
+  if not g[1] then
+    return 2
   end
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('SET', KEYS[3], '1', 'PX', ARGV[2])
-  wake(f[2])
+  if g[2] then
+    redis.call('HDEL', lock, 'o', 'p')
+  else
+    redis.call('HDEL', lock, 'o')
+  end
+  if waiting then
+    redis.call('HSET', lock, 'w:' .. waiting, '1', 'q', '1')
+  end
+  redis.call('PEXPIRE', lock, ttl)
+  wake_up(g[2])
   return 1
 end
-if f[3] == ARGV[1] or redis.call('EXISTS', KEYS[3]) == 1 then
-  return 2
-end
-if not f[4] then
-  if f[2] then
-    redis.call('HDEL', KEYS[1], 'p')
+local token = tonumber(ARGV[2])
+if f[1] and token and token > 0 then
+  local g = redis.call('HMGET', lock, 't', 'e')
+  if g[1] and token < tonumber(g[1]) and token >= tonumber(g[2] or 0) then
+    return 2
   end
-  wake(f[2])
+end
+if f[2] and not redis.call('HGET', lock, 'o') then
+  local p = redis.call('HGET', lock, 'p')
+  if p then
+    redis.call('HDEL', lock, 'p')
+  end
+  wake_up(p)
 end
 return 0

@@ -1,19 +1,49 @@
 -- renew.lua: the watchdog's batched lease renewal, one call per tick for every lease a client holds.
 --
--- KEYS[i]      a lease hash (any primitive) whose field r names the holding request
--- ARGV[2i-1]   the request id expected in field r of KEYS[i]
--- ARGV[2i]     the lease to set on KEYS[i], milliseconds
+-- KEYS         per lease, in order: a lease hash whose field r names the holding request (locks,
+--              read holds); or, for a semaphore registration, two keys: its zset of registrations
+--              {p:name}:s:l ("<client>:<epoch>" -> server ms until which it is alive) and its
+--              state hash {p:name}:s (field c:<client>: the permits of that client's registration)
+-- ARGV[2i-1]   lease i: the request id expected in field r; or "#<client>:<epoch>", a registration
+-- ARGV[2i]     lease i: the lease to set, milliseconds
 --
--- Returns an array: element i is 1 when KEYS[i] was still held by that request and its lease was
--- reset, 0 when the lease is gone (expired, released, or taken by another request). A lease is
--- never resurrected: a missing key stays missing.
+-- Returns an array: element i is, for a lease hash, 1 when it was still held by that request and
+-- its lease was reset, 0 when the lease is gone (expired, released, or taken by another request);
+-- for a registration, the permits Redis attributes to it after its time was reset, or -1 when it
+-- is gone or its time has run out (the next semaphore call reclaims it). The client checks the
+-- permits against its own books: fewer than it counts means Redis lost a grant (a failover). A
+-- lease is never resurrected: a missing key or member stays missing.
 local out = {}
-for i = 1, #KEYS do
-  if redis.call('HGET', KEYS[i], 'r') == ARGV[2 * i - 1] then
-    redis.call('PEXPIRE', KEYS[i], ARGV[2 * i])
-    out[i] = 1
+local now
+local k = 1
+for i = 1, #ARGV / 2 do
+  local r = ARGV[2 * i - 1]
+  if string.byte(r, 1) == 35 then -- '#': a semaphore registration
+    local live, state = KEYS[k], KEYS[k + 1]
+    k = k + 2
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+    local member = string.sub(r, 2)
+    local client, epoch = string.match(member, '^(.*):([^:]*)$')
+    local until_ms = redis.call('ZSCORE', live, member)
+    local f = redis.call('HMGET', state, 'c:' .. client, 'e:' .. client)
+    if until_ms and tonumber(until_ms) > now and f[2] == epoch then
+      redis.call('ZADD', live, now + tonumber(ARGV[2 * i]), member)
+      out[i] = tonumber(f[1] or '0')
+    else
+      out[i] = -1
+    end
   else
-    out[i] = 0
+    local key = KEYS[k]
+    k = k + 1
+    if redis.call('HGET', key, 'r') == r then
+      redis.call('PEXPIRE', key, ARGV[2 * i])
+      out[i] = 1
+    else
+      out[i] = 0
+    end
   end
 end
 return out

@@ -1,9 +1,12 @@
 -- rwlock.lua: every operation of a DistributedReadWriteLock (one script, so reclaim and waking
 -- are written once).
 --
--- KEYS[1]  w        {p:n}:rw:w        hash: writer o (owner), r (request), t (token); x = last
---                                      released write request. PX = the writer's lease
--- KEYS[2]  fence    {p:n}:rw:fence    fencing counter (every acquisition, read or write, gets one)
+-- KEYS[1]  w        {p:n}:rw:w        hash: writer o (owner, only while held), r (request) and t
+--                                      (token) of the writer or of the last write hold, e (the
+--                                      first write token granted after a write record was found
+--                                      gone). PX = the writer's lease
+-- KEYS[2]  fence    {p:n}:rw:fence    the last fencing token issued (every acquisition, read or
+--                                      write, gets one)
 -- KEYS[3]  readers  {p:n}:rw:readers  zset: read request -> server ms its lease is known to last
 -- KEYS[4]  wwait    {p:n}:rw:wwait    zset: waiting write request -> server ms of its last attempt
 -- KEYS[5]  rwait    {p:n}:rw:rwait    zset: waiting read request -> server ms of its last attempt
@@ -11,86 +14,164 @@
 -- KEYS[7]  state    {p:n}:rw:state    hash: admit = server ms of the last write release that had
 --                                      readers waiting (readers waiting since then may pass
 --                                      writers); wp = a writer waits by pub/sub
--- KEYS[8]  rd       {p:n}:rw:rd:<req> this read request's lease: hash {r = req, t = token}, PX lease
--- KEYS[9]  rx       {p:n}:rw:rx:<req> marker of a released read or write request, PX lease: a
---                                      re-sent release recognises its own earlier success (field
---                                      x of w keeps only the last write release)
+-- KEYS[8]  rd       {p:n}:rw:rd:<req> this read request's lease: hash {r = req, t = token}, PX
+--                                      lease; its release removes r and leaves t until the lease ends
 -- ARGV[1]  op       read | write | runlock | wunlock | rcancel | wcancel | wpass | count
 -- ARGV[2]  owner    "<clientId>:<threadId>"
 -- ARGV[3]  request  "<clientId>:<seq>"
 -- ARGV[4]  lease ms
--- ARGV[5]  prefix   "{p:n}:rw:" (the lease keys of other readers are derived from it: same slot)
--- ARGV[6]  read only: server ms at which this JVM's readers started waiting (0 = not waiting)
--- ARGV[7]  write only: "1" if the writer waits by pub/sub (a refusal sets state field wp)
--- ARGV[8]  readers' channel {p:n}:rw:rch: waiting readers are always subscribed to it
--- ARGV[9]  writers' channel {p:n}:rw:wch
--- ARGV[10] the publish command: PUBLISH, or SPUBLISH on a Redis 7 Cluster
+-- ARGV[5]  read: server ms at which this JVM's readers started waiting (0 = not waiting;
+--          -1 = tryLock(), which barges past waiting writers as ReentrantReadWriteLock's does);
+--          wunlock: the fencing token of the write hold released (0 = unknown)
+-- ARGV[6]  write: flags, "s" if the writer waits by pub/sub (a refusal sets state field wp)
+-- ARGV[7]  the publish command: PUBLISH, or SPUBLISH on a Redis 7 Cluster
+--
+-- Derived from KEYS[1] (so not sent with every call): the prefix "{p:n}:rw:" (the lease keys of
+-- other readers are prefix .. "rd:" .. request: same slot), the readers' channel prefix .. "rch"
+-- (waiting readers are always subscribed to it) and the writers' channel prefix .. "wch".
 --
 -- Policy (phase-fair): a waiting writer stops new readers; a write release admits every reader
 -- that was already waiting, even past waiting writers; the last reader out wakes one writer.
 -- Waiting entries are refreshed by every attempt (waiters re-attempt at least every lease/2) and
 -- count only while younger than one lease, so a dead waiter stops mattering within a lease.
+-- Nothing is done for waiters when none waits: the waiting sets are counted (ZCARD) first.
 
-local w, fence, readers, wwait, rwait, wq, state, rd, rx =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local publish, rch, wch = ARGV[10], ARGV[8], ARGV[9]
-local op, owner, req, lease, prefix = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local w, fence, readers, wwait, rwait, wq, state, rd =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local op, owner, req, leasems, publish = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[7]
+local lease = tonumber(leasems) -- arithmetic; leasems (the argument) for PEXPIRE: no number formatting
+local prefix = string.sub(w, 1, -2) -- "{p:n}:rw:"
+
+-- The read ops, the frequent ones of a read-mostly lock, are written out first, before any helper
+-- is defined (each call of this script would otherwise create them all): a read release, and a
+-- read attempt. Reads reclaim no dead reader: writers do, when they need the count.
+if op == 'runlock' and redis.call('HDEL', rd, 'r') == 1 then -- r is only ever this request's
+  redis.call('ZREM', readers, req)
+  if redis.call('ZCARD', readers) > 0 or redis.call('ZCARD', wwait) == 0 then
+    return 1
+  end
+  -- the last reader out, and a writer waits: wake it (as wake_writer below)
+  if redis.call('LLEN', wq) == 0 then
+    redis.call('RPUSH', wq, '1')
+    redis.call('PEXPIRE', wq, leasems)
+  end
+  if redis.call('HDEL', state, 'wp') == 1 then
+    redis.call(publish, prefix .. 'wch', '1')
+  end
+  return 1
+end
+if op == 'read' then
+  -- {1, token, 0, 0} granted; {0, hintMs, nowMs, 0} must wait
+  if redis.call('HGET', rd, 'r') == req then
+    redis.call('PEXPIRE', rd, leasems)
+    return {1, redis.call('HGET', rd, 't'), 0, 0}
+  end
+  local o = redis.call('HGET', w, 'o')
+  local tm = redis.call('TIME')
+  local ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+  local half = math.floor(lease / 2) -- hints are capped at lease / 2
+  if o and o ~= owner then
+    redis.call('ZADD', rwait, ms, req)
+    return {0, math.max(0, math.min(redis.call('PTTL', w), half)), ms, 0}
+  end
+  local since = tonumber(ARGV[5] or '0')
+  -- live waiting writers, counted without removing the dead ones (the write ops do that)
+  if (not o) and redis.call('ZCOUNT', wwait, ms - lease, '+inf') > 0 then
+    local admit = tonumber(redis.call('HGET', state, 'admit') or '0')
+    if since == 0 or since > admit then
+      redis.call('ZADD', rwait, ms, req)
+      local first = redis.call('ZRANGEBYSCORE', wwait, ms - lease, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      local hint = #first == 0 and lease or tonumber(first[2]) + lease - ms
+      return {0, math.max(0, math.min(hint, half)), ms, 0}
+    end
+  end
+  -- the token as next_token below: max(fence + 1, server time in µs)
+  local token = tm[1] .. string.sub('00000' .. tm[2], -6)
+  local prev = redis.call('SET', fence, token, 'GET')
+  if prev and tonumber(prev) >= tonumber(token) then
+    token = string.format('%.0f', tonumber(prev) + 1)
+    redis.call('SET', fence, token)
+  end
+  redis.call('HSET', rd, 'r', req, 't', token)
+  redis.call('PEXPIRE', rd, leasems)
+  redis.call('ZADD', readers, ms + lease, req)
+  if since ~= 0 then
+    redis.call('ZREM', rwait, req) -- a reader that waited (only those have an entry)
+  end
+  return {1, token, 0, 0}
+end
 
 -- Dead readers dropped by this call (reclaim_readers). The read and write ops report it as the
 -- 4th element of their reply, and count as the 3rd, for the client's metrics and log; the other
 -- ops reclaim silently.
 local reclaimed = 0
 
-local t_now = nil
+-- One TIME per call: the server ms of waiting entries and leases, and the µs of a token.
+local tm, t_now = nil, nil
 local function now()
-  if not t_now then
-    local t = redis.call('TIME')
-    t_now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if not tm then
+    tm = redis.call('TIME')
+    t_now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
   end
   return t_now
 end
 
+-- max(fence + 1, server time in µs), as a decimal string: one SET ... GET in the usual case.
 local function next_token()
-  local t = redis.call('TIME')
-  local us = t[1] .. string.format('%06d', tonumber(t[2]))
-  local cur = redis.call('GET', fence)
-  if (not cur) or tonumber(cur) < tonumber(us) then
-    redis.call('SET', fence, us)
-    return us
+  now()
+  local us = tm[1] .. string.sub('00000' .. tm[2], -6)
+  local prev = redis.call('SET', fence, us, 'GET')
+  if prev and tonumber(prev) >= tonumber(us) then
+    local token = string.format('%.0f', tonumber(prev) + 1)
+    redis.call('SET', fence, token)
+    return token
   end
-  redis.call('INCR', fence)
-  return redis.call('GET', fence)
+  return us
 end
 
 -- Readers whose recorded lease bound has passed: keep the live ones (raising the bound), drop
--- the dead ones. O(log n) when none is due.
+-- the dead ones. O(log n) when none is due; one ZCARD when there is no reader.
 local function reclaim_readers()
+  local n = redis.call('ZCARD', readers)
+  if n == 0 then
+    return 0
+  end
   local due = redis.call('ZRANGEBYSCORE', readers, '-inf', now())
+  local dropped = 0
   for _, r in ipairs(due) do
     local pttl = redis.call('PTTL', prefix .. 'rd:' .. r)
     if pttl > 0 then
       redis.call('ZADD', readers, now() + pttl, r)
     else
       redis.call('ZREM', readers, r)
-      reclaimed = reclaimed + 1
+      dropped = dropped + 1
     end
   end
-  return redis.call('ZCARD', readers)
+  reclaimed = reclaimed + dropped
+  return n - dropped
 end
 
+-- The live entries of a waiting set (younger than one lease); one ZCARD when it is empty.
 local function live(zset)
+  if redis.call('ZCARD', zset) == 0 then
+    return 0
+  end
   redis.call('ZREMRANGEBYSCORE', zset, '-inf', now() - lease)
   return redis.call('ZCARD', zset)
 end
 
--- Wake one writer: a token for a writer blocked on wq, and a message if a writer waits by pub/sub.
-local function wake_writer()
+-- Wake one writer, if one waits (known: the caller counted wwait): a token for a writer blocked
+-- on wq, and a message if a writer waits by pub/sub.
+local function wake_writer(known)
+  if not known and redis.call('ZCARD', wwait) == 0 then
+    return
+  end
   if redis.call('LLEN', wq) == 0 then
     redis.call('RPUSH', wq, '1')
-    redis.call('PEXPIRE', wq, lease)
+    redis.call('PEXPIRE', wq, leasems)
   end
   if redis.call('HDEL', state, 'wp') == 1 then
-    redis.call(publish, wch, '1')
+    redis.call(publish, prefix .. 'wch', '1')
   end
 end
 
@@ -102,7 +183,7 @@ local function wake_readers(admit)
     if admit then
       redis.call('HSET', state, 'admit', now())
     end
-    redis.call(publish, rch, '1')
+    redis.call(publish, prefix .. 'rch', '1')
   end
   return n
 end
@@ -120,68 +201,35 @@ local function earliest_reader_ms()
   return tonumber(first[2]) - now()
 end
 
-local function earliest_waiting_writer_expiry_ms()
-  local first = redis.call('ZRANGE', wwait, 0, 0, 'WITHSCORES')
-  if #first == 0 then
-    return lease
-  end
-  return tonumber(first[2]) + lease - now()
-end
-
+-- The write hold ends: o goes, r and t stay (the record: a re-sent wunlock answers 2). Waiting
+-- readers are admitted, or else a waiting writer woken.
 local function release_write()
-  redis.call('HDEL', w, 'o', 'r', 't')
-  redis.call('HSET', w, 'x', req)
-  redis.call('PEXPIRE', w, lease)
-  redis.call('SET', rx, '1', 'PX', lease)
+  redis.call('HDEL', w, 'o')
   if wake_readers(true) == 0 then
     wake_writer()
   end
 end
 
+-- The read hold ends: r goes from its lease key, which stays until the lease ends (a re-sent
+-- runlock answers 2). The last reader out wakes a waiting writer. Dead readers are not reclaimed
+-- here: a writer waiting behind one retries when its recorded lease bound passes (its hint), and
+-- reclaims it then.
 local function release_read()
-  redis.call('DEL', rd)
+  redis.call('HDEL', rd, 'r')
   redis.call('ZREM', readers, req)
-  redis.call('SET', rx, '1', 'PX', lease)
-  if reclaim_readers() == 0 then
-    wake_writer()
+  if redis.call('ZCARD', readers) == 0 and redis.call('ZCARD', wwait) > 0 then
+    wake_writer(true)
   end
-end
-
-if op == 'read' then
-  -- {1, token, 0, reclaimed} granted; {0, hintMs, nowMs, reclaimed} must wait
-  if redis.call('HGET', rd, 'r') == req then
-    redis.call('PEXPIRE', rd, lease)
-    return {1, redis.call('HGET', rd, 't'), 0, 0}
-  end
-  local o = redis.call('HGET', w, 'o')
-  if o and o ~= owner then
-    redis.call('ZADD', rwait, now(), req)
-    return {0, cap(redis.call('PTTL', w)), now(), 0}
-  end
-  if (not o) and live(wwait) > 0 then
-    local since = tonumber(ARGV[6] or '0')
-    local admit = tonumber(redis.call('HGET', state, 'admit') or '0')
-    if since == 0 or since > admit then
-      redis.call('ZADD', rwait, now(), req)
-      return {0, cap(earliest_waiting_writer_expiry_ms()), now(), 0}
-    end
-  end
-  reclaim_readers()
-  local token = next_token()
-  redis.call('HSET', rd, 'r', req, 't', token)
-  redis.call('PEXPIRE', rd, lease)
-  redis.call('ZADD', readers, now() + lease, req)
-  redis.call('ZREM', rwait, req)
-  return {1, token, 0, reclaimed}
 end
 
 if op == 'write' then
   -- {1, token, 0, reclaimed} granted; {0, hintMs, nowMs, reclaimed} must wait
-  local o = redis.call('HGET', w, 'o')
+  local f = redis.call('HMGET', w, 'o', 'r', 't')
+  local o = f[1]
   local function wait_write()
     redis.call('ZADD', wwait, now(), req)
-    if ARGV[7] == '1' then
-      redis.call('HSET', state, 'wp', 1)
+    if ARGV[6] == 's' then
+      redis.call('HSET', state, 'wp', '1')
     end
   end
   if o then
@@ -189,9 +237,9 @@ if op == 'write' then
       wait_write()
       return {0, cap(redis.call('PTTL', w)), now(), 0}
     end
-    if redis.call('HGET', w, 'r') == req then
-      redis.call('PEXPIRE', w, lease)
-      return {1, redis.call('HGET', w, 't'), 0, 0}
+    if f[2] == req then
+      redis.call('PEXPIRE', w, leasems)
+      return {1, f[3], 0, 0}
     end
   end
   if reclaim_readers() > 0 then
@@ -199,35 +247,47 @@ if op == 'write' then
     return {0, cap(earliest_reader_ms()), now(), reclaimed}
   end
   local token = next_token()
-  redis.call('HSET', w, 'o', owner, 'r', req, 't', token)
-  redis.call('PEXPIRE', w, lease)
+  if f[3] then
+    redis.call('HSET', w, 'o', owner, 'r', req, 't', token)
+  else
+    redis.call('HSET', w, 'o', owner, 'r', req, 't', token, 'e', token)
+  end
+  redis.call('PEXPIRE', w, leasems)
   redis.call('ZREM', wwait, req)
   return {1, token, 0, reclaimed}
 end
 
 if op == 'wunlock' then
-  -- 1 released, 2 already released (replay), 0 not held by this request
+  -- 1 released, 2 already released (a copy sent again), 0 not held by this request
   if redis.call('HGET', w, 'r') == req then
-    release_write()
+    if redis.call('HDEL', w, 'o') == 0 then
+      return 2
+    end
+    if wake_readers(true) == 0 then
+      wake_writer()
+    end
     return 1
   end
-  if redis.call('HGET', w, 'x') == req or redis.call('EXISTS', rx) == 1 then
-    return 2
+  -- moved on to a later write hold: released, unless this hold may have ended by expiry (its
+  -- token is below e, the first token granted after a write record was found gone)
+  local token = tonumber(ARGV[5] or '0')
+  if token > 0 then
+    local g = redis.call('HMGET', w, 't', 'e')
+    if g[1] and token < tonumber(g[1]) and token >= tonumber(g[2] or 0) then
+      return 2
+    end
   end
   return 0
 end
 
 if op == 'runlock' then
-  if redis.call('HGET', rd, 'r') == req then
-    release_read()
-    return 1
-  end
-  if redis.call('EXISTS', rx) == 1 then
-    return 2
+  -- not held by this request any more (the release above found no r)
+  if redis.call('EXISTS', rd) == 1 then
+    return 2 -- released before: its lease key stays, without r, until the lease ends
   end
   -- lost (expired or deleted): whatever is left of this request stops counting as a reader now
-  if redis.call('ZREM', readers, req) == 1 and reclaim_readers() == 0 then
-    wake_writer()
+  if redis.call('ZREM', readers, req) == 1 and redis.call('ZCARD', wwait) > 0 and reclaim_readers() == 0 then
+    wake_writer(true)
   end
   return 0
 end
@@ -235,9 +295,10 @@ end
 if op == 'wcancel' then
   -- a writer gave up: undo a grant it will not use, and stop blocking readers on its account
   redis.call('ZREM', wwait, req)
-  if redis.call('HGET', w, 'r') == req then
+  local f = redis.call('HMGET', w, 'o', 'r')
+  if f[1] and f[2] == req then
     release_write()
-  elseif not redis.call('HGET', w, 'o') and live(wwait) == 0 then
+  elseif not f[1] and live(wwait) == 0 then
     wake_readers(false)
   end
   return 1

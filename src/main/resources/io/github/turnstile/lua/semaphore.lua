@@ -1,369 +1,523 @@
--- semaphore.lua: every operation of a DistributedSemaphore, so that the reclaim of dead clients
--- (which every operation runs first) is written once.
+-- semaphore.lua: every operation of a DistributedSemaphore. Every change of who holds what is a
+-- call keyed by a request (a memo slot and a sequence number of the calling client); a re-sent
+-- copy of a call is answered from its stored outcome. Blocking commands never move permits: they
+-- only wake (BLPOP on the wake list), as do the messages on the channel.
 --
--- Representation (bounded work: no call loops once per permit). Free permits are a counter
--- (meta field "avail") plus up to K tokens on the hand-off list, which waiters BLMOVE from (a
--- token moved into a client's inflight list is a permit held by that client: taking it and
--- recording the holder is one step). Held permits are a counter per client (hash "holders") plus
--- the tokens in that client's inflight list, which its next script folds into the counter.
---
--- KEYS[1]  meta      {p:name}:s:meta         hash: cap, avail (free permits off the list; negative
---                                             = debt after reducePermits), p (a waiter waits by pub/sub)
--- KEYS[2]  handoff   {p:name}:s:handoff      list of free permit tokens ("1"); waiters BLMOVE from it
--- KEYS[3]  clients   {p:name}:s:clients      zset: client id -> server ms until which its liveness is
---                                             known to last (a lower bound: renewals do not update it)
--- KEYS[4]  inflight  {p:name}:s:inflight:<c> list: tokens this client's BLMOVEs took (permits it holds)
--- KEYS[5]  alive     {p:name}:s:alive:<c>    hash {r = client id}, PX lease: this client's liveness
--- KEYS[6]  holders   {p:name}:s:holders      hash: client id -> permits it holds (besides inflight);
---                                             t:<client> -> sequence number of its last trim
--- KEYS[7]  gone      {p:name}:s:gone         zset: reclaimed client -> server ms until which a late
---                                             BLMOVE of its may still drop a token in its inflight list
--- ARGV[1]  op        init | acquire | release | trim | drain | add | reduce | state
--- ARGV[2]  client id
--- ARGV[3]  lease ms
--- ARGV[4]  key prefix of client keys, "{p:name}:s:" (other clients' inflight/alive keys are
---          derived from it; they share the hash tag, hence the slot)
--- ARGV[5]  capacity this client was created with (used only when no meta exists)
--- ARGV[6]  op argument: permits (acquire, release, add, reduce); trim: the least count Redis may
---          rightly attribute to this client (what it counts)
--- ARGV[7]  acquire: "all" (all or nothing) or "some" (take what is free, up to ARGV[6]); trim: the
---          most (what it counts, plus what its commands in flight may add or not yet have given back)
--- ARGV[8]  request id, unique per call (acquire, release, drain, add, reduce): a call that changed
---          something stores its reply under {p:name}:s:rq:<request> for one lease, and a re-sent
---          copy of the call (Lettuce re-sends unanswered commands after a reconnect) gets that
---          reply back instead of running twice
--- ARGV[9]  acquire: "1" if the caller waits by pub/sub: a refusal sets meta field p, and the
---          next call that frees a permit publishes a wake-up; trim: its sequence number (a trim
---          not above the last one run for this client, holders field t:<client>, is ignored)
--- ARGV[10] the semaphore's wake-up channel {p:name}:s:ch
+-- KEYS[1]  state   {p:name}:s        hash: a (free permits; negative after reducePermits), m (mode:
+--                                    L leased, C counting), k (leased: capacity = a + sum of c:*),
+--                                    c:<client> (leased: permits held by that client's registration),
+--                                    e:<client> (leased: that registration's epoch), ec (the last
+--                                    epoch issued), p (a waiter waits by pub/sub), n (marks may
+--                                    exist in KEYS[3]: releases look there only then)
+-- KEYS[2]  live    {p:name}:s:l      zset (leased): "<client>:<epoch>" -> server ms until which that
+--                                    registration is alive; renewed by the client's watchdog
+-- KEYS[3]  waiters {p:name}:s:w      zset: "<client>:<lane>:<seq>" -> 1, a single-permit request
+--                                    blocked on the wake list (lane t: the client's threads, a: its
+--                                    async acquisitions); PX two leases, refreshed by every mark (a
+--                                    live waiter attempts at least once a lease). A mark names its
+--                                    request, so a cancel of an older request never removes it
+-- KEYS[4]  wake    {p:name}:s:wake   list of at most one wake token; blocked waiters BLPOP it
+-- KEYS[5]  memo    {p:name}:s:q:<me>:<slot>  string: the call's memo slot, "<seq>|<reply>"; PX lease
+--                                    (any key of the tag for ops without a slot)
+-- ARGV[1]  op: init | acquire | release | cancel | drain | add | reduce | retire | pass | state
+-- ARGV[2]  the caller's client id (16 hex digits)
+-- ARGV[3]  lease, ms
+-- ARGV[4]  memo slot of the call ("" for ops that change no holder: init, pass, state)
+-- ARGV[5]  the call's sequence number (unique per client, and the same for every copy of a call)
+-- ARGV[6]  permits (acquire, release, add, reduce)
+-- ARGV[7]  flags: w = a single-permit request that waits on the wake list: a refusal marks it
+--          (waiters), its grant or cancel removes the mark; s = the caller waits by pub/sub: a
+--          refusal asks the next call that frees permits to publish. (There is
+--          no "first copy" flag to skip the memo: Lettuce re-sends the very same command after a
+--          reconnect, so a first copy can run twice.)
+-- ARGV[8]  lane: t or a
+-- ARGV[9]  epoch: acquire, drain: the caller's live registration ("0": none), which its watchdog
+--          renews; release: the epoch the permits are released from
+-- ARGV[10] the channel {p:name}:s:ch
 -- ARGV[11] the publish command: PUBLISH, or SPUBLISH on a Redis 7 Cluster
+-- ARGV[12] mode (L or C), used when the state does not exist (init, or a call after a restart
+--          that lost it)
+-- ARGV[13] initial permits, used likewise
+-- ARGV[14] acquire, drain: the caller's last epoch that it knows to be dead ("0": none): a
+--          registration with that epoch is replaced (its permits are free again)
 --
--- Every reply is an array whose last element is added by reply(): the number of crashed clients
--- whose permits this call reclaimed (the client reports them in its metrics and log).
+-- Replies (integers):
+--   acquire  {1, n, epoch, 0, reclaimed}      granted n permits (epoch 0 in counting mode)
+--            {0, 0, 0, hintMs, reclaimed}     refused (or cancelled: the memo says so);
+--                                                     hintMs: when a registration may run out
+--                                                     (-1: unknown, wait a lease at most)
+--            {-1}                                     a stale copy (its slot holds a later call)
+--   release  {1, n, free} released; {0, 0, free} the registration is gone (the lease was lost);
+--            {-2} overflow (counting mode: more than Integer.MAX_VALUE free); {-1} stale
+--   cancel   {n} permits given back (0: the acquire never granted; a later copy of it is refused)
+--   drain    {1, moved, epoch}  (moved < 0: a debt that was cancelled, as Semaphore.drainPermits)
+--   add      {1, capacity or free, free} or {-2} overflow; reduce likewise, {-2} underflow
+--   retire   {1} the caller's registration ARGV[9] is gone, its permits free; {0} it was gone already
+--   pass     {pushed};  state {free, capacity, mode (1 L, 2 C), held by the caller, waiting lanes}
+--   init     {mode (1 L, 2 C), capacity (leased) or free (counting)}
 --
--- Invariants after every call:
---   avail + LLEN(handoff) + sum over clients (holders[c] + LLEN(inflight:c)) == cap
---   avail < 0 implies handoff is empty (an owed permit is never handed off)
---   avail > 0 implies LLEN(handoff) == K (BLMOVE sees a free permit whenever one is free, up to K)
--- Work per call: O(1) commands, plus at most K list elements moved and at most RECLAIM_MAX dead
--- clients reclaimed, whatever the arguments.
+-- Work per call: O(1) commands, plus at most RECLAIM_MAX dead registrations reclaimed. Every key is
+-- in KEYS and carries the primitive's hash tag.
+local S, L, W, K, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local op, me, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local slot, seq = ARGV[4], ARGV[5]
+local n = tonumber(ARGV[6]) or 0
+local flags = ARGV[7] or ''
+local lane = me .. ':' .. (ARGV[8] or 't') .. ':' .. seq
+local arg_epoch = ARGV[9] or '0'
+local dead_epoch = ARGV[14] or '0'
+local channel, publish = ARGV[10], ARGV[11]
 
-local meta, handoff, clients, inflight, alive, holders, gone =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local op, cid, lease, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+-- ---------------------------------------------------------------- the fast paths
+-- An acquire that finds enough permits, and a release, while nobody waits (no pub/sub flag p, no
+-- mark n) and the caller's registration is the one it renews: the same effect as the general ops
+-- below, with no other work (no function is even defined: the general part follows). Any other
+-- case (a re-sent copy, a registration to make or replace, a refusal, waiters to wake) runs the
+-- general op.
+local memo = false -- the call's memo (GET, once), when it has a slot
+if slot ~= '' then
+  memo = redis.call('GET', Q)
+end
+local f = redis.call('HMGET', S, 'a', 'm', 'k', 'c:' .. me, 'e:' .. me, 'p', 'ec', 'n')
+if (op == 'acquire' or op == 'release') and slot ~= '' and not memo then
+  local mode_f, e_f = f[2], f[5]
+  if mode_f and not f[6] and not f[8] and (mode_f == 'C' or (e_f and e_f == ARGV[9])) then
+    local free = tonumber(f[1])
+    local held = tonumber(f[4] or '0')
+    local reply
+    if op == 'acquire' and free >= n then
+      if mode_f == 'C' then
+        redis.call('HSET', S, 'a', free - n)
+        reply = '1,' .. n .. ',0,0,0'
+      else
+        redis.call('HSET', S, 'a', free - n, 'c:' .. me, held + n)
+        reply = '1,' .. n .. ',' .. e_f .. ',0,0'
+      end
+      redis.call('SET', Q, seq .. '|' .. reply, 'PX', lease)
+      if mode_f == 'C' then
+        return {1, n, 0, 0, 0}
+      end
+      return {1, n, tonumber(e_f), 0, 0}
+    elseif op == 'release' and (mode_f == 'L' or free + n <= 2147483647) then
+      local give = n
+      if mode_f == 'L' then
+        give = math.min(n, held)
+        redis.call('HSET', S, 'a', free + give, 'c:' .. me, held - give)
+      else
+        redis.call('HSET', S, 'a', free + give)
+      end
+      redis.call('SET', Q, seq .. '|1,' .. give .. ',' .. (free + give), 'PX', lease)
+      return {1, give, free + give}
+    end
+  end
+end
+
 local RECLAIM_MAX = 16
-local K_MAX = 256
+local INT_MAX, INT_MIN = 2147483647, -2147483648
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function flag(f)
+  return string.find(flags, f, 1, true) ~= nil
 end
 
-local t_now = nil
-local function now()
-  t_now = t_now or now_ms()
-  return t_now
+local function fmt(v)
+  return string.format('%d', v)
 end
 
--- Permits that became free in this call (0 -> more): tier-2 (pub/sub) waiters are told in reply().
-local freed = 0
+-- the server clock, read at most once per call
+local now_ms, now_us
+local function clock()
+  if not now_ms then
+    local t = redis.call('TIME')
+    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    now_us = t[1] .. string.format('%06d', tonumber(t[2]))
+  end
+end
+
+-- ---------------------------------------------------------------- memo
+
+local function recall()
+  local v = memo
+  if not v then
+    return nil
+  end
+  local s, rest = string.match(v, '^(%d+)|(.*)$')
+  local d = tonumber(s) - tonumber(seq)
+  if d > 0 then
+    return {-1}
+  end
+  if d < 0 then
+    return nil
+  end
+  local out = {}
+  for x in string.gmatch(rest, '[^,]+') do
+    out[#out + 1] = tonumber(x)
+  end
+  return out
+end
+
+local function remember(reply)
+  local parts = {}
+  for i, v in ipairs(reply) do
+    parts[i] = fmt(v)
+  end
+  redis.call('SET', Q, seq .. '|' .. table.concat(parts, ','), 'PX', lease)
+  return reply
+end
+
+-- ---------------------------------------------------------------- state
+
+local exists = f[2] ~= false
+local a = tonumber(f[1] or '0')
+local mode = f[2] or ARGV[12]
+local leased = mode == 'L'
+local cap = tonumber(f[3] or '0')
+local mine = tonumber(f[4] or '0')
+local mine_e = f[5] or nil
+local subscribed = f[6]
+local last_epoch = f[7]
+local marked = f[8]
+local set = {} -- fields to write at the end, in one HSET
+if not exists then
+  a = tonumber(ARGV[13])
+  set.a, set.m = a, mode
+  if leased then
+    cap = a
+    set.k = cap
+  end
+end
 local reclaimed = 0
+local removed_mine = false
 
-local function avail()
-  return tonumber(redis.call('HGET', meta, 'avail') or '0')
-end
-
--- Hand-off tokens to keep: one per registered client (each client has at most one waiter
--- blocked in BLMOVE), at least one, at most K_MAX.
-local function k_target()
-  return math.max(1, math.min(redis.call('ZCARD', clients), K_MAX))
-end
-
--- Restores "avail > 0 implies LLEN(handoff) == K": moves counted free permits onto the list,
--- where a blocked BLMOVE takes one at once (the longest-blocked first).
-local function refill()
-  local a = avail()
-  if a <= 0 then
-    return
+local function flush(extra_del)
+  local args = {}
+  for k, v in pairs(set) do
+    args[#args + 1] = k
+    args[#args + 1] = v
   end
-  local want = k_target() - redis.call('LLEN', handoff)
-  local move = math.min(a, want)
-  if move > 0 then
-    local tokens = {}
-    for i = 1, move do
-      tokens[i] = '1'
-    end
-    redis.call('HINCRBY', meta, 'avail', -move)
-    redis.call('RPUSH', handoff, unpack(tokens))
+  if #args > 0 then
+    redis.call('HSET', S, unpack(args))
+  end
+  if removed_mine then
+    redis.call('HDEL', S, 'c:' .. me, 'e:' .. me)
   end
 end
 
--- k permits come back (a release, a reclaim, added capacity): they pay debt first, then are free.
-local function put_back(k)
-  if k <= 0 then
-    return
+-- a registration that is gone (run out, or replaced): its permits are free again
+local function drop(client, epoch, held)
+  if held ~= 0 then
+    a = a + held
+    set.a = a
   end
-  local after = redis.call('HINCRBY', meta, 'avail', k)
-  freed = freed + math.max(0, after) - math.max(0, after - k)
+  redis.call('ZREM', L, client .. ':' .. epoch)
 end
 
--- Tokens a BLMOVE moved into client c's inflight list join its counter.
-local function fold(c, list)
-  local k = redis.call('LLEN', list)
-  if k > 0 then
-    redis.call('DEL', list)
-    redis.call('HINCRBY', holders, c, k)
-  end
-end
-
-local function held_by(c)
-  return tonumber(redis.call('HGET', holders, c) or '0')
-end
-
-local function set_held(c, n)
-  if n > 0 then
-    redis.call('HSET', holders, c, n)
-  else
-    redis.call('HDEL', holders, c)
-  end
-end
-
-local function reply(t)
-  refill()
-  if freed > 0 and redis.call('HGET', meta, 'p') then
-    -- a waiter waits by pub/sub (it set p when refused): one message wakes every such waiter
-    redis.call('HDEL', meta, 'p')
-    redis.call(ARGV[11], ARGV[10], '1')
-  end
-  t[#t + 1] = reclaimed
-  return t
-end
-
--- Clients whose liveness ran out get their permits taken back: at most RECLAIM_MAX per call, and
--- only clients whose recorded liveness bound has passed are looked at (O(log n) when none has). A
--- live one gets its bound raised to its real expiry. A dead one is forgotten, and watched one more
--- lease in "gone": a BLMOVE it sent before it died may still move a token into its inflight list,
--- and that token is reclaimed when the watch ends. So work per call stays bounded however many
--- clients ever registered, and however many die at once.
+-- returns the permits of registrations that ran out (at most RECLAIM_MAX per call)
 local function reclaim()
-  local due = redis.call('ZRANGEBYSCORE', clients, '-inf', now(), 'LIMIT', 0, RECLAIM_MAX)
-  for _, c in ipairs(due) do
-    local pttl = redis.call('PTTL', prefix .. 'alive:' .. c)
-    if pttl > 0 then
-      redis.call('ZADD', clients, now() + pttl, c)
+  clock()
+  local dead = redis.call('ZRANGEBYSCORE', L, '-inf', now_ms, 'LIMIT', 0, RECLAIM_MAX)
+  for _, member in ipairs(dead) do
+    local c, e = string.match(member, '^(.*):([^:]*)$')
+    if c == me then
+      if mine_e == e then
+        drop(me, e, mine)
+        if mine > 0 then
+          reclaimed = reclaimed + 1
+        end
+        mine, mine_e, removed_mine = 0, nil, true
+      else
+        redis.call('ZREM', L, member)
+      end
     else
-      local list = prefix .. 'inflight:' .. c
-      local k = held_by(c) + redis.call('LLEN', list)
-      if k > 0 then
-        reclaimed = reclaimed + 1
-        redis.call('DEL', list)
-        put_back(k)
-      end
-      redis.call('HDEL', holders, c, 't:' .. c)
-      redis.call('ZREM', clients, c)
-      redis.call('ZADD', gone, now() + lease, c)
-    end
-  end
-  local late = redis.call('ZRANGEBYSCORE', gone, '-inf', now(), 'LIMIT', 0, RECLAIM_MAX)
-  for _, c in ipairs(late) do
-    redis.call('ZREM', gone, c)
-    if redis.call('PTTL', prefix .. 'alive:' .. c) <= 0 then
-      local list = prefix .. 'inflight:' .. c
-      local k = redis.call('LLEN', list)
-      if k > 0 then
-        reclaimed = reclaimed + 1
-        redis.call('DEL', list)
-        put_back(k)
+      local g = redis.call('HMGET', S, 'c:' .. c, 'e:' .. c)
+      if g[2] == e then
+        local held = tonumber(g[1] or '0')
+        drop(c, e, held)
+        redis.call('HDEL', S, 'c:' .. c, 'e:' .. c)
+        if held > 0 then
+          reclaimed = reclaimed + 1
+        end
+      else
+        redis.call('ZREM', L, member)
       end
     end
   end
 end
 
--- The wait hint: ms until the earliest recorded liveness bound of another client, at most
--- lease / 2. A waiter blocks no longer than this, then runs a script again (which reclaims). A
--- client that registers later cannot expire before that: its liveness lasts a whole lease.
-local function hint()
-  local h = math.floor(lease / 2)
-  local first = redis.call('ZRANGEBYSCORE', clients, '(' .. now(), '+inf', 'WITHSCORES', 'LIMIT', 0, 2)
-  for i = 1, #first, 2 do
-    if first[i] ~= cid then
-      h = math.min(h, tonumber(first[i + 1]) - now())
-      break
-    end
-  end
-  return h
-end
-
-local cap = redis.call('HGET', meta, 'cap')
-if not cap then
-  -- first use (or state lost): create with this client's capacity, all of it free
-  cap = tonumber(ARGV[5])
-  redis.call('HSET', meta, 'cap', cap, 'avail', cap)
-else
-  cap = tonumber(cap)
-end
-
--- A re-sent call whose first run changed something: answer as the first run did.
-local memo = ARGV[8] and ARGV[8] ~= '' and (prefix .. 'rq:' .. ARGV[8]) or nil
-if memo then
-  local done = redis.call('GET', memo)
-  if done then
-    local first = {}
-    for v in string.gmatch(done, '[^,]+') do
-      first[#first + 1] = tonumber(v)
-    end
-    first[#first + 1] = 0 -- nothing reclaimed by this copy
-    return first
-  end
-end
-
--- Records the reply of a call that changed something (see ARGV[8]) and returns it.
-local function remember(t)
-  if memo then
-    redis.call('SET', memo, table.concat(t, ','), 'PX', lease)
-  end
-  return reply(t)
-end
-
-if op == 'init' then
-  return reply({cap, avail() + redis.call('LLEN', handoff)})
-end
-
-reclaim()
-
+-- a new registration of the caller: epoch = max(last + 1, server time in us), strictly increasing
 local function register()
-  redis.call('HSET', alive, 'r', cid)
-  redis.call('PEXPIRE', alive, lease)
-  redis.call('ZADD', clients, now() + lease, cid)
+  clock()
+  local e = now_us
+  if last_epoch and tonumber(last_epoch) >= tonumber(now_us) then
+    e = fmt(tonumber(last_epoch) + 1)
+  end
+  redis.call('ZADD', L, now_ms + lease, me .. ':' .. e)
+  set['e:' .. me], set.ec = e, e
+  mine_e, removed_mine = e, false
+  return e
 end
 
-local n = tonumber(ARGV[6] or '0')
+-- before a grant: the caller's registration is used as it is if it is the one the caller renews;
+-- replaced (its permits free again) if the caller declared it dead or it has run out; otherwise
+-- (made by a call of the caller whose reply has not arrived yet) its time is renewed here, since
+-- the caller will renew it from this reply on
+local function settle_mine()
+  if not leased or not mine_e or mine_e == arg_epoch then
+    return
+  end
+  if mine_e ~= dead_epoch then
+    clock()
+    local until_ms = redis.call('ZSCORE', L, me .. ':' .. mine_e)
+    if until_ms and tonumber(until_ms) > now_ms then
+      redis.call('ZADD', L, now_ms + lease, me .. ':' .. mine_e)
+      return
+    end
+  end
+  drop(me, mine_e, mine)
+  mine, mine_e, removed_mine = 0, nil, true
+end
+
+-- permits are free: wake the waiters. Pub/sub waiters (every multi-permit waiter, single-permit
+-- ones past the blocking pool, and acquire(0), which waits while the count is negative) get one
+-- message if one asked (p), and re-check; a wake token is pushed (one at most in the list) if a
+-- single-permit waiter other than `except` is blocked on the list, and whoever takes it can use
+-- it. A refusal wakes nobody: only calls that free permits do (`freeing`: a count that rose to 0
+-- from below may serve an acquire(0); a grant that leaves 0 serves nobody), so waiters that cannot
+-- use what is free never wake each other in turn, and a stale mark (a crashed waiter) costs at
+-- most one unused token per release.
+local function wake(except, freeing)
+  if a < 0 or (a == 0 and not freeing) then
+    return
+  end
+  if subscribed then
+    redis.call(publish, channel, '1')
+    redis.call('HDEL', S, 'p')
+    subscribed = nil
+  end
+  if a > 0 and marked then
+    local marks = redis.call('ZRANGE', W, 0, 1)
+    if not marks[1] then
+      redis.call('HDEL', S, 'n') -- no mark left: releases need not look until the next one
+      marked = nil
+    elseif (marks[1] ~= except or marks[2]) and redis.call('LLEN', K) == 0 then
+      redis.call('RPUSH', K, '1')
+      redis.call('PEXPIRE', K, lease)
+    end
+  end
+end
+
+-- ---------------------------------------------------------------- ops
 
 if op == 'acquire' then
-  -- returns {taken, hintMs, cap}
-  if n > cap then
-    return reply({-1, 0, cap})
+  local r = recall()
+  if r then
+    return r
   end
-  register()
-  fold(cid, inflight)
-  local a = avail()
-  local free = math.max(0, a) + redis.call('LLEN', handoff)
-  local take = 0
-  if free >= n then
-    take = n
-  elseif ARGV[7] == 'some' then
-    take = free
+  settle_mine()
+  if leased and a < n then
+    reclaim()
   end
-  if take > 0 then
-    local from_counter = math.min(take, math.max(0, a))
-    if from_counter > 0 then
-      redis.call('HINCRBY', meta, 'avail', -from_counter)
+  if a >= n then
+    a = a - n
+    set.a = a
+    local e = 0
+    if leased then
+      e = mine_e or register()
+      mine = mine + n
+      set['c:' .. me] = mine
     end
-    local from_list = take - from_counter
-    if from_list > 0 then
-      redis.call('LPOP', handoff, from_list)
+    flush()
+    if flag('w') then
+      redis.call('ZREM', W, lane)
     end
-    redis.call('HINCRBY', holders, cid, take)
+    wake(lane)
+    return remember({1, n, tonumber(e), 0, reclaimed})
   end
-  if take < n and ARGV[9] == '1' then
-    redis.call('HSET', meta, 'p', 1)
+  if flag('w') and not marked then
+    set.n = 1
+    marked = '1'
   end
-  if take > 0 then
-    return remember({take, hint(), cap})
+  flush()
+  if flag('w') then
+    redis.call('ZADD', W, 1, lane)
+    redis.call('PEXPIRE', W, 2 * lease) -- outlives a lease between two attempts of a live waiter
   end
-  return reply({take, hint(), cap})
+  if flag('s') and not subscribed then
+    redis.call('HSET', S, 'p', '1')
+  end
+  local hint = -1
+  if leased then
+    local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')
+    if first[2] then
+      clock()
+      hint = math.max(0, tonumber(first[2]) - now_ms)
+    end
+  end
+  return {0, 0, 0, hint, reclaimed}
 end
 
 if op == 'release' then
-  -- gives back what this client holds, up to n: {given, heldAfter, hintMs}; given < n means
-  -- Redis attributed fewer permits to this client than it released (its lease was lost)
-  fold(cid, inflight)
-  local h = held_by(cid)
-  local give = math.min(n, h)
-  if give > 0 then
-    set_held(cid, h - give)
-    put_back(give)
-    return remember({give, h - give, hint()})
+  local r = recall()
+  if r then
+    return r
   end
-  return reply({0, h, hint()})
+  if leased then
+    if mine_e ~= arg_epoch then
+      return remember({0, 0, a})
+    end
+    local give = math.min(n, mine)
+    mine = mine - give
+    a = a + give
+    set.a, set['c:' .. me] = a, mine
+    flush()
+    wake(nil, true)
+    return remember({1, give, a})
+  end
+  if a + n > INT_MAX then
+    return remember({-2})
+  end
+  a = a + n
+  set.a = a
+  flush()
+  wake(nil, true)
+  return remember({1, n, a})
 end
 
-if op == 'trim' then
-  -- reconciles this client's permits with the range [low, high] it may rightly hold: gives back
-  -- the excess above high (a lost reply, a discarded BLMOVE, a late BLMOVE after its lease was
-  -- lost, a release that never arrived); {returned, missing}, missing > 0 when Redis attributes
-  -- fewer than low (they were reclaimed: the client lost its lease); {returned, missing, heldAfter}.
-  -- Idempotent.
-  local high = tonumber(ARGV[7])
-  local seq = tonumber(ARGV[9])
-  local last = tonumber(redis.call('HGET', holders, 't:' .. cid) or '0')
-  fold(cid, inflight)
-  local h = held_by(cid)
-  if seq <= last then
-    -- a trim the client gave up on (queued for a dead master, delivered late): its range is stale
-    return reply({0, 0, h})
+if op == 'cancel' then
+  -- undoes the acquire of this slot and sequence number: gives back what it granted, or records
+  -- that it is cancelled, so that a copy of it that runs later is refused
+  local v = memo
+  local undone = 0
+  local s, rest
+  if v then
+    s, rest = string.match(v, '^(%d+)|(.*)$')
   end
-  redis.call('HSET', holders, 't:' .. cid, seq)
-  if h > high then
-    set_held(cid, high)
-    put_back(h - high)
-    return reply({h - high, 0, high})
+  if s and tonumber(s) > tonumber(seq) then
+    undone = -1 -- the slot holds a later call: nothing to do
+  else
+    if s and tonumber(s) == tonumber(seq) then
+      local st, got, e = string.match(rest, '^(-?%d+),(-?%d+),(-?%d+)')
+      if st == '1' and tonumber(got) > 0 then
+        if not leased then
+          a = a + tonumber(got)
+          set.a = a
+          undone = tonumber(got)
+        elseif mine_e == e then
+          local give = math.min(tonumber(got), mine)
+          mine, a = mine - give, a + give
+          set.a, set['c:' .. me] = a, mine
+          undone = give
+        end
+      end
+    end
+    flush()
+    remember({0, 0, 0, -1, 0})
+    if undone > 0 then
+      wake(nil, true)
+    end
   end
-  return reply({0, math.max(0, n - h), h})
+  redis.call('ZREM', W, lane)
+  return {undone}
+end
+
+if op == 'retire' then
+  -- the caller gives up its registration ARGV[9] (its lease was lost by its own clock, or it is
+  -- idle): what it held is free at once rather than when its time runs out. Idempotent by epoch.
+  if leased and mine_e and mine_e == arg_epoch then
+    drop(me, mine_e, mine)
+    mine, mine_e, removed_mine = 0, nil, true
+    flush()
+    wake(nil, true)
+    return {1}
+  end
+  return {0}
+end
+
+if op == 'pass' then
+  -- a waiter consumed a wake token (or may have) that it will not use: hand it on
+  flush()
+  if a > 0 then
+    local before = redis.call('LLEN', K)
+    wake(lane)
+    return {redis.call('LLEN', K) - before}
+  end
+  return {0}
 end
 
 if op == 'drain' then
-  -- all free permits to this client; returns {moved}
-  register()
-  fold(cid, inflight)
-  local a = avail()
-  local listed = redis.call('LLEN', handoff)
-  local moved = math.max(0, a) + listed
+  local r = recall()
+  if r then
+    return r
+  end
+  settle_mine()
+  if leased then
+    reclaim()
+  end
+  local moved = a
+  local e = 0
   if a > 0 then
-    redis.call('HSET', meta, 'avail', 0)
-  end
-  if listed > 0 then
-    redis.call('DEL', handoff)
-  end
-  if moved > 0 then
-    redis.call('HINCRBY', holders, cid, moved)
-  end
-  return remember({moved})
-end
-
-if op == 'add' then
-  -- {newCap}, or {-1} when the capacity would exceed 2^31 - 1 (an int on the client)
-  if cap + n > 2147483647 then
-    return reply({-1})
-  end
-  redis.call('HINCRBY', meta, 'cap', n)
-  put_back(n)
-  return remember({cap + n})
-end
-
-if op == 'reduce' then
-  -- {newCap}, or {-1} when n exceeds the capacity
-  if n > cap then
-    return reply({-1})
-  end
-  redis.call('HINCRBY', meta, 'cap', 0 - n)
-  local a = redis.call('HINCRBY', meta, 'avail', 0 - n)
-  if a < 0 then
-    -- owed permits are never handed off: take tokens back from the list to pay the debt
-    local back = math.min(redis.call('LLEN', handoff), -a)
-    if back > 0 then
-      redis.call('LPOP', handoff, back)
-      redis.call('HINCRBY', meta, 'avail', back)
+    if leased then
+      e = mine_e or register()
+      mine = mine + a
+      set['c:' .. me] = mine
     end
+  elseif a < 0 and leased then
+    cap = cap - a -- the debt is forgiven: the capacity grows by it, as Semaphore.drainPermits frees it
+    set.k = cap
   end
-  return remember({cap - n})
+  a = 0
+  set.a = a
+  flush()
+  return remember({1, moved, tonumber(e)})
+end
+
+if op == 'add' or op == 'reduce' then
+  local r = recall()
+  if r then
+    return r
+  end
+  if op == 'reduce' then
+    n = -n
+  end
+  if a + n > INT_MAX or a + n < INT_MIN or (leased and (cap + n > INT_MAX or cap + n < INT_MIN)) then
+    return remember({-2})
+  end
+  a = a + n
+  set.a = a
+  if leased then
+    cap = cap + n
+    set.k = cap
+  end
+  flush()
+  if n > 0 then
+    wake(nil, true)
+  end
+  if leased then
+    return remember({1, cap, a})
+  end
+  return remember({1, a, a})
 end
 
 if op == 'state' then
-  -- {cap, debt, free, held by all clients, available}: O(1), held is what conservation leaves
-  local a = avail()
-  local listed = redis.call('LLEN', handoff)
-  return reply({cap, math.max(0, -a), math.max(0, a) + listed, cap - a - listed, a + listed})
+  if leased then
+    reclaim()
+  end
+  flush()
+  if reclaimed > 0 then
+    wake(nil, true)
+  end
+  local m = 2
+  if leased then
+    m = 1
+  end
+  return {a, cap, m, mine, redis.call('ZCARD', W)}
+end
+
+if op == 'init' then
+  flush()
+  if leased then
+    return {1, cap}
+  end
+  return {2, a}
 end
 
 return redis.error_reply('semaphore.lua: unknown op ' .. tostring(op))

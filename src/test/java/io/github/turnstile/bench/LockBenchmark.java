@@ -37,7 +37,9 @@ import org.redisson.config.Config;
  * {@code bench.seconds} hot-lock measurement [5], {@code bench.warmup} warm-up seconds for the
  * uncontended and hot runs [1], {@code bench.uncontended.seconds} [3], {@code bench.clients} [4],
  * {@code bench.threads} per client [4], {@code bench.pings} [2000],
- * {@code bench.reentrant.iterations} [100000], {@code bench.reentrant.maxSeconds} cap on the
+ * {@code bench.pair.rounds} [7] and {@code bench.pair.roundMillis} [1000]: the uncontended pair
+ * again, every implementation and two PINGs taking turns round after round (medians; see
+ * {@link #pairRounds}), {@code bench.reentrant.iterations} [100000], {@code bench.reentrant.maxSeconds} cap on the
  * reentrant loop [3], {@code bench.poll.millis} SETNX polling interval [5]. Parts:
  * {@code bench.main} (this class's table: uncontended, reentrant, hot lock), {@code bench.semaphore},
  * {@code bench.rw}, {@code bench.scaling}, {@code bench.distinct} (issue 12's distinct waits),
@@ -52,6 +54,8 @@ public final class LockBenchmark {
   private static final int HOT_SECONDS = Integer.getInteger("bench.seconds", 5);
   private static final int WARMUP_SECONDS = Integer.getInteger("bench.warmup", 1);
   private static final int UNCONTENDED_SECONDS = Integer.getInteger("bench.uncontended.seconds", 3);
+  private static final int PAIR_ROUNDS = Integer.getInteger("bench.pair.rounds", 7);
+  private static final int PAIR_ROUND_MILLIS = Integer.getInteger("bench.pair.roundMillis", 1000);
   private static final int CLIENTS = Integer.getInteger("bench.clients", 4);
   private static final int THREADS = Integer.getInteger("bench.threads", 4);
   private static final int PINGS = Integer.getInteger("bench.pings", 2000);
@@ -217,6 +221,7 @@ public final class LockBenchmark {
     double uncP50Micros = Double.NaN;
     double uncP99Micros = Double.NaN;
     double uncCmdsPerPair = Double.NaN;
+    double uncCpuMicrosPerPair = Double.NaN;
     double reNanosPerOp = Double.NaN;
     double reCommands = Double.NaN;
     long reOps;
@@ -236,6 +241,7 @@ public final class LockBenchmark {
     double hotMaxPerThread = Double.NaN;
     double hotCmdsPerAcq = Double.NaN;
     double hotScriptsPerAcq = Double.NaN;
+    double hotCpuMicrosPerAcq = Double.NaN;
     double hotOverlaps = Double.NaN;
     double hotFencingViolations = Double.NaN;
     double hotErrors = Double.NaN;
@@ -311,6 +317,10 @@ public final class LockBenchmark {
       double pingP99 = pings.percentile(0.99) / 1e3;
       System.out.printf(Locale.ROOT, "PING round trip (Lettuce sync, %d pings): p50 %.1f us, p99 %.1f us%n",
           PINGS, pingP50, pingP99);
+      double[] pingPairs = pingPairs(redis);
+      System.out.printf(Locale.ROOT,
+          "two sync PINGs (the floor of a 2-round-trip pair), %d s: %.0f pairs/s, Redis CPU %.1f us/pair%n",
+          UNCONTENDED_SECONDS, pingPairs[0], pingPairs[1]);
 
       boolean main = Boolean.parseBoolean(System.getProperty("bench.main", "true"));
       List<Impl> impls = main ? selectedImpls() : List.of();
@@ -336,7 +346,10 @@ public final class LockBenchmark {
         }
       }
       if (main) {
-        printTable(results, pingP50, pingP99);
+        printTable(results, pingP50, pingP99, pingPairs);
+        if (PAIR_ROUNDS > 0) {
+          pairRounds(impls, uri, redis, runId);
+        }
       }
       if (Boolean.parseBoolean(System.getProperty("bench.semaphore", "true"))) {
         SemaphoreBenchmark.run(uri, redis);
@@ -375,6 +388,7 @@ public final class LockBenchmark {
       c.getDeclaredMethods();
     }
     CommandStats.class.getDeclaredMethods();
+    RedisCpu.class.getDeclaredMethods();
     SemaphoreBenchmark.class.getDeclaredMethods();
     ReadWriteBenchmark.class.getDeclaredMethods();
     for (Class<?> c : ReadWriteBenchmark.class.getDeclaredClasses()) {
@@ -435,6 +449,7 @@ public final class LockBenchmark {
       }
       LongSamples pairs = new LongSamples();
       CommandStats before = CommandStats.take(redis);
+      RedisCpu cpuBefore = RedisCpu.take(redis);
       long start = System.nanoTime();
       long end = start + TimeUnit.SECONDS.toNanos(UNCONTENDED_SECONDS);
       long now = start;
@@ -445,15 +460,17 @@ public final class LockBenchmark {
         pairs.add(t - now);
         now = t;
       }
+      RedisCpu cpuAfter = RedisCpu.take(redis);
       Map<String, Long> cmds = CommandStats.take(redis).since(before);
       r.uncPairs = pairs.size();
+      r.uncCpuMicrosPerPair = cpuAfter.microsPerOp(cpuBefore, pairs.size());
       r.uncPairsPerSec = pairs.size() / ((now - start) / 1e9);
       r.uncP50Micros = pairs.percentile(0.5) / 1e3;
       r.uncP99Micros = pairs.percentile(0.99) / 1e3;
       r.uncCommands = cmds;
       r.uncCmdsPerPair = (double) CommandStats.total(cmds) / pairs.size();
-      System.out.printf(Locale.ROOT, "[bench] %-10s uncontended: %.0f pairs/s, p50 %.1f us%n", impl.label(),
-          r.uncPairsPerSec, r.uncP50Micros);
+      System.out.printf(Locale.ROOT, "[bench] %-10s uncontended: %.0f pairs/s, p50 %.1f us, Redis CPU %.1f us/pair%n",
+          impl.label(), r.uncPairsPerSec, r.uncP50Micros, r.uncCpuMicrosPerPair);
 
       if (!impl.reentrant()) {
         r.reNote = "n/a";
@@ -489,6 +506,118 @@ public final class LockBenchmark {
     } finally {
       client.close();
     }
+  }
+
+  /**
+   * The uncontended pair measured in turns: each round runs every implementation (and two
+   * synchronous PINGs) for {@code bench.pair.roundMillis}, in an order that rotates from round to
+   * round, on clients connected once. On a shared machine the load drifts within seconds; taking
+   * turns exposes every implementation to the same drift, and the medians over rounds (and the
+   * median of the per-round ratios) are what the targets are checked against.
+   */
+  private static void pairRounds(List<Impl> impls, String uri, RedisCommands<String, String> redis, String runId) {
+    List<String> labels = new ArrayList<>();
+    List<Lock> locks = new ArrayList<>();
+    List<Client> clients = new ArrayList<>();
+    try {
+      for (Impl impl : impls) {
+        Client c = impl.connect(uri);
+        clients.add(c);
+        labels.add(impl.label());
+        locks.add(c.lock("bench:" + runId + ":rounds:" + impl.label()));
+      }
+      labels.add("2 PINGs");
+      locks.add(null);
+      int n = labels.size();
+      double[][] rate = new double[n][PAIR_ROUNDS];
+      double[][] cpu = new double[n][PAIR_ROUNDS];
+      for (int i = 0; i < n; i++) {
+        pairSlice(locks.get(i), redis, 300); // warm-up
+      }
+      for (int round = 0; round < PAIR_ROUNDS; round++) {
+        for (int k = 0; k < n; k++) {
+          int i = (k + round) % n;
+          double[] m = pairSlice(locks.get(i), redis, PAIR_ROUND_MILLIS);
+          rate[i][round] = m[0];
+          cpu[i][round] = m[1];
+        }
+      }
+      System.out.println();
+      System.out.printf(Locale.ROOT, "Uncontended pair in turns: %d rounds of %d ms each, medians (min-max)%n",
+          PAIR_ROUNDS, PAIR_ROUND_MILLIS);
+      System.out.printf(Locale.ROOT, "%-14s | %24s | %26s%n", "", "pairs/s", "Redis CPU/pair (us)");
+      for (int i = 0; i < n; i++) {
+        System.out.printf(Locale.ROOT, "%-14s | %8.0f (%6.0f-%6.0f) | %8.1f (%6.1f-%6.1f)%n", labels.get(i),
+            median(rate[i]), min(rate[i]), max(rate[i]), median(cpu[i]), min(cpu[i]), max(cpu[i]));
+      }
+      int ts = labels.indexOf("Turnstile");
+      int rd = labels.indexOf("Redisson");
+      int rc = labels.indexOf("SETNX-poll");
+      int ping = n - 1;
+      System.out.println("Medians of the per-round ratios:");
+      if (ts >= 0 && rc >= 0) {
+        System.out.printf(Locale.ROOT, "  Turnstile / recipe (SETNX-poll) Redis CPU/pair   %.2f  [issue 25: <= 1.5]%n",
+            medianRatio(cpu[ts], cpu[rc]));
+      }
+      if (ts >= 0 && rd >= 0) {
+        System.out.printf(Locale.ROOT, "  Turnstile / Redisson Redis CPU/pair            %.2f  [issue 25: <= 0.75]%n",
+            medianRatio(cpu[ts], cpu[rd]));
+        System.out.printf(Locale.ROOT, "  Turnstile / Redisson pairs/s                   %.2f%n",
+            medianRatio(rate[ts], rate[rd]));
+      }
+      for (int i = 0; i < n - 1; i++) {
+        System.out.printf(Locale.ROOT, "  %-14s pairs/s / two sync PINGs     %.2f%s%n", labels.get(i),
+            medianRatio(rate[i], rate[ping]), i == ts ? "  [issue 25: >= 0.75]" : "");
+      }
+    } finally {
+      for (Client c : clients) {
+        c.close();
+      }
+    }
+  }
+
+  /** One slice of the pair loop on {@code lock} (two PINGs when null): {pairs/s, Redis CPU µs/pair}. */
+  private static double[] pairSlice(Lock lock, RedisCommands<String, String> redis, long millis) {
+    RedisCpu before = RedisCpu.take(redis);
+    long start = System.nanoTime();
+    long end = start + TimeUnit.MILLISECONDS.toNanos(millis);
+    long pairs = 0;
+    long now = start;
+    while (now < end) {
+      if (lock == null) {
+        redis.ping();
+        redis.ping();
+      } else {
+        lock.lock();
+        lock.unlock();
+      }
+      pairs++;
+      now = System.nanoTime();
+    }
+    double cpu = RedisCpu.take(redis).microsPerOp(before, pairs);
+    return new double[] {pairs / ((now - start) / 1e9), cpu};
+  }
+
+  private static double median(double[] v) {
+    double[] s = v.clone();
+    Arrays.sort(s);
+    return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+  }
+
+  private static double min(double[] v) {
+    return Arrays.stream(v).min().orElse(Double.NaN);
+  }
+
+  private static double max(double[] v) {
+    return Arrays.stream(v).max().orElse(Double.NaN);
+  }
+
+  private static double medianRatio(double[] a, double[] b) {
+    double[] r = new double[a.length];
+    for (int i = 0; i < a.length; i++) {
+      r[i] = a[i] / b[i];
+    }
+    return median(r);
   }
 
   // ------------------------------------------------------------------ d
@@ -564,6 +693,7 @@ public final class LockBenchmark {
       }
       Thread.sleep(warmupMillis);
       CommandStats before = CommandStats.take(redis);
+      RedisCpu cpuBefore = RedisCpu.take(redis);
       long start = System.nanoTime();
       hot.measuring = true;
       long peak = CommandStats.connectedClients(redis);
@@ -574,6 +704,7 @@ public final class LockBenchmark {
       }
       hot.measuring = false;
       long end = System.nanoTime();
+      RedisCpu cpuAfter = RedisCpu.take(redis);
       Map<String, Long> cmds = CommandStats.take(redis).since(before);
       r.hotConnections = peak - baseline;
       hot.stop = true;
@@ -625,6 +756,8 @@ public final class LockBenchmark {
       r.hotCommands = cmds;
       r.hotCmdsPerAcq = acq == 0 ? Double.NaN : (double) CommandStats.total(cmds) / acq;
       r.hotScriptsPerAcq = acq == 0 ? Double.NaN : (double) CommandStats.scripts(cmds) / acq;
+      // the connection sampling above adds a few INFO calls: negligible against thousands of acquisitions
+      r.hotCpuMicrosPerAcq = cpuAfter.microsPerOp(cpuBefore, acq);
       r.hotOverlaps = hot.overlaps.get();
       r.hotFencingViolations = impl instanceof TurnstileImpl ? hot.fencingViolations.get() : Double.NaN;
       r.hotErrors = hot.errors.get();
@@ -719,7 +852,34 @@ public final class LockBenchmark {
 
   // ------------------------------------------------------------------ report
 
-  private static void printTable(List<Result> results, double pingP50, double pingP99) {
+  /**
+   * Two synchronous PINGs in a loop for {@code bench.uncontended.seconds}, as the uncontended pair
+   * loop runs lock and unlock: the floor of any pair of round trips.
+   *
+   * @return {pairs/s, Redis CPU µs per pair}
+   */
+  private static double[] pingPairs(RedisCommands<String, String> redis) {
+    long warmEnd = System.nanoTime() + TimeUnit.SECONDS.toNanos(WARMUP_SECONDS);
+    while (System.nanoTime() < warmEnd) {
+      redis.ping();
+      redis.ping();
+    }
+    RedisCpu before = RedisCpu.take(redis);
+    long start = System.nanoTime();
+    long end = start + TimeUnit.SECONDS.toNanos(UNCONTENDED_SECONDS);
+    long n = 0;
+    long now = start;
+    while (now < end) {
+      redis.ping();
+      redis.ping();
+      n++;
+      now = System.nanoTime();
+    }
+    double cpu = RedisCpu.take(redis).microsPerOp(before, n);
+    return new double[] {n / ((now - start) / 1e9), cpu};
+  }
+
+  private static void printTable(List<Result> results, double pingP50, double pingP99, double[] pingPairs) {
     System.out.println();
     System.out.printf(Locale.ROOT, "PING RTT: p50 %.1f us, p99 %.1f us (the floor for any round trip)%n",
         pingP50, pingP99);
@@ -733,6 +893,7 @@ public final class LockBenchmark {
     row(results, "b. uncontended pair p50 (us)", r -> r.uncP50Micros, "%.1f");
     row(results, "b. uncontended pair p99 (us)", r -> r.uncP99Micros, "%.1f");
     row(results, "b. uncontended Redis cmds/pair (incl. Lua)", r -> r.uncCmdsPerPair, "%.2f");
+    row(results, "b. uncontended Redis CPU/pair (us)", r -> r.uncCpuMicrosPerPair, "%.1f");
     rowText(results, "c. reentrant lock+unlock (ns/op)", r -> !Double.isNaN(r.reNanosPerOp)
         ? fmt("%.0f", r.reNanosPerOp) : "n/a".equals(r.reNote) ? "not reentrant" : "n/a");
     rowText(results, "c. reentrant ops measured", r -> r.reOps == 0 ? "n/a" : Long.toString(r.reOps));
@@ -753,6 +914,7 @@ public final class LockBenchmark {
         : fmt("%.0f", r.hotMinPerThread) + "/" + fmt("%.0f", r.hotMaxPerThread));
     row(results, "d. hot: Redis cmds/acquisition (incl. Lua)", r -> r.hotCmdsPerAcq, "%.2f");
     row(results, "d. hot: scripts (EVAL*)/acquisition", r -> r.hotScriptsPerAcq, "%.2f");
+    row(results, "d. hot: Redis CPU/acquisition (us)", r -> r.hotCpuMicrosPerAcq, "%.1f");
     row(results, "d. hot: mutual-exclusion overlaps", r -> r.hotOverlaps, "%.0f");
     row(results, "d. hot: fencing-token violations", r -> r.hotFencingViolations, "%.0f");
     row(results, "d. hot: errors", r -> r.hotErrors, "%.0f");
@@ -772,6 +934,19 @@ public final class LockBenchmark {
       ratio("hot handoff p50 in PING RTTs", ts.handoffP50OverPing, rd.handoffP50OverPing, v -> v);
       System.out.printf(Locale.ROOT, "  %-36s %.1f RTT (Turnstile) vs %.1f RTT (Redisson)%n",
           "  i.e. handoff p50 / PING p50", ts.handoffP50OverPing, rd.handoffP50OverPing);
+      ratio("uncontended Redis CPU/pair", ts.uncCpuMicrosPerPair, rd.uncCpuMicrosPerPair, v -> v);
+      ratio("hot Redis CPU/acquisition", ts.hotCpuMicrosPerAcq, rd.hotCpuMicrosPerAcq, v -> v);
+    }
+    Result recipe = find(results, "SETNX-poll");
+    if (ts != null && recipe != null) {
+      System.out.println("Ratios Turnstile / the recipe (SETNX-poll uncontended = SET NX PX + compare-and-delete script)");
+      ratio("uncontended Redis CPU/pair", ts.uncCpuMicrosPerPair, recipe.uncCpuMicrosPerPair, v -> v);
+      ratio("uncontended Redis cmds/pair", ts.uncCmdsPerPair, recipe.uncCmdsPerPair, v -> v);
+    }
+    System.out.println("Ratios to two sync PINGs (" + fmt("%.0f", pingPairs[0]) + " pairs/s, Redis CPU "
+        + fmt("%.1f", pingPairs[1]) + " us/pair)");
+    for (Result r : results) {
+      ratio(r.label + " uncontended pairs/s", r.uncPairsPerSec, pingPairs[0], v -> v);
     }
 
     System.out.println();

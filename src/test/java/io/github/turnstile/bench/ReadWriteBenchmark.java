@@ -21,7 +21,10 @@ import org.redisson.config.Config;
  * Read-mostly read/write lock throughput, Turnstile next to Redisson's RReadWriteLock on the same
  * Redis in one run: {@code bench.clients} × {@code bench.threads} workers (4 × 4), each operation a
  * read with probability {@code bench.rw.readPercent} (90) and otherwise a write, holding the lock
- * {@code bench.rw.holdMicros} (100 µs, spinning). A checker counts writer overlaps.
+ * {@code bench.rw.holdMicros} (100 µs, spinning). A checker counts writer overlaps. The two take
+ * turns for {@code bench.rw.rounds} rounds (3) of {@code bench.rw.seconds} (5), on clients connected
+ * once; the medians over rounds, and of the per-round ratios, are printed after the last round's
+ * table.
  */
 final class ReadWriteBenchmark {
   private static final int CLIENTS = Integer.getInteger("bench.clients", 4);
@@ -30,6 +33,8 @@ final class ReadWriteBenchmark {
   private static final long HOLD_NANOS = TimeUnit.MICROSECONDS.toNanos(Long.getLong("bench.rw.holdMicros", 100));
   private static final int WARMUP_SECONDS = Integer.getInteger("bench.warmup", 1);
   private static final int SECONDS = Integer.getInteger("bench.rw.seconds", 5);
+  /** Rounds in which the two implementations take turns (medians over them; the load drifts). */
+  private static final int ROUNDS = Integer.getInteger("bench.rw.rounds", 3);
 
   private ReadWriteBenchmark() {}
 
@@ -44,6 +49,9 @@ final class ReadWriteBenchmark {
     int maxReaders;
     long violations;
     double commandsPerOp;
+    double cpuMicrosPerOp;
+    Map<String, Long> commands = Map.of();
+    long ops;
   }
 
   interface Side extends AutoCloseable {
@@ -54,12 +62,11 @@ final class ReadWriteBenchmark {
   }
 
   static List<Result> run(String uri, RedisCommands<String, String> redis) throws Exception {
-    List<Result> results = new ArrayList<>();
     List<Turnstile> ts = new ArrayList<>();
     for (int i = 0; i < CLIENTS; i++) {
       ts.add(Turnstile.connect(uri));
     }
-    results.add(measure("Turnstile", redis, new Side() {
+    Side turnstile = new Side() {
       @Override
       public ReadWriteLock lock(int client, String name) {
         return ts.get(client).readWriteLock(name);
@@ -69,14 +76,14 @@ final class ReadWriteBenchmark {
       public void close() {
         ts.forEach(Turnstile::close);
       }
-    }));
+    };
     List<RedissonClient> rs = new ArrayList<>();
     for (int i = 0; i < CLIENTS; i++) {
       Config config = new Config();
       config.useSingleServer().setAddress(uri);
       rs.add(Redisson.create(config));
     }
-    results.add(measure("Redisson", redis, new Side() {
+    Side redisson = new Side() {
       @Override
       public ReadWriteLock lock(int client, String name) {
         return rs.get(client).getReadWriteLock(name);
@@ -86,9 +93,50 @@ final class ReadWriteBenchmark {
       public void close() {
         rs.forEach(RedissonClient::shutdown);
       }
-    }));
-    print(results);
-    return results;
+    };
+    List<Result> ours = new ArrayList<>();
+    List<Result> theirs = new ArrayList<>();
+    try {
+      for (int round = 0; round < ROUNDS; round++) {
+        // the two take turns, the first one alternating: both meet the same drift of the load
+        if (round % 2 == 0) {
+          ours.add(measure("Turnstile", redis, turnstile));
+          theirs.add(measure("Redisson", redis, redisson));
+        } else {
+          theirs.add(measure("Redisson", redis, redisson));
+          ours.add(measure("Turnstile", redis, turnstile));
+        }
+      }
+    } finally {
+      turnstile.close();
+      redisson.close();
+    }
+    List<Result> last = List.of(ours.get(ours.size() - 1), theirs.get(theirs.size() - 1));
+    print(last);
+    double[] opsT = ours.stream().mapToDouble(r -> r.opsPerSecond).toArray();
+    double[] opsR = theirs.stream().mapToDouble(r -> r.opsPerSecond).toArray();
+    double[] cpuT = ours.stream().mapToDouble(r -> r.cpuMicrosPerOp).toArray();
+    double[] cpuR = theirs.stream().mapToDouble(r -> r.cpuMicrosPerOp).toArray();
+    double[] cpuRatio = new double[ROUNDS];
+    double[] opsRatio = new double[ROUNDS];
+    for (int i = 0; i < ROUNDS; i++) {
+      cpuRatio[i] = cpuT[i] / cpuR[i];
+      opsRatio[i] = opsT[i] / opsR[i];
+    }
+    System.out.printf(Locale.ROOT, "Read/write lock over %d rounds (the table above is the last): medians, Turnstile"
+        + " | Redisson: operations/s %.0f | %.0f, Redis CPU/op %.1f | %.1f us; per-round ratios Turnstile / Redisson:"
+        + " throughput %.2f, Redis CPU/op %.2f (rounds: %s)%n", ROUNDS, median(opsT), median(opsR), median(cpuT),
+        median(cpuR), median(opsRatio), median(cpuRatio), java.util.Arrays.toString(
+            java.util.Arrays.stream(cpuRatio).map(v -> Math.round(v * 100) / 100.0).toArray()));
+    List<Result> all = new ArrayList<>(ours);
+    all.addAll(theirs);
+    return all;
+  }
+
+  private static double median(double[] v) {
+    double[] s = v.clone();
+    java.util.Arrays.sort(s);
+    return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
   }
 
   private static void spin(long nanos) {
@@ -161,11 +209,13 @@ final class ReadWriteBenchmark {
       threads.forEach(Thread::start);
       Thread.sleep(TimeUnit.SECONDS.toMillis(WARMUP_SECONDS));
       CommandStats before = CommandStats.take(redis);
+      RedisCpu cpuBefore = RedisCpu.take(redis);
       long start = System.nanoTime();
       measuring.set(true);
       Thread.sleep(TimeUnit.SECONDS.toMillis(SECONDS));
       measuring.set(false);
       double elapsed = (System.nanoTime() - start) / 1e9;
+      RedisCpu cpuAfter = RedisCpu.take(redis);
       Map<String, Long> cmds = CommandStats.take(redis).since(before);
       stop.set(true);
       for (Thread t : threads) {
@@ -183,12 +233,14 @@ final class ReadWriteBenchmark {
       r.maxReaders = maxReaders.get();
       r.violations = violations.get();
       r.commandsPerOp = (double) CommandStats.total(cmds) / Math.max(1, reads.get() + writes.get());
+      r.cpuMicrosPerOp = cpuAfter.microsPerOp(cpuBefore, reads.get() + writes.get());
+      r.commands = cmds;
+      r.ops = reads.get() + writes.get();
       System.out.printf(Locale.ROOT, "[bench] %-10s rw %d%% reads: %.0f ops/s (%.0f reads/s, %.0f writes/s)%n",
           label, READ_PERCENT, r.opsPerSecond, r.readsPerSecond, r.writesPerSecond);
       return r;
     } finally {
       stop.set(true);
-      side.close();
     }
   }
 
@@ -219,9 +271,18 @@ final class ReadWriteBenchmark {
     row(results, "max concurrent readers", r -> Integer.toString(r.maxReaders));
     row(results, "exclusion violations", r -> Long.toString(r.violations));
     row(results, "Redis cmds/op (incl. Lua)", r -> String.format(Locale.ROOT, "%.2f", r.commandsPerOp));
+    row(results, "Redis CPU/op (us)", r -> String.format(Locale.ROOT, "%.1f", r.cpuMicrosPerOp));
     if (results.size() == 2 && results.get(1).opsPerSecond > 0) {
-      System.out.printf(Locale.ROOT, "Turnstile / Redisson read-mostly throughput: %.2f%n",
-          results.get(0).opsPerSecond / results.get(1).opsPerSecond);
+      System.out.printf(Locale.ROOT, "Turnstile / Redisson read-mostly throughput: %.2f, Redis CPU/op: %.2f%n",
+          results.get(0).opsPerSecond / results.get(1).opsPerSecond,
+          results.get(0).cpuMicrosPerOp / results.get(1).cpuMicrosPerOp);
+    }
+    System.out.println("Redis commands per operation (INFO commandstats, incl. Lua-internal)");
+    for (Result r : results) {
+      java.util.Map<String, String> per = new java.util.LinkedHashMap<>();
+      r.commands.entrySet().stream().sorted((a, b) -> Long.compare(b.getValue(), a.getValue()))
+          .forEach(e -> per.put(e.getKey(), String.format(Locale.ROOT, "%.3f", (double) e.getValue() / Math.max(1, r.ops))));
+      System.out.println("  " + r.label + ": " + per);
     }
   }
 

@@ -46,8 +46,34 @@ final class SemaphoreBenchmark {
     double waitP50Millis;
     double waitP99Millis;
     double commandsPerAcquisition;
+    double cpuMicrosPerAcquisition;
+    double jain;
     int maxInUse;
     long overCapacity;
+  }
+
+  /** One side's uncontended pairs: {@code tryAcquire()} + {@code release()} by one thread. */
+  static final class Pair {
+    String label;
+    double pairsPerSecond;
+    double cpuMicrosPerPair;
+    double commandsPerPair;
+    double scriptMicrosPerPair;
+  }
+
+  /** Microseconds Redis spent in EVALSHA/EVAL so far (INFO commandstats), the scripts' own cost. */
+  private static long scriptMicros(RedisCommands<String, String> redis) {
+    long total = 0;
+    for (String line : redis.info("commandstats").split("\\r?\\n")) {
+      if (line.startsWith("cmdstat_evalsha:") || line.startsWith("cmdstat_eval:")) {
+        for (String field : line.substring(line.indexOf(':') + 1).split(",")) {
+          if (field.startsWith("usec=")) {
+            total += Long.parseLong(field.substring(5));
+          }
+        }
+      }
+    }
+    return total;
   }
 
   interface Side extends AutoCloseable {
@@ -59,10 +85,91 @@ final class SemaphoreBenchmark {
 
   static List<Result> run(String uri, RedisCommands<String, String> redis) throws Exception {
     List<Result> results = new ArrayList<>();
-    results.add(measure("Turnstile", redis, turnstile(uri)));
-    results.add(measure("Redisson", redis, redisson(uri)));
-    print(results);
+    if (!Boolean.getBoolean("bench.sem.pairsOnly")) {
+      results.add(measure("Turnstile", redis, turnstile(uri)));
+      results.add(measure("Redisson", redis, redisson(uri)));
+      print(results);
+    }
+    printPairs(uncontended(uri, redis));
     return results;
+  }
+
+  private static final int PAIRS = Integer.getInteger("bench.sem.pairs", 5000);
+
+  /**
+   * Uncontended pairs on one thread: Turnstile's semaphore {@code tryAcquire()} + {@code release()},
+   * Turnstile's lock {@code lock()} + {@code unlock()} (the target is at most 1.2x its cost), and
+   * Redisson's semaphore; pairs/s, Redis CPU and commands per pair, on the same Redis in one run.
+   */
+  static List<Pair> uncontended(String uri, RedisCommands<String, String> redis) throws Exception {
+    List<Pair> pairs = new ArrayList<>();
+    try (Turnstile t = Turnstile.connect(uri)) {
+      DistributedSemaphore s = t.semaphore("bench:sem-pair:" + UUID.randomUUID(), 4);
+      pairs.add(pair("Turnstile semaphore", redis, () -> {
+        if (!s.tryAcquire()) {
+          throw new IllegalStateException("uncontended tryAcquire() refused");
+        }
+        s.release();
+      }));
+      io.github.turnstile.DistributedLock l = t.lock("bench:lock-pair:" + UUID.randomUUID());
+      pairs.add(pair("Turnstile lock", redis, () -> {
+        l.lock();
+        l.unlock();
+      }));
+    }
+    Config config = new Config();
+    config.useSingleServer().setAddress(uri);
+    RedissonClient r = Redisson.create(config);
+    try {
+      RSemaphore rs = r.getSemaphore("bench:rsem-pair:" + UUID.randomUUID());
+      rs.trySetPermits(4);
+      pairs.add(pair("Redisson semaphore", redis, () -> {
+        if (!rs.tryAcquire()) {
+          throw new IllegalStateException("uncontended tryAcquire() refused");
+        }
+        rs.release();
+      }));
+    } finally {
+      r.shutdown();
+    }
+    return pairs;
+  }
+
+  private static Pair pair(String label, RedisCommands<String, String> redis, Runnable op) {
+    for (int i = 0; i < PAIRS / 5; i++) {
+      op.run(); // warm-up
+    }
+    CommandStats before = CommandStats.take(redis);
+    double cpu = CommandStats.cpuSeconds(redis);
+    long scriptMicros = scriptMicros(redis);
+    long start = System.nanoTime();
+    for (int i = 0; i < PAIRS; i++) {
+      op.run();
+    }
+    double elapsed = (System.nanoTime() - start) / 1e9;
+    Pair p = new Pair();
+    p.scriptMicrosPerPair = (double) (scriptMicros(redis) - scriptMicros) / PAIRS;
+    p.label = label;
+    p.cpuMicrosPerPair = (CommandStats.cpuSeconds(redis) - cpu) * 1e6 / PAIRS;
+    p.commandsPerPair = (double) CommandStats.total(CommandStats.take(redis).since(before)) / PAIRS;
+    p.pairsPerSecond = PAIRS / elapsed;
+    return p;
+  }
+
+  private static void printPairs(List<Pair> pairs) {
+    System.out.println();
+    System.out.printf(Locale.ROOT, "Uncontended pairs, one thread, %d pairs each%n", PAIRS);
+    System.out.printf(Locale.ROOT, "%-22s | %10s | %16s | %16s | %14s%n", "pair", "pairs/s", "Redis CPU us/pair",
+        "in scripts us/pair", "commands/pair");
+    for (Pair p : pairs) {
+      System.out.printf(Locale.ROOT, "%-22s | %10.0f | %16.1f | %16.1f | %14.1f%n", p.label, p.pairsPerSecond,
+          p.cpuMicrosPerPair, p.scriptMicrosPerPair, p.commandsPerPair);
+    }
+    if (pairs.size() >= 2 && pairs.get(1).cpuMicrosPerPair > 0) {
+      System.out.printf(Locale.ROOT, "semaphore pair / lock pair: Redis CPU %.2f, time %.2f%n",
+          pairs.get(0).cpuMicrosPerPair / pairs.get(1).cpuMicrosPerPair,
+          pairs.get(1).pairsPerSecond / pairs.get(0).pairsPerSecond);
+    }
   }
 
   private static Side turnstile(String uri) {
@@ -129,6 +236,7 @@ final class SemaphoreBenchmark {
     AtomicLong acquisitions = new AtomicLong();
     AtomicLong heldNanos = new AtomicLong();
     List<LongSamples> waits = new ArrayList<>();
+    List<AtomicLong> perThread = new ArrayList<>();
     List<Thread> threads = new ArrayList<>();
     try {
       for (int c = 0; c < CLIENTS; c++) {
@@ -136,6 +244,8 @@ final class SemaphoreBenchmark {
         for (int t = 0; t < THREADS; t++) {
           LongSamples w = new LongSamples();
           waits.add(w);
+          AtomicLong mine = new AtomicLong();
+          perThread.add(mine);
           Thread th = new Thread(() -> {
             while (!stop.get()) {
               long start = System.nanoTime();
@@ -156,6 +266,7 @@ final class SemaphoreBenchmark {
               s.release();
               if (measuring.get()) {
                 acquisitions.incrementAndGet();
+                mine.incrementAndGet();
                 heldNanos.addAndGet(held);
                 w.add(got - start);
               }
@@ -168,11 +279,13 @@ final class SemaphoreBenchmark {
       threads.forEach(Thread::start);
       Thread.sleep(TimeUnit.SECONDS.toMillis(WARMUP_SECONDS));
       CommandStats before = CommandStats.take(redis);
+      double cpuBefore = CommandStats.cpuSeconds(redis);
       long start = System.nanoTime();
       measuring.set(true);
       Thread.sleep(TimeUnit.SECONDS.toMillis(SECONDS));
       measuring.set(false);
       double elapsed = (System.nanoTime() - start) / 1e9;
+      double cpu = CommandStats.cpuSeconds(redis) - cpuBefore;
       Map<String, Long> cmds = CommandStats.take(redis).since(before);
       stop.set(true);
       for (Thread t : threads) {
@@ -192,6 +305,14 @@ final class SemaphoreBenchmark {
       r.waitP50Millis = all.percentile(0.5) / 1e6;
       r.waitP99Millis = all.percentile(0.99) / 1e6;
       r.commandsPerAcquisition = (double) CommandStats.total(cmds) / Math.max(1, acquisitions.get());
+      r.cpuMicrosPerAcquisition = cpu * 1e6 / Math.max(1, acquisitions.get());
+      double sum = 0;
+      double squares = 0;
+      for (AtomicLong n : perThread) {
+        sum += n.get();
+        squares += (double) n.get() * n.get();
+      }
+      r.jain = squares == 0 ? 0 : sum * sum / (perThread.size() * squares);
       r.maxInUse = maxInUse.get();
       r.overCapacity = over.get();
       System.out.printf(Locale.ROOT, "[bench] %-10s semaphore: %.0f acq/s, utilization %.3f (measured %.3f)%n",
@@ -232,10 +353,13 @@ final class SemaphoreBenchmark {
     row(results, "acquire wait p50 (ms)", r -> String.format(Locale.ROOT, "%.3f", r.waitP50Millis));
     row(results, "acquire wait p99 (ms)", r -> String.format(Locale.ROOT, "%.3f", r.waitP99Millis));
     row(results, "Redis cmds/acquisition (incl. Lua)", r -> String.format(Locale.ROOT, "%.2f", r.commandsPerAcquisition));
+    row(results, "Redis CPU us/acquisition (INFO cpu)", r -> String.format(Locale.ROOT, "%.1f", r.cpuMicrosPerAcquisition));
+    row(results, "Jain index across threads", r -> String.format(Locale.ROOT, "%.4f", r.jain));
     row(results, "max permits in use / over capacity", r -> r.maxInUse + " / " + r.overCapacity);
     if (results.size() == 2 && results.get(1).acquisitionsPerSecond > 0) {
-      System.out.printf(Locale.ROOT, "Turnstile / Redisson semaphore throughput: %.2f%n",
-          results.get(0).acquisitionsPerSecond / results.get(1).acquisitionsPerSecond);
+      System.out.printf(Locale.ROOT, "Turnstile / Redisson semaphore throughput: %.2f; Redis CPU per acquisition: %.2f%n",
+          results.get(0).acquisitionsPerSecond / results.get(1).acquisitionsPerSecond,
+          results.get(0).cpuMicrosPerAcquisition / Math.max(1e-9, results.get(1).cpuMicrosPerAcquisition));
     }
   }
 

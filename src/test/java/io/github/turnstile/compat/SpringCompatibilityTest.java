@@ -39,7 +39,10 @@ class SpringCompatibilityTest {
       "/io/netty/", "/io/projectreactor/", "/io/micrometer/", "/redis/clients/authentication/",
       "/com/github/ben-manes/caffeine/");
 
-  /** What the child runs: every integration test class that needs no Cluster or Sentinel, and the core's contract suites. */
+  /**
+   * What the child runs: every integration test class that needs no Cluster or Sentinel, the core's
+   * contract suites, and the connection-details tests on Sentinel and Cluster.
+   */
   private static final List<String> TESTS = List.of(
       "io.github.turnstile.DistributedLockContractTest",
       "io.github.turnstile.DistributedReadWriteLockContractTest",
@@ -50,7 +53,10 @@ class SpringCompatibilityTest {
       "io.github.turnstile.shedlock.SchedulerLockTwoContextsTest",
       "io.github.turnstile.spring.boot.TurnstileAutoConfigurationTest",
       // the full @SpringBootTest; the two-node example main already runs once, in this JVM's ExampleApplicationTest
-      "io.github.turnstile.spring.example.ExampleApplicationTest#theApplicationRunsOnTurnstile");
+      "io.github.turnstile.spring.example.ExampleApplicationTest#theApplicationRunsOnTurnstile",
+      // Boot 3.5's RedisConnectionDetails naming a Sentinel and a Cluster (the child starts its own)
+      "io.github.turnstile.spring.TurnstileLockRegistryOnSentinelTest#autoConfigurationUsesRedisConnectionDetailsForSentinel",
+      "io.github.turnstile.spring.TurnstileLockRegistryOnClusterTest#autoConfigurationUsesRedisConnectionDetailsForCluster");
 
   @Test
   void springBoot35StackWithTheOldestLettuceAndCaffeine(TestRedis redis) throws IOException {

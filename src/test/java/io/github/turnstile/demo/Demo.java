@@ -2,6 +2,7 @@ package io.github.turnstile.demo;
 
 import io.github.turnstile.DistributedLock;
 import io.github.turnstile.Turnstile;
+import io.github.turnstile.TurnstileException;
 import io.github.turnstile.testing.RedisServerProcess;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -87,10 +88,18 @@ public final class Demo {
         System.out.println("Redis: started embedded redis-server " + embedded.version() + " at " + uri
             + " (set REDIS_URI to use your own)");
       } else {
+        try {
+          turnstiles.add(Turnstile.connect(uri));
+        } catch (TurnstileException | IllegalArgumentException e) {
+          // one line, not a stack trace: the usual cause is a typo or a Redis that is not running
+          System.out.println("Redis: cannot use REDIS_URI " + uri + ": " + e.getMessage()
+              + " (unset REDIS_URI and the demo starts its own Redis)");
+          return 1;
+        }
         System.out.println("Redis: using REDIS_URI " + uri);
       }
       String lockName = "demo:" + Long.toHexString(ThreadLocalRandom.current().nextLong());
-      for (int c = 0; c < clients; c++) {
+      for (int c = turnstiles.size(); c < clients; c++) {
         turnstiles.add(Turnstile.connect(uri));
       }
       int n = clients * threadsPerClient;

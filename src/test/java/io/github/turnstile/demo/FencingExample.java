@@ -23,14 +23,15 @@ public final class FencingExample {
 
   /**
    * The downstream store: it remembers the largest token it accepted and refuses any write that
-   * carries a smaller one. In SQL: {@code UPDATE t SET v = ?, fence = ? WHERE id = ? AND fence < ?}.
+   * carries a smaller one (an equal one is the same acquisition writing again). In SQL:
+   * {@code UPDATE t SET v = ?, fence = ? WHERE id = ? AND fence <= ?}.
    */
   static final class FencedStore {
     private long fence = Long.MIN_VALUE;
     private String value;
 
     synchronized boolean write(String newValue, long token) {
-      if (token <= fence) {
+      if (token < fence) {
         return false;
       }
       fence = token;
@@ -61,6 +62,10 @@ public final class FencingExample {
     boolean ok;
     try {
       ok = run(uri);
+    } catch (io.github.turnstile.TurnstileException | IllegalArgumentException e) {
+      System.out.println("Redis: cannot use REDIS_URI " + uri + ": " + e.getMessage()
+          + " (unset REDIS_URI and the example starts its own Redis)");
+      ok = false;
     } finally {
       if (server != null) {
         server.close();

@@ -215,6 +215,54 @@ class TurnstileLockProviderTest {
     second.get().unlock();
   }
 
+  /**
+   * Issue 21: at lockAtMostFor the provider releases the lock first and logs its WARNING after. It
+   * logged first, and in a JVM whose logging had not started yet that first log call delayed the
+   * release (another node got a 50 ms lockAtMostFor lock only after 120-340 ms, in 5 of 6 fresh
+   * JVMs). Made deterministic here: a {@code java.util.logging} handler (where
+   * {@code System.Logger} goes by default) blocks the WARNING until the test has checked, from
+   * the other node, that the lock is already free. Before the fix the other node found it held.
+   */
+  @Test
+  void lockAtMostForReleasesBeforeItLogs() throws Exception {
+    String job = unique("atmost-log");
+    CountDownLatch logging = new CountDownLatch(1);
+    CountDownLatch proceed = new CountDownLatch(1);
+    java.util.logging.Logger jul = java.util.logging.Logger.getLogger("io.github.turnstile.shedlock");
+    java.util.logging.Handler blocking = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        if (r.getMessage() != null && r.getMessage().contains(job)) {
+          logging.countDown();
+          try {
+            proceed.await(30, TimeUnit.SECONDS);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    jul.addHandler(blocking);
+    try {
+      SimpleLock held = p1.lock(config(job, Duration.ofMillis(200), Duration.ZERO)).orElseThrow();
+      assertTrue(logging.await(10, TimeUnit.SECONDS), "the lockAtMostFor WARNING reached java.util.logging");
+      Optional<SimpleLock> other = p2.lock(config(job, Duration.ofSeconds(30), Duration.ZERO));
+      assertTrue(other.isPresent(), "free for the other node while the WARNING is being written");
+      other.get().unlock();
+      proceed.countDown();
+      held.unlock(); // the job's late unlock: nothing left to release
+    } finally {
+      proceed.countDown();
+      jul.removeHandler(blocking);
+    }
+  }
+
   /** LockExtender moves lockAtMostFor while the job runs; an extended lock is spent. */
   @Test
   void extendMovesTheDeadline() throws Throwable {

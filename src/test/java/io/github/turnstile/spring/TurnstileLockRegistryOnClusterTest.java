@@ -2,6 +2,7 @@ package io.github.turnstile.spring;
 
 import io.github.turnstile.Turnstile;
 import io.github.turnstile.spring.boot.TurnstileAutoConfiguration;
+import io.github.turnstile.spring.boot.RedisDetails;
 import io.github.turnstile.spring.boot.TurnstileAutoConfigurationTest;
 import io.github.turnstile.testing.RedisTopology;
 import io.github.turnstile.testing.TestRedis;
@@ -34,6 +35,23 @@ class TurnstileLockRegistryOnClusterTest extends TurnstileLockRegistryTest {
             for (int i = 0; i < 12; i++) { // names in slots on every master
               TurnstileAutoConfigurationTest.assertSharedWith(other, context.getBean(Turnstile.class),
                   registry.nameOf(Support.unique("boot-cluster")));
+            }
+          });
+    }
+  }
+
+  /** Issue 21: a connection details bean naming the Cluster's nodes wins over spring.data.redis.*. */
+  @Test
+  void autoConfigurationUsesRedisConnectionDetailsForCluster() {
+    try (Turnstile other = Turnstile.connect(redis.uri())) {
+      RedisDetails.withBean(new ApplicationContextRunner()
+              .withConfiguration(AutoConfigurations.of(TurnstileAutoConfiguration.class)),
+              RedisDetails.cluster(Support.nodes(redis.uri()), null, null))
+          .withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=1")
+          .run(context -> {
+            for (int i = 0; i < 12; i++) { // names in slots on every master
+              TurnstileAutoConfigurationTest.assertSharedWith(other, context.getBean(Turnstile.class),
+                  Support.unique("details-cluster"));
             }
           });
     }

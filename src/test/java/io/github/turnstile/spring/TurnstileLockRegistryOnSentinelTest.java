@@ -2,6 +2,7 @@ package io.github.turnstile.spring;
 
 import io.github.turnstile.Turnstile;
 import io.github.turnstile.spring.boot.TurnstileAutoConfiguration;
+import io.github.turnstile.spring.boot.RedisDetails;
 import io.github.turnstile.spring.boot.TurnstileAutoConfigurationTest;
 import io.github.turnstile.testing.RedisSentinelProcesses;
 import io.github.turnstile.testing.RedisTopology;
@@ -33,6 +34,19 @@ class TurnstileLockRegistryOnSentinelTest extends TurnstileLockRegistryTest {
               "spring.data.redis.sentinel.nodes=" + String.join(",", Support.nodes(redis.uri())))
           .run(context -> TurnstileAutoConfigurationTest.assertSharedWith(other, context.getBean(Turnstile.class),
               Support.unique("boot-sentinel")));
+    }
+  }
+
+  /** Issue 21: a connection details bean naming the Sentinels wins over spring.data.redis.*. */
+  @Test
+  void autoConfigurationUsesRedisConnectionDetailsForSentinel() {
+    try (Turnstile other = Turnstile.connect(redis.uri())) {
+      RedisDetails.withBean(new ApplicationContextRunner()
+              .withConfiguration(AutoConfigurations.of(TurnstileAutoConfiguration.class)),
+              RedisDetails.sentinel(RedisSentinelProcesses.MASTER_NAME, Support.nodes(redis.uri()), null, null))
+          .withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=1")
+          .run(context -> TurnstileAutoConfigurationTest.assertSharedWith(other, context.getBean(Turnstile.class),
+              Support.unique("details-sentinel")));
     }
   }
 }

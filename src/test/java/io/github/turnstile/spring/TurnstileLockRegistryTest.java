@@ -5,8 +5,7 @@ import static io.github.turnstile.spring.Support.unique;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
-import static org.junit.jupiter.api.Assertions.assertNotSame;
-import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -91,8 +90,7 @@ public class TurnstileLockRegistryTest {
     UUID id = UUID.randomUUID();
     DistributedLock byUuid = r1.obtain(id);
     assertEquals(id.toString(), byUuid.name());
-    assertSame(byUuid, r1.obtain(id.toString()), "UUID and its string form are one lock");
-    assertSame(byUuid, t1.lock(id.toString()), "the registry's lock is the Turnstile lock of that name");
+    assertEquals(byUuid, r1.obtain(id.toString()), "UUID and its string form are one lock");
     assertEquals("42", r1.obtain(42L).name());
     assertEquals("orders:42", new TurnstileLockRegistry(t1, "orders").obtain(42).name());
     assertThrows(NullPointerException.class, () -> r1.obtain(null));
@@ -101,6 +99,7 @@ public class TurnstileLockRegistryTest {
 
     byUuid.lock();
     try {
+      assertTrue(t1.lock(id.toString()).isHeldByCurrentThread(), "the registry's lock is the Turnstile lock of that name");
       assertFalse(r2.obtain(id).tryLock(), "another client (JVM) sees the UUID-keyed lock held");
     } finally {
       byUuid.unlock();
@@ -175,7 +174,7 @@ public class TurnstileLockRegistryTest {
     String key = unique("held");
     DistributedLock held = r1.obtain(key);
     held.lock();
-    int identity = System.identityHashCode(held);
+    int identity = System.identityHashCode(t1.lock(key)); // the Turnstile lock the registry's lock is a view of
     held = null; // only the lease (and the registry's weak reference) keep it now
     for (int i = 0; i < 5_000; i++) {
       r1.obtain(key + "-other-" + i);
@@ -184,7 +183,7 @@ public class TurnstileLockRegistryTest {
     System.gc();
     Thread.sleep(50);
     DistributedLock again = r1.obtain(key);
-    assertEquals(identity, System.identityHashCode(again), "the same instance");
+    assertEquals(identity, System.identityHashCode(t1.lock(key)), "the same instance");
     assertTrue(again.isHeldByCurrentThread());
     assertFalse(r2.obtain(key).tryLock());
     again.unlock();
@@ -218,7 +217,7 @@ public class TurnstileLockRegistryTest {
     other.start();
     other.join(30_000);
     assertEquals(200, taken.get(), "another thread of the same JVM takes every other key");
-    assertNotSame(r1.obtain(base + "-a-0"), r1.obtain(base + "-a-1"));
+    assertNotEquals(r1.obtain(base + "-a-0"), r1.obtain(base + "-a-1"));
     for (DistributedLock l : mine) {
       l.unlock();
     }
@@ -227,6 +226,68 @@ public class TurnstileLockRegistryTest {
       assertTrue(l.tryLock(), "each unlock released its key in Redis");
       l.unlock();
     }
+  }
+
+  /**
+   * Issue 21: a thread that does not hold a registry lock and calls {@code unlock()} gets
+   * {@link IllegalStateException} with "You do not own lock at", as from {@code RedisLockRegistry}
+   * (Spring Integration's {@code RedisLockRegistryTests.testTwoThreadsSecondFailsToGetLock} and
+   * {@code testTwoThreadsWrongOneUnlocks} expect it), whether it is another thread of the holder's
+   * client or of another client, and whether it tried to lock first or not. It threw
+   * {@link IllegalMonitorStateException} before. The lock stays held, and the Turnstile lock itself
+   * keeps the JDK's {@link IllegalMonitorStateException}.
+   */
+  @Test
+  void aNonOwnerUnlockThrowsIllegalStateExceptionAsRedisLockRegistrysLocksDo() throws Exception {
+    String key = unique("wrong-one");
+    Lock lock = r1.obtain(key);
+    lock.lockInterruptibly();
+    ExecutorService other = Executors.newFixedThreadPool(1);
+    try {
+      for (TurnstileLockRegistry registry : List.of(r1, r2)) {
+        Future<Exception> triedThenUnlocked = other.submit(() -> {
+          Lock second = registry.obtain(key);
+          assertFalse(second.tryLock(200, TimeUnit.MILLISECONDS), "held by the first thread");
+          try {
+            second.unlock();
+            return null;
+          } catch (Exception e) {
+            return e;
+          }
+        });
+        Future<Exception> unlocked = other.submit(() -> {
+          try {
+            registry.obtain(key).unlock();
+            return null;
+          } catch (Exception e) {
+            return e;
+          }
+        });
+        for (Future<Exception> f : List.of(triedThenUnlocked, unlocked)) {
+          Exception e = f.get(10, TimeUnit.SECONDS);
+          assertInstanceOf(IllegalStateException.class, e, String.valueOf(e));
+          assertTrue(e.getMessage().contains("You do not own lock at " + key), e.getMessage());
+          assertInstanceOf(IllegalMonitorStateException.class, e.getCause());
+        }
+      }
+      Future<Exception> plain = other.submit(() -> {
+        try {
+          t1.lock(key).unlock();
+          return null;
+        } catch (Exception e) {
+          return e;
+        }
+      });
+      Exception e = plain.get(10, TimeUnit.SECONDS);
+      assertInstanceOf(IllegalMonitorStateException.class, e, "DistributedLock keeps the JDK's exception: " + e);
+      assertTrue(((DistributedLock) lock).isHeldByCurrentThread(), "still held");
+      assertFalse(r2.obtain(key).tryLock());
+    } finally {
+      other.shutdownNow();
+      lock.unlock();
+    }
+    assertTrue(r2.obtain(key).tryLock(), "released by its holder");
+    r2.obtain(key).unlock();
   }
 
   /** renewLock checks the current thread's hold; ttl must be positive. */

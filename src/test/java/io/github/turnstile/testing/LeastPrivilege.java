@@ -19,9 +19,8 @@ import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
 /**
- * The one place that says which Redis commands Turnstile needs, for the README's
- * {@code ACL SETUSER} lines (section "Least privilege") and the tests that hold the README to
- * them.
+ * The one place that says which Redis commands Turnstile needs, for the {@code ACL SETUSER}
+ * lines of docs/ACL.md (which the README links to) and the tests that hold those lines to it.
  *
  * <p>The commands come from three places: Lettuce itself when it connects, Turnstile's Java code
  * (both listed here by hand, per deployment), and the Lua scripts (read from
@@ -61,12 +60,11 @@ public final class LeastPrivilege {
     private static final Map<String, String> STANDALONE_CLIENT = ordered(
             "client|setname", "Turnstile names every connection (CLIENT LIST shows turnstile:<id>:...)",
             "client|id", "optional: the id of a blocking connection, to unblock it, where the RESP3 handshake did not give it",
-            "client|unblock", "optional: a waiter that gives up (deadline, interrupt, recovery, close) ends its BLPOP/BLMOVE"
+            "client|unblock", "optional: a waiter that gives up (deadline, interrupt, recovery, close) ends its BLPOP"
                     + " and keeps the connection",
             "evalsha", "every script",
             "eval", "a script after NOSCRIPT (restart, SCRIPT FLUSH)",
-            "blpop", "lock and write-lock waiters block on the wake list",
-            "blmove", "semaphore waiters take a permit in one step",
+            "blpop", "lock, write-lock and semaphore waiters block on the wake list",
             "hset", "a lock waiter that queues without attempting marks its client as waiting",
             "hdel", "a lock waiter that gives up clears that mark",
             "hexists", "isLocked()",
@@ -80,11 +78,10 @@ public final class LeastPrivilege {
             "client|setname", "Turnstile names its blocking and subscriber connections; Lettuce names its topology"
                     + " refresh connections",
             "client|id", "optional: the id of a blocking connection, to unblock it, where the RESP3 handshake did not give it",
-            "client|unblock", "optional: a waiter that gives up ends its BLPOP/BLMOVE and keeps the connection",
+            "client|unblock", "optional: a waiter that gives up ends its BLPOP and keeps the connection",
             "evalsha", "every script",
             "eval", "a script after NOSCRIPT (restart, SCRIPT FLUSH)",
-            "blpop", "lock and write-lock waiters block on the wake list",
-            "blmove", "semaphore waiters take a permit in one step",
+            "blpop", "lock, write-lock and semaphore waiters block on the wake list",
             "hset", "a lock waiter that queues without attempting marks its client as waiting",
             "hdel", "a lock waiter that gives up clears that mark",
             "hexists", "isLocked()",
@@ -307,7 +304,7 @@ public final class LeastPrivilege {
     // ------------------------------------------------------------------ the README
 
     /**
-     * Returns the README's default {@code ACL SETUSER} line for {@code d}, split into arguments after
+     * Returns the default {@code ACL SETUSER} line for {@code d} of docs/ACL.md (the README links to it), split into arguments after
      * {@code ACL SETUSER} (the user name first). The Cluster line is the one whose preceding
      * comment line (a line starting with {@code #}) mentions "Cluster"; there is exactly one of
      * each. The optional line (its comment says "optional") is not one of them: {@link #readmeOptionalLine}.
@@ -318,7 +315,7 @@ public final class LeastPrivilege {
     public static List<String> readmeLine(Deployment d) {
         List<List<String>> found = readmeLines(d == Deployment.CLUSTER ? "Cluster" : null);
         if (found.size() != 1) {
-            throw new IllegalStateException("README.md should have exactly one ACL SETUSER line for " + d
+            throw new IllegalStateException("docs/ACL.md should have exactly one ACL SETUSER line for " + d
                     + " (the Cluster one after a '# ... Cluster ...' comment line), found " + found.size());
         }
         return found.get(0);
@@ -334,7 +331,7 @@ public final class LeastPrivilege {
     public static List<String> readmeOptionalLine() {
         List<List<String>> found = readmeLines("optional");
         if (found.size() != 1) {
-            throw new IllegalStateException("README.md should have exactly one optional ACL SETUSER line (after a"
+            throw new IllegalStateException("docs/ACL.md should have exactly one optional ACL SETUSER line (after a"
                     + " '# ... optional ...' comment line), found " + found.size());
         }
         return found.get(0);
@@ -343,7 +340,7 @@ public final class LeastPrivilege {
     /** The ACL SETUSER lines whose comment says {@code kind} ("Cluster", "optional"), or (null) default lines not for a Cluster. */
     private static List<List<String>> readmeLines(String kind) {
         List<String> lines;
-        Path readme = baseDir().resolve("README.md");
+        Path readme = baseDir().resolve("docs").resolve("ACL.md");
         try {
             lines = Files.readAllLines(readme);
         } catch (IOException e) {

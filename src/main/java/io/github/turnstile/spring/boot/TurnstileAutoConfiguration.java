@@ -8,6 +8,7 @@ import io.github.turnstile.spring.TurnstileLockRegistry;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.util.function.Supplier;
 import net.javacrumbs.shedlock.core.LockProvider;
+import org.springframework.beans.factory.BeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -18,6 +19,7 @@ import org.springframework.boot.context.properties.EnableConfigurationProperties
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.core.env.Environment;
+import org.springframework.core.io.ResourceLoader;
 import org.springframework.integration.support.locks.LockRegistry;
 
 /**
@@ -26,7 +28,11 @@ import org.springframework.integration.support.locks.LockRegistry;
  *
  * <ul>
  *   <li>a {@link Turnstile}, from the {@code turnstile.*} properties ({@link TurnstileProperties}).
- *       It connects to {@code turnstile.uri}, or, when that is not set, where Spring Data Redis's
+ *       It connects to {@code turnstile.uri}; when that is not set, where the application's Redis
+ *       connection details bean points ({@code RedisConnectionDetails} on Spring Boot 3.5,
+ *       {@code DataRedisConnectionDetails} on Spring Boot 4: from {@code @ServiceConnection},
+ *       Docker Compose support or the application's own bean; standalone, Sentinel or Cluster,
+ *       credentials, SSL bundle); without one, where Spring Data Redis's
  *       {@code spring.data.redis.*} properties point: {@code url} or {@code host}/{@code port},
  *       {@code username}, {@code password}, {@code database}, {@code ssl.enabled},
  *       {@code connect-timeout}, {@code sentinel.master}/{@code nodes}/{@code username}/{@code password},
@@ -58,8 +64,11 @@ public class TurnstileAutoConfiguration {
 
   @Bean
   @ConditionalOnMissingBean(Turnstile.class)
-  TurnstileConnector turnstileConnector(TurnstileProperties properties, Environment environment) {
-    return new TurnstileConnector(properties, environment);
+  TurnstileConnector turnstileConnector(TurnstileProperties properties, Environment environment,
+      BeanFactory beans, ResourceLoader resources) {
+    Object details = properties.getUri() == null || properties.getUri().isBlank()
+        ? ConnectionDetails.find(beans, resources.getClassLoader()) : null;
+    return new TurnstileConnector(properties, environment, details);
   }
 
   /**

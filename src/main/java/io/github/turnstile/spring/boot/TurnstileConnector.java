@@ -7,6 +7,7 @@ import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.SocketOptions;
+import io.lettuce.core.SslOptions;
 import io.lettuce.core.TimeoutOptions;
 import io.lettuce.core.cluster.ClusterClientOptions;
 import io.lettuce.core.cluster.ClusterTopologyRefreshOptions;
@@ -20,27 +21,51 @@ import java.util.concurrent.TimeUnit;
 import org.springframework.beans.factory.DisposableBean;
 import org.springframework.boot.context.properties.bind.Bindable;
 import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.boot.ssl.SslBundle;
+import org.springframework.boot.ssl.SslManagerBundle;
 import org.springframework.core.env.Environment;
 
 /**
- * Opens the auto-configured Turnstile: on {@code turnstile.uri} if set (then the Turnstile owns
- * its Lettuce client), otherwise on a Lettuce client built from Spring Data Redis's
- * {@code spring.data.redis.*} properties, which this bean owns and shuts down after the Turnstile
- * is closed (the Turnstile bean depends on this one, so Spring destroys it first).
+ * Opens the auto-configured Turnstile, where the first of these points:
+ * <ol>
+ *   <li>{@code turnstile.uri} (then the Turnstile owns its Lettuce client);</li>
+ *   <li>the application's Redis connection details: a {@code RedisConnectionDetails} bean (Spring
+ *       Boot 3.1 to 3.5) or {@code DataRedisConnectionDetails} bean (Spring Boot 4), as
+ *       {@code @ServiceConnection} (Testcontainers), Docker Compose support or the application
+ *       itself define: standalone, Sentinel or Cluster, credentials, and an SSL bundle. Boot's own
+ *       details made from {@code spring.data.redis.*} are skipped: those properties are read
+ *       directly (next item);</li>
+ *   <li>Spring Data Redis's {@code spring.data.redis.*} properties.</li>
+ * </ol>
+ * In the last two cases this bean builds a Lettuce client, owns it, and shuts it down after the
+ * Turnstile is closed (the Turnstile bean depends on this one, so Spring destroys it first); the
+ * connect timeout comes from {@code spring.data.redis.connect-timeout} in both, as for Spring Data
+ * Redis.
  *
- * <p>The properties are read with Spring Boot's {@link Binder} rather than Spring Boot's own
- * {@code RedisProperties}/{@code DataRedisProperties} class, which moved between Boot 3 and 4.
+ * <p>The properties are read with Spring Boot's {@link Binder}, and the connection details by
+ * their method names ({@link ConnectionDetails}), rather than through Spring Boot's own classes,
+ * which moved and were renamed between Boot 3 and 4.
  */
 final class TurnstileConnector implements DisposableBean {
   private static final String DATA_REDIS = "spring.data.redis";
 
   private final String uri;
   private final Binder binder;
+  private final Object connectionDetails;
   private volatile Runnable shutdown = () -> { };
 
   TurnstileConnector(TurnstileProperties properties, Environment environment) {
+    this(properties, environment, null);
+  }
+
+  /**
+   * @param connectionDetails the application's Redis connection details bean (see
+   *     {@link ConnectionDetails#find}), or null
+   */
+  TurnstileConnector(TurnstileProperties properties, Environment environment, Object connectionDetails) {
     this.uri = properties.getUri();
     this.binder = Binder.get(environment);
+    this.connectionDetails = connectionDetails;
   }
 
   Turnstile open(TurnstileOptions options) {
@@ -48,6 +73,9 @@ final class TurnstileConnector implements DisposableBean {
       return Turnstile.connect(uri.trim(), options);
     }
     DataRedis d = DataRedis.bind(binder);
+    if (connectionDetails != null) {
+      ConnectionDetails.applyTo(connectionDetails, d);
+    }
     ClientResources resources = ClientResources.builder()
         // as Turnstile.connect: reconnect within 500 ms at most, so that a failover does not cost
         // holders their leases (Lettuce's default backs off to 30 s)
@@ -57,6 +85,7 @@ final class TurnstileConnector implements DisposableBean {
     if (d.connectTimeout != null) {
       socket.connectTimeout(d.connectTimeout);
     }
+    SslOptions ssl = d.sslBundle == null ? null : sslOptions(d.sslBundle);
     // Turnstile bounds every wait itself: Lettuce's command timeout must not cut blocking waits
     TimeoutOptions noCommandTimeout = TimeoutOptions.builder().timeoutCommands(false).build();
     AbstractRedisClient client = null;
@@ -68,7 +97,11 @@ final class TurnstileConnector implements DisposableBean {
           seeds.add(d.authenticate(b).withSsl(d.ssl).build());
         }
         RedisClusterClient cluster = RedisClusterClient.create(resources, seeds);
-        cluster.setOptions(ClusterClientOptions.builder()
+        ClusterClientOptions.Builder clusterOptions = ClusterClientOptions.builder();
+        if (ssl != null) {
+          clusterOptions.sslOptions(ssl);
+        }
+        cluster.setOptions(clusterOptions
             .autoReconnect(true)
             .socketOptions(socket.build())
             .timeoutOptions(noCommandTimeout)
@@ -104,7 +137,11 @@ final class TurnstileConnector implements DisposableBean {
             .withDatabase(d.database).withSsl(d.ssl).build();
       }
       RedisClient single = RedisClient.create(resources, redisUri);
-      single.setOptions(ClientOptions.builder()
+      ClientOptions.Builder clientOptions = ClientOptions.builder();
+      if (ssl != null) {
+        clientOptions.sslOptions(ssl);
+      }
+      single.setOptions(clientOptions
           .autoReconnect(true)
           .socketOptions(socket.build())
           .timeoutOptions(noCommandTimeout)
@@ -132,6 +169,25 @@ final class TurnstileConnector implements DisposableBean {
         .enableAllAdaptiveRefreshTriggers()
         .enablePeriodicRefresh(Duration.ofSeconds(30))
         .build();
+  }
+
+  /**
+   * Lettuce's TLS settings from a Spring Boot SSL bundle: its key and trust managers, and its
+   * ciphers and protocols when it names them.
+   */
+  static SslOptions sslOptions(SslBundle bundle) {
+    SslOptions.Builder b = SslOptions.builder();
+    SslManagerBundle managers = bundle.getManagers();
+    b.keyManager(managers.getKeyManagerFactory());
+    b.trustManager(managers.getTrustManagerFactory());
+    org.springframework.boot.ssl.SslOptions options = bundle.getOptions();
+    if (options != null && options.getCiphers() != null) {
+      b.cipherSuites(options.getCiphers());
+    }
+    if (options != null && options.getEnabledProtocols() != null) {
+      b.protocols(options.getEnabledProtocols());
+    }
+    return b.build();
   }
 
   private static RedisURI.Builder hostPort(String node) {
@@ -175,6 +231,8 @@ final class TurnstileConnector implements DisposableBean {
     String sentinelUsername;
     String sentinelPassword;
     List<String> clusterNodes;
+    /** The SSL bundle of the connection details, if they name one (TLS is then on). */
+    SslBundle sslBundle;
 
     static DataRedis bind(Binder b) {
       DataRedis d = new DataRedis();

@@ -41,7 +41,9 @@ import org.openjdk.jmh.runner.options.VerboseMode;
  * [all of SingleOpBenchmarks], {@code jmh.forks} [1], {@code jmh.warmupIterations} [2],
  * {@code jmh.warmupTime} [1s], {@code jmh.iterations} [3], {@code jmh.time} [1s],
  * {@code jmh.jvmArgs} for the forks, space-separated [-Xms256m -Xmx256m], {@code jmh.verbosity}
- * SILENT|NORMAL|EXTRA [NORMAL], {@code jmh.result} a JSON result file [none].
+ * SILENT|NORMAL|EXTRA [NORMAL], {@code jmh.result} a JSON result file [none], {@code jmh.prof}
+ * JMH profilers, comma-separated [none]: {@code -Djmh.prof=gc} adds each benchmark's bytes
+ * allocated per operation.
  */
 public final class JmhMain {
   /** The system property that carries the Redis URI to the forked benchmark JVMs. */
@@ -100,6 +102,11 @@ public final class JmhMain {
           .jvmArgs(jvmArgs.toArray(new String[0]))
           .verbosity(VerboseMode.valueOf(System.getProperty("jmh.verbosity", "NORMAL").toUpperCase(Locale.ROOT)))
           .shouldFailOnError(true);
+      for (String profiler : System.getProperty("jmh.prof", "").split(",")) {
+        if (!profiler.isBlank()) {
+          options.addProfiler(profiler.trim()); // e.g. -Djmh.prof=gc: allocation per operation
+        }
+      }
       String resultFile = System.getProperty("jmh.result");
       if (resultFile != null && !resultFile.isBlank()) {
         options.result(resultFile).resultFormat(ResultFormatType.JSON);
@@ -196,6 +203,14 @@ public final class JmhMain {
       System.out.println(row);
     });
     System.out.println("Redisson/Turnstile > 1 means Turnstile is faster (ratio of mean times = ratio of ops/s).");
+    for (RunResult rr : results) {
+      Result<?> alloc = rr.getSecondaryResults().get("gc.alloc.rate.norm");
+      if (alloc != null) {
+        String bench = rr.getParams().getBenchmark();
+        System.out.printf(Locale.ROOT, "  %-40s allocates %s B/op%n", bench.substring(bench.lastIndexOf('.') + 1),
+            cell(alloc));
+      }
+    }
   }
 
   private static String cell(Result<?> r) {

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -19,6 +20,7 @@ import io.github.turnstile.spring.TurnstileLockRegistry;
 import io.github.turnstile.testing.RedisExtension;
 import io.github.turnstile.testing.TcpProxy;
 import io.github.turnstile.testing.TestRedis;
+import io.github.turnstile.testing.TlsTerminator;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.io.IOException;
@@ -36,6 +38,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.context.annotation.ImportCandidates;
+import org.springframework.boot.ssl.SslBundle;
+import org.springframework.boot.ssl.SslStoreBundle;
 import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.integration.support.locks.DefaultLockRegistry;
@@ -132,6 +136,71 @@ public class TurnstileAutoConfigurationTest {
           .run(context -> assertSharedWith(other, context.getBean(Turnstile.class), name));
       runner.withPropertyValues("spring.data.redis.url=" + redis.uri())
           .run(context -> assertSharedWith(other, context.getBean(Turnstile.class), name + "-url"));
+    }
+  }
+
+  /**
+   * Issue 21: Spring Boot 3.1+ gives an application's Redis location as a connection details bean
+   * ({@code RedisConnectionDetails} on Boot 3.5, {@code DataRedisConnectionDetails} on Boot 4: from
+   * {@code @ServiceConnection} with Testcontainers, Docker Compose, or the application's own bean),
+   * and the auto-configuration read only {@code spring.data.redis.*}, so it connected elsewhere.
+   * Now the details win over those properties: host, port, database and credentials (the
+   * connections run as the details' ACL user), on Boot 4 here and Boot 3.5 in the child JVM.
+   * {@code turnstile.uri} still wins over the details.
+   */
+  @Test
+  void honoursTheApplicationsRedisConnectionDetails(TestRedis redis) {
+    String user = unique("details-user");
+    String password = "pw-" + java.util.UUID.randomUUID();
+    redis.command("ACL", "SETUSER", user, "on", ">" + password, "~*", "&*", "+@all");
+    String name = unique("details");
+    try (Turnstile other = Turnstile.connect("redis://" + redis.host() + ":" + redis.port() + "/3")) {
+      RedisDetails.withBean(runner, RedisDetails.standalone(redis.host(), redis.port(), 3, user, password, null))
+          .withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=1") // not these
+          .run(context -> {
+            assertNull(context.getStartupFailure(), () -> String.valueOf(context.getStartupFailure()));
+            assertSharedWith(other, context.getBean(Turnstile.class), name); // database 3 of that Redis
+            String clientId = context.getBean(Turnstile.class).toString().replaceAll(".*client ([0-9a-f]+).*", "$1");
+            List<String> mine = new ArrayList<>();
+            for (String line : redis.command("CLIENT", "LIST").split("\n")) {
+              if (line.contains("name=turnstile:" + clientId)) {
+                mine.add(line);
+              }
+            }
+            assertFalse(mine.isEmpty(), "connections of client " + clientId);
+            for (String line : mine) {
+              assertTrue(line.contains(" user=" + user + " ") || line.endsWith(" user=" + user), line);
+            }
+          });
+      RedisDetails.withBean(runner, RedisDetails.standalone("127.0.0.1", 1, 0, null, null, null))
+          .withPropertyValues("turnstile.uri=redis://" + redis.host() + ":" + redis.port() + "/3")
+          .run(context -> assertSharedWith(other, context.getBean(Turnstile.class), name + "-uri"));
+    } finally {
+      redis.command("ACL", "DELUSER", user);
+    }
+  }
+
+  /**
+   * Issue 21: connection details with an SSL bundle connect over TLS with that bundle's trust
+   * material (here a self-signed certificate that the JVM's default trust store does not know, on
+   * a TLS endpoint in front of the test Redis). With a bundle that lacks it, the context does not
+   * start: the bundle, not a default, decided.
+   */
+  @Test
+  void connectionDetailsWithAnSslBundleConnectOverTls(TestRedis redis) {
+    try (TlsTerminator tls = TlsTerminator.start(redis.host(), redis.port());
+        Turnstile other = Turnstile.connect("redis://" + redis.host() + ":" + redis.port())) {
+      SslBundle trusting = SslBundle.of(SslStoreBundle.of(null, null, TlsTerminator.trustStore()));
+      RedisDetails.withBean(runner, RedisDetails.standalone("127.0.0.1", tls.port(), 0, null, null, trusting))
+          .run(context -> {
+            assertNull(context.getStartupFailure(), () -> String.valueOf(context.getStartupFailure()));
+            assertSharedWith(other, context.getBean(Turnstile.class), unique("details-tls"));
+            assertTrue(tls.handshakes() > 0, "connected through the TLS endpoint");
+          });
+      SslBundle notTrusting = SslBundle.of(SslStoreBundle.of(null, null, null));
+      RedisDetails.withBean(runner, RedisDetails.standalone("127.0.0.1", tls.port(), 0, null, null, notTrusting))
+          .withPropertyValues("spring.data.redis.connect-timeout=2s")
+          .run(context -> assertNotNull(context.getStartupFailure(), "a certificate the bundle does not trust"));
     }
   }
 
