@@ -16,12 +16,12 @@ import java.util.TreeSet;
 import org.junit.jupiter.api.Test;
 
 /**
- * The README's {@code ACL SETUSER} lines grant exactly what Turnstile runs: the default lines the
+ * The {@code ACL SETUSER} lines of docs/ACL.md (the README links to them) grant exactly what Turnstile runs: the default lines the
  * commands of every Lua script (parsed from the resources), plus the fixed list of what Turnstile's
  * Java code and Lettuce send ({@link LeastPrivilege}), less the optional ones; the optional line
  * exactly those. No category, no key or channel beyond the prefix, and no {@code @admin} or
  * {@code @dangerous} command in a default line (asked of the server under test). A new command in a
- * script fails this test until the README says so. Then Redis itself must accept the lines.
+ * script fails this test until docs/ACL.md says so. Then Redis itself must accept the lines.
  */
 class AclLineTest {
 
@@ -94,7 +94,7 @@ class AclLineTest {
     }
   }
 
-  /** The optional line adds exactly the optional commands, each of which the README says what it buys. */
+  /** The optional line adds exactly the optional commands, each of which docs/ACL.md says what it buys. */
   @Test
   void optionalLineGrantsExactlyTheOptionalCommands() throws Exception {
     List<String> line = LeastPrivilege.readmeOptionalLine();
@@ -105,13 +105,13 @@ class AclLineTest {
       granted.add(rule.substring(1));
     }
     assertEquals(new TreeSet<>(LeastPrivilege.optional().keySet()), granted,
-        "README.md's optional ACL SETUSER line against LeastPrivilege's optional commands");
+        "docs/ACL.md's optional ACL SETUSER line against LeastPrivilege's optional commands");
     String readme = java.nio.file.Files.readString(java.nio.file.Path.of(
-        System.getProperty("basedir", "."), "README.md"));
+        System.getProperty("basedir", "."), "docs", "ACL.md"));
     for (String c : granted) {
       // in a Markdown table a pipe inside code is written as backslash and pipe
       assertTrue(readme.contains("`+" + c + "`") || readme.contains("`+" + c.replace("|", "\\|") + "`"),
-          "README.md says what +" + c + " buys");
+          "docs/ACL.md says what +" + c + " buys");
     }
   }
 

@@ -111,7 +111,7 @@ class ReplicaAcksTest {
    * {@code lock()} and both sides of the read/write lock send their attempt again (same request:
    * a replay of the grant) and acknowledge again once the replica answers, instead of throwing;
    * {@code acquire(n)} stops counting its permits, reconciles and collects again; the async acquisitions do the same
-   * as their blocking kin (semaphore: reconcile, ask afresh), instead of failing their future. The
+   * as their blocking kin (the semaphore too: the same request, answered from its memo or granted anew), instead of failing their future. The
    * fault loop with {@code replicaAcks} saw such throws on failovers ("... was acquired, but replica
    * acknowledgement: java.net.SocketException: Connection reset; it was released again"). Own
    * servers: the test kills connections.

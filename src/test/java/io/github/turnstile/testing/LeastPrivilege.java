@@ -392,7 +392,7 @@ public final class LeastPrivilege {
      * @param d the deployment whose line to use
      * @param user the user name
      * @param password its password
-     * @param edit changes to the rules before they are sent (e.g. remove {@code "+blmove"}); may be empty
+     * @param edit changes to the rules before they are sent (e.g. remove {@code "+blpop"}); may be empty
      */
     public static void createUser(RedisServerProcess server, Deployment d, String user, String password,
             java.util.function.UnaryOperator<List<String>> edit) {
