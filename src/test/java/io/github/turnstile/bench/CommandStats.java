@@ -84,20 +84,4 @@ final class CommandStats {
         + delta.getOrDefault("evalsha_ro", 0L) + delta.getOrDefault("eval_ro", 0L)
         + delta.getOrDefault("fcall", 0L);
   }
-
-  /**
-   * Returns the server's CPU time so far, user plus system, in seconds ({@code INFO cpu}); the
-   * delta over a run divided by its operations is the Redis CPU per operation.
-   *
-   * @return used_cpu_user + used_cpu_sys
-   */
-  static double cpuSeconds(RedisCommands<String, String> redis) {
-    double total = 0;
-    for (String line : redis.info("cpu").split("\r?\n")) {
-      if (line.startsWith("used_cpu_user:") || line.startsWith("used_cpu_sys:")) {
-        total += Double.parseDouble(line.substring(line.indexOf(':') + 1).trim());
-      }
-    }
-    return total;
-  }
 }

@@ -27,6 +27,8 @@ import java.util.concurrent.TimeUnit;
 public final class JvmProcess implements AutoCloseable {
 
     private static final Set<JvmProcess> LIVE = ConcurrentHashMap.newKeySet();
+    /** Child JVMs started by this JVM so far (tests that count clients across processes add them). */
+    public static final java.util.concurrent.atomic.AtomicLong STARTED = new java.util.concurrent.atomic.AtomicLong();
     private static boolean hookInstalled; // guarded by JvmProcess.class
 
     private final String name;
@@ -78,6 +80,7 @@ public final class JvmProcess implements AutoCloseable {
      */
     public static JvmProcess start(String java, String classpath, List<String> jvmArgs, Class<?> mainClass,
             String... args) {
+        STARTED.incrementAndGet();
         List<String> cmd = new ArrayList<>();
         cmd.add(java);
         cmd.add("-Xmx256m");
