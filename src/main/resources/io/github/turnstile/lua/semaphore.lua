@@ -70,7 +70,8 @@ local channel, publish = ARGV[10], ARGV[11]
 
 -- ---------------------------------------------------------------- the fast paths
 -- An acquire that finds enough permits, and a release, while nobody waits (no pub/sub flag p, no
--- mark n) and the caller's registration is the one it renews: the same effect as the general ops
+-- mark n), the call is no re-sent copy (its slot's memo is absent or of an earlier call) and the
+-- caller's registration is the one it renews: the same effect as the general ops
 -- below, with no other work (no function is even defined: the general part follows). Any other
 -- case (a re-sent copy, a registration to make or replace, a refusal, waiters to wake) runs the
 -- general op.
@@ -79,7 +80,11 @@ if slot ~= '' then
   memo = redis.call('GET', Q)
 end
 local f = redis.call('HMGET', S, 'a', 'm', 'k', 'c:' .. me, 'e:' .. me, 'p', 'ec', 'n')
-if (op == 'acquire' or op == 'release') and slot ~= '' and not memo then
+-- A memo of an earlier call of the slot (a lower sequence number) is no copy of this one: as
+-- recall() below, the call is new. (A slot is used again only once every copy of its earlier
+-- call has been answered, so nothing of that call can come later.)
+if (op == 'acquire' or op == 'release') and slot ~= ''
+    and (not memo or tonumber(string.match(memo, '^(%d+)|')) < tonumber(seq)) then
   local mode_f, e_f = f[2], f[5]
   if mode_f and not f[6] and not f[8] and (mode_f == 'C' or (e_f and e_f == ARGV[9])) then
     local free = tonumber(f[1])
