@@ -578,27 +578,36 @@ public final class LockBenchmark {
 
   /** One slice of the pair loop on {@code lock} (two PINGs when null): {pairs/s, Redis CPU µs/pair}. */
   private static double[] pairSlice(Lock lock, RedisCommands<String, String> redis, long millis) {
+    return loop(lock == null ? () -> {
+      redis.ping();
+      redis.ping();
+    } : () -> {
+      lock.lock();
+      lock.unlock();
+    }, redis, millis);
+  }
+
+  /**
+   * Runs {@code op} again and again on this thread for {@code millis}.
+   *
+   * @return {runs/s, Redis CPU µs per run, runs}
+   */
+  static double[] loop(Runnable op, RedisCommands<String, String> redis, long millis) {
     RedisCpu before = RedisCpu.take(redis);
     long start = System.nanoTime();
     long end = start + TimeUnit.MILLISECONDS.toNanos(millis);
-    long pairs = 0;
+    long runs = 0;
     long now = start;
     while (now < end) {
-      if (lock == null) {
-        redis.ping();
-        redis.ping();
-      } else {
-        lock.lock();
-        lock.unlock();
-      }
-      pairs++;
+      op.run();
+      runs++;
       now = System.nanoTime();
     }
-    double cpu = RedisCpu.take(redis).microsPerOp(before, pairs);
-    return new double[] {pairs / ((now - start) / 1e9), cpu};
+    double cpu = RedisCpu.take(redis).microsPerOp(before, runs);
+    return new double[] {runs / ((now - start) / 1e9), cpu, runs};
   }
 
-  private static double median(double[] v) {
+  static double median(double[] v) {
     double[] s = v.clone();
     Arrays.sort(s);
     return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
@@ -612,7 +621,7 @@ public final class LockBenchmark {
     return Arrays.stream(v).max().orElse(Double.NaN);
   }
 
-  private static double medianRatio(double[] a, double[] b) {
+  static double medianRatio(double[] a, double[] b) {
     double[] r = new double[a.length];
     for (int i = 0; i < a.length; i++) {
       r[i] = a[i] / b[i];
@@ -864,19 +873,10 @@ public final class LockBenchmark {
       redis.ping();
       redis.ping();
     }
-    RedisCpu before = RedisCpu.take(redis);
-    long start = System.nanoTime();
-    long end = start + TimeUnit.SECONDS.toNanos(UNCONTENDED_SECONDS);
-    long n = 0;
-    long now = start;
-    while (now < end) {
+    return loop(() -> {
       redis.ping();
       redis.ping();
-      n++;
-      now = System.nanoTime();
-    }
-    double cpu = RedisCpu.take(redis).microsPerOp(before, n);
-    return new double[] {n / ((now - start) / 1e9), cpu};
+    }, redis, TimeUnit.SECONDS.toMillis(UNCONTENDED_SECONDS));
   }
 
   private static void printTable(List<Result> results, double pingP50, double pingP99, double[] pingPairs) {

@@ -163,22 +163,12 @@ final class SemaphoreBenchmark {
   /** One slice of a pair loop: {pairs/s, Redis CPU µs/pair, Redis commands/pair, µs in scripts/pair}. */
   private static double[] slice(Runnable op, RedisCommands<String, String> redis, long millis) {
     CommandStats before = CommandStats.take(redis);
-    RedisCpu cpu = RedisCpu.take(redis);
     long scripts = scriptMicros(redis);
-    long start = System.nanoTime();
-    long end = start + TimeUnit.MILLISECONDS.toNanos(millis);
-    long pairs = 0;
-    long now = start;
-    while (now < end) {
-      op.run();
-      pairs++;
-      now = System.nanoTime();
-    }
-    double rate = pairs / ((now - start) / 1e9);
-    double scriptMicros = (double) (scriptMicros(redis) - scripts) / pairs;
-    double cpuMicros = RedisCpu.take(redis).microsPerOp(cpu, pairs);
-    double commands = (double) CommandStats.total(CommandStats.take(redis).since(before)) / pairs; // INFO not counted
-    return new double[] {rate, cpuMicros, commands, scriptMicros};
+    double[] m = LockBenchmark.loop(op, redis, millis);
+    double pairs = m[2];
+    double scriptMicros = (scriptMicros(redis) - scripts) / pairs;
+    double commands = CommandStats.total(CommandStats.take(redis).since(before)) / pairs; // INFO not counted
+    return new double[] {m[0], m[1], commands, scriptMicros};
   }
 
   private static double median(double[][] rounds, int k) {
@@ -186,17 +176,18 @@ final class SemaphoreBenchmark {
     for (int i = 0; i < v.length; i++) {
       v[i] = rounds[i][k];
     }
-    java.util.Arrays.sort(v);
-    return v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+    return LockBenchmark.median(v);
   }
 
   /** The median over rounds of a's figure k divided by b's in the same round. */
   private static double medianRatio(Pair a, Pair b, int k) {
-    double[][] r = new double[a.rounds.length][1];
-    for (int i = 0; i < r.length; i++) {
-      r[i][0] = a.rounds[i][k] / b.rounds[i][k];
+    double[] x = new double[a.rounds.length];
+    double[] y = new double[b.rounds.length];
+    for (int i = 0; i < x.length; i++) {
+      x[i] = a.rounds[i][k];
+      y[i] = b.rounds[i][k];
     }
-    return median(r, 0);
+    return LockBenchmark.medianRatio(x, y);
   }
 
   private static void printPairs(List<Pair> pairs) {
