@@ -43,6 +43,12 @@ public final class JvmProcess implements AutoCloseable {
     }
 
     /**
+     * Child JVMs started by this JVM so far (each may be one more client of a server: {@code NoAdmin}
+     * bounds the refusals in {@code ACL LOG} by the clients).
+     */
+    public static final java.util.concurrent.atomic.AtomicLong STARTED = new java.util.concurrent.atomic.AtomicLong();
+
+    /**
      * Starts {@code java -Xmx256m -cp <test classpath> mainClass args...}.
      *
      * @param mainClass class with a {@code public static void main(String[])}
@@ -78,6 +84,7 @@ public final class JvmProcess implements AutoCloseable {
      */
     public static JvmProcess start(String java, String classpath, List<String> jvmArgs, Class<?> mainClass,
             String... args) {
+        STARTED.incrementAndGet();
         List<String> cmd = new ArrayList<>();
         cmd.add(java);
         cmd.add("-Xmx256m");
