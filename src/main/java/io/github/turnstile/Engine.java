@@ -46,6 +46,12 @@ final class Engine implements AutoCloseable {
   private static final long BLOCK_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
   /** How long an abandoned blocking command may take to answer its CLIENT UNBLOCK before it is discarded. */
   private static final long UNBLOCK_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
+  /**
+   * The longest a wait on the wake list stays in Redis where this client cannot {@code CLIENT
+   * UNBLOCK} it (see {@link #abandon}): a closed connection's command ends in Redis only when Redis
+   * reads the close, and at its own timeout at the latest; until then it may take a wake token.
+   */
+  static final long NO_UNBLOCK_SLICE_NANOS = TimeUnit.SECONDS.toNanos(2);
   /** The least time a reply is waited for, even when the caller's deadline is closer. */
   static final long MIN_REPLY_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
   /** How often an outage is re-checked while no reconnect event arrives, and the pause between re-sends after a transient error. */
@@ -1302,16 +1308,24 @@ final class Engine implements AutoCloseable {
     /**
      * @param lateReply the reply, if it arrived (null: server-side timeout, or unknown)
      * @param known false if the connection had to be closed without a reply, so a reply may
-     *     have been produced and lost (e.g. a token popped in flight)
+     *     have been produced and lost (e.g. a token popped in flight); told twice then, the second
+     *     time once Redis has ended the command for certain (see {@link #close})
      */
     void abandoned(T lateReply, boolean known);
   }
 
-  /** Blocks on the contender's wake list on {@code conn} for up to {@code sliceNanos}. */
+  /**
+   * Blocks on the contender's wake list on {@code conn} for up to {@code sliceNanos}; where this
+   * client cannot unblock it, for {@link #NO_UNBLOCK_SLICE_NANOS} at most (the caller then attempts
+   * again): a give-up closes the connection, and the command may take wake tokens in Redis until
+   * Redis reads the close, or at the latest until its own timeout, when the hand-on is sent again.
+   */
   private void block(BlockingPool.Conn conn, Contender c, long sliceNanos, Call call, CompletableFuture<Void> fault)
       throws InterruptedException {
     String key = c.wakeKey();
-    block(conn, cn -> cn.async().blpop(seconds(sliceNanos), key), sliceNanos, call, fault,
+    long slice = topology.optional.unblockRefused() || conn.clientId < 0
+        ? Math.min(sliceNanos, NO_UNBLOCK_SLICE_NANOS) : sliceNanos;
+    block(conn, cn -> cn.async().blpop(seconds(slice), key), slice, call, fault,
         (reply, known) -> {
           if (!known || reply != null) {
             c.passWakeup();
@@ -1332,7 +1346,8 @@ final class Engine implements AutoCloseable {
    * finds out whether Redis is reachable). On interrupt, at the deadline, or on a fault event
    * the command is abandoned without waiting: CLIENT UNBLOCK, and {@code onAbandon} is told
    * later what it did after all. Whenever this does not return a reply, {@code onAbandon} is
-   * called exactly once, now or later ({@code (null, true)} for a server-side timeout).
+   * called exactly once, now or later ({@code (null, true)} for a server-side timeout), or, for a
+   * closed connection whose outcome is unknown, twice (see {@link #close}).
    *
    * @throws AclRefusal if Redis refused the command to this user (ACL): it did not run
    */
@@ -1341,6 +1356,7 @@ final class Engine implements AutoCloseable {
       long sliceNanos, Call call, CompletableFuture<?> fault, Abandoned<T> onAbandon)
       throws InterruptedException {
     CompletableFuture<T> reply = command.apply(conn.connection).toCompletableFuture();
+    long serverEnd = System.nanoTime() + sliceNanos; // the command ends in Redis by then (its timeout)
     long clientWait = sliceNanos + BLOCK_GRACE_NANOS;
     if (call.timed) {
       clientWait = Math.min(clientWait, call.remaining());
@@ -1349,16 +1365,16 @@ final class Engine implements AutoCloseable {
     try {
       Waits.get(either, clientWait, call.interruptible);
     } catch (InterruptedException e) {
-      abandon(conn, reply, onAbandon);
+      abandon(conn, reply, serverEnd, onAbandon);
       throw e;
     } catch (TimeoutException e) {
-      abandon(conn, reply, onAbandon);
+      abandon(conn, reply, serverEnd, onAbandon);
       return null;
     } catch (ExecutionException | CancellationException e) {
       // the connection failed: Lettuce gave up on the command, so its outcome is unknown
     }
     if (!reply.isDone()) {
-      abandon(conn, reply, onAbandon); // a fault event: attempt again now
+      abandon(conn, reply, serverEnd, onAbandon); // a fault event: attempt again now
       return null;
     }
     try {
@@ -1399,20 +1415,21 @@ final class Engine implements AutoCloseable {
    * unblock within {@link #UNBLOCK_GRACE_NANOS} has its connection closed too, and its outcome is
    * reported unknown.
    */
-  private <T> void abandon(BlockingPool.Conn conn, CompletableFuture<T> reply, Abandoned<T> onAbandon) {
+  private <T> void abandon(BlockingPool.Conn conn, CompletableFuture<T> reply, long serverEnd,
+      Abandoned<T> onAbandon) {
     if (reply.isDone()) {
       settle(conn, reply, 0, onAbandon);
       return;
     }
     if (!topology.isOpen()) {
-      close(conn, reply, onAbandon); // no connection to send CLIENT UNBLOCK on
+      close(conn, reply, serverEnd, onAbandon); // no connection to send CLIENT UNBLOCK on
       return;
     }
     topology.optional.unblock(conn, topology::unblock).whenComplete((unblocked, e) -> {
       if (Boolean.TRUE.equals(unblocked)) {
         settle(conn, reply, UNBLOCK_GRACE_NANOS, onAbandon);
       } else {
-        close(conn, reply, onAbandon);
+        close(conn, reply, serverEnd, onAbandon);
       }
     });
   }
@@ -1433,9 +1450,15 @@ final class Engine implements AutoCloseable {
   /**
    * Closes the connection of an abandoned command that cannot be unblocked: Redis ends the command
    * with the connection. What it did is known only if its reply arrived first (it raced the
-   * close); otherwise a reply may have been produced and lost with the connection.
+   * close); otherwise a reply may have been produced and lost with the connection, and
+   * {@code onAbandon} is told so twice: now, and again at {@code serverEnd} (plus a grace), when
+   * Redis has ended the command for certain. Redis ends it only when it reads the close (a loaded
+   * server may first run commands sent later on other connections), so in between it still waits
+   * in Redis, ahead of later waiters, and takes what is pushed for them: the first hand-on may run
+   * before that push, the second runs after it
+   * ({@code NoAdminTest.aWakeTokenTakenByAClosedConnectionThatRedisStillServesIsHandedOn}).
    */
-  private <T> void close(BlockingPool.Conn conn, CompletableFuture<T> reply, Abandoned<T> onAbandon) {
+  private <T> void close(BlockingPool.Conn conn, CompletableFuture<T> reply, long serverEnd, Abandoned<T> onAbandon) {
     abandonedByClose.increment();
     pool.discard(conn);
     copy(reply).orTimeout(UNBLOCK_GRACE_NANOS, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
@@ -1443,6 +1466,8 @@ final class Engine implements AutoCloseable {
         onAbandon.abandoned(v, true);
       } else {
         onAbandon.abandoned(null, false);
+        schedule(() -> onAbandon.abandoned(null, false),
+            Math.max(0, serverEnd - System.nanoTime()) + BLOCK_GRACE_NANOS);
       }
     });
   }

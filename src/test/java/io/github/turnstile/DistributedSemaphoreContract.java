@@ -227,29 +227,54 @@ abstract class DistributedSemaphoreContract {
   }
 
   /**
-   * A semaphore's counts, its client's books and what Redis holds for its waiters (the wake list,
-   * the waiting lanes, the clients blocked on the wake list), for a failure message.
+   * The servers the suite runs on (every master of a Cluster), for {@link #describe}.
+   *
+   * @return the servers the suite runs on
    */
-  static String describe(DistributedSemaphore s) {
+  TestRedis redis() {
+    return RedisExtension.shared();
+  }
+
+  /**
+   * A semaphore's counts, its client's books and what Redis holds for its waiters (the wake list,
+   * the waiting lanes, the clients blocked on the wake list), for a failure message. Read on every
+   * master of the suite's servers (a Cluster's keys live on one of them; the others answer MOVED,
+   * left out). Before, it read the shared single server whatever the suite ran on, so on a Cluster
+   * its "in Redis" part was always empty.
+   */
+  String describe(DistributedSemaphore s) {
     String books = s instanceof RedisSemaphore r ? ", books: " + r.books() : "";
     String redis;
     try {
-      TestRedis shared = RedisExtension.shared();
+      TestRedis servers = redis();
       String base = "{" + TurnstileOptions.builder().build().keyPrefix() + ":" + s.name() + "}:s";
       StringBuilder blocked = new StringBuilder();
-      for (String line : shared.command("CLIENT", "LIST").split("\r?\n")) {
-        if (line.contains("cmd=blpop")) {
-          blocked.append(" {").append(line).append('}');
+      for (String list : servers.commandOnEachMaster("CLIENT", "LIST")) {
+        for (String line : list.split("\r?\n")) {
+          if (line.contains("cmd=blpop")) {
+            blocked.append(" {").append(line).append('}');
+          }
         }
       }
-      redis = ", in Redis: wake list " + shared.command("LRANGE", base + ":wake", "0", "-1").replace('\n', ' ')
-          + ", waiting lanes " + shared.command("ZRANGE", base + ":w", "0", "-1", "WITHSCORES").replace('\n', ' ')
+      redis = ", in Redis: wake list " + onOwner(servers, "LRANGE", base + ":wake", "0", "-1")
+          + ", waiting lanes " + onOwner(servers, "ZRANGE", base + ":w", "0", "-1", "WITHSCORES")
           + ", clients in BLPOP:" + blocked;
     } catch (RuntimeException e) {
       redis = ", Redis not read: " + e;
     }
     return "[" + s.name() + ": available " + s.availablePermits() + ", queued " + s.getQueueLength()
         + ", held " + s.heldPermits() + books + redis + "]";
+  }
+
+  /** The reply of the master that owns the key (the others answer MOVED). */
+  private static String onOwner(TestRedis servers, String... command) {
+    StringBuilder out = new StringBuilder();
+    for (String reply : servers.commandOnEachMaster(command)) {
+      if (!reply.contains("MOVED")) {
+        out.append(reply.replace('\n', ' '));
+      }
+    }
+    return out.toString();
   }
 
   /** A failed test must not leave its threads waiting (interruptible ones end; the rest are daemons). */

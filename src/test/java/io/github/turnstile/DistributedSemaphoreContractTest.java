@@ -82,6 +82,11 @@ class DistributedSemaphoreContractTest {
     }
 
     @Override
+    TestRedis redis() {
+      return redis;
+    }
+
+    @Override
     Turnstile t2() {
       return t2;
     }
@@ -291,6 +296,11 @@ class DistributedSemaphoreContractTest {
     @Override
     Turnstile t1() {
       return t1;
+    }
+
+    @Override
+    TestRedis redis() {
+      return redis;
     }
 
     @Override

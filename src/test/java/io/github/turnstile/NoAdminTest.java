@@ -340,6 +340,151 @@ class NoAdminTest {
     }
   }
 
+  /**
+   * A waiter that gives up without {@code CLIENT UNBLOCK} closes its blocking connection, but Redis
+   * ends the BLPOP only when it reads the close: until then the command still waits on the wake
+   * list, ahead of every later waiter, and a wake token pushed meanwhile goes to it and is lost with
+   * the connection. The hand-on sent when the connection closed may run before that token is pushed
+   * (it did here: nothing was free then), so the next waiter slept beside a free permit until its
+   * slice ended, a lease. A proxy holds the closed connection open towards Redis (as a server busy
+   * under load has not read the close yet). Before the fix the second waiter was still waiting after
+   * 20 s (lease 5 min): the server-matrix failure of
+   * {@code NoAdminSemaphoreOnClusterTest.releaseEnablesAcquireOverAndOver} (the waiter thread,
+   * interrupted because its thread was served locally, closed its connection; the release of the
+   * rest pushed the token that the closed connection took). Now a command on a connection that
+   * cannot be unblocked waits at most {@link Engine#NO_UNBLOCK_SLICE_NANOS} in Redis, and the
+   * hand-on is sent again once Redis has ended it.
+   */
+  @Test
+  void aWakeTokenTakenByAClosedConnectionThatRedisStillServesIsHandedOn() throws Exception {
+    String name = unique("no-admin-closing");
+    TurnstileOptions options = TurnstileOptions.builder().leaseTime(Duration.ofMinutes(5)).build();
+    try (io.github.turnstile.testing.TcpProxy proxy = io.github.turnstile.testing.TcpProxy.start(server.host(),
+        server.port());
+        Turnstile t = Turnstile.connect("redis://restricted:" + PASSWORD + "@127.0.0.1:" + proxy.port(), options)) {
+      DistributedSemaphore s = t.countingSemaphore(name, 0);
+      DistributedSemaphore releaser = holder.countingSemaphore(name, 0);
+      AtomicReference<Throwable> failed = new AtomicReference<>();
+      Thread first = TestSupport.start("first", () -> {
+        try {
+          s.acquire();
+          failed.set(new AssertionError("the first waiter acquired"));
+        } catch (InterruptedException expected) {
+          // gave up
+        }
+      });
+      TestSupport.await("the first waiter blocked", Duration.ofSeconds(10), () -> blockedIds().size() == 1);
+      java.util.Set<String> closing = blockedIds();
+      proxy.setHoldCloses(true);
+      try {
+        long closed = t.engine().abandonedByClose.sum();
+        first.interrupt(); // the waiter thread is interrupted (nobody waits) and closes its connection
+        TestSupport.await("the first waiter's connection closed", Duration.ofSeconds(10),
+            () -> t.engine().abandonedByClose.sum() > closed);
+        first.join(10_000);
+        AtomicLong acquiredAt = new AtomicLong();
+        Thread second = TestSupport.start("second", () -> {
+          s.acquire();
+          acquiredAt.set(System.nanoTime());
+        });
+        String marks = "{" + options.keyPrefix() + ":" + name + "}:s:w";
+        TestSupport.await("the second waiter marked and blocked on a new connection", Duration.ofSeconds(10),
+            () -> "1".equals(server.command("ZCARD", marks).trim()) && !closing.containsAll(blockedIds()));
+        boolean stillServed = blockedIds().containsAll(closing);
+        long releasedAt = System.nanoTime();
+        releaser.release(); // a permit free: its wake token goes to the closed connection if Redis still serves it
+        second.join(20_000);
+        assertTrue(acquiredAt.get() != 0, "the second waiter acquired the free permit (closed connection still"
+            + " served by Redis when the permit was released: " + stillServed + ", blocked now: " + blockedIds()
+            + ", available " + s.availablePermits() + ")");
+        System.err.println("[no-admin] token taken by a closed connection (still served by Redis: " + stillServed
+            + "): the next waiter acquired " + TimeUnit.NANOSECONDS.toMillis(acquiredAt.get() - releasedAt)
+            + " ms after the release");
+        assertNull(failed.get());
+        s.release();
+      } finally {
+        proxy.setHoldCloses(false);
+      }
+    }
+  }
+
+  /**
+   * As above, with the waiter that loses the token in another client, one that may unblock and so
+   * waits a whole slice (a lease, 30 s) in Redis: the client that closed its connection hands the
+   * token on again once Redis has ended the closed command for certain (its own timeout, at most
+   * {@link Engine#NO_UNBLOCK_SLICE_NANOS} once the refusal is known). Without that second hand-on
+   * the other client's waiter slept until its slice ended. The release must come while Redis still
+   * serves the closed command (within 2 s): on a machine too slow for that the scenario is tried
+   * again, up to 5 times.
+   */
+  @Test
+  void anotherClientsWaiterGetsATokenTakenByAClosedConnection() throws Exception {
+    try (io.github.turnstile.testing.TcpProxy proxy = io.github.turnstile.testing.TcpProxy.start(server.host(),
+        server.port());
+        Turnstile t = Turnstile.connect("redis://restricted:" + PASSWORD + "@127.0.0.1:" + proxy.port())) {
+      int exercised = 0;
+      for (int attempt = 0; attempt < 5 && exercised == 0; attempt++) {
+        String name = unique("no-admin-closing-other");
+        DistributedSemaphore s = t.countingSemaphore(name, 0);
+        DistributedSemaphore other = holder.countingSemaphore(name, 0);
+        if (attempt == 0) {
+          // a first give-up: the client learns that it may not unblock, so its waits last 2 s at most in Redis
+          Thread probe = TestSupport.start("probe", () -> {
+            try {
+              s.acquire();
+            } catch (InterruptedException expected) {
+              // gave up
+            }
+          });
+          TestSupport.await("the probe blocked", Duration.ofSeconds(10), () -> blockedIds().size() == 1);
+          probe.interrupt();
+          probe.join(10_000);
+          TestSupport.await("the probe's connection closed and gone", Duration.ofSeconds(10),
+              () -> t.engine().abandonedByClose.sum() == 1 && blockedIds().isEmpty());
+        }
+        Thread first = TestSupport.start("first", () -> {
+          try {
+            s.acquire();
+          } catch (InterruptedException expected) {
+            // gave up
+          }
+        });
+        TestSupport.await("the first waiter blocked", Duration.ofSeconds(10), () -> blockedIds().size() == 1);
+        java.util.Set<String> closing = blockedIds();
+        proxy.setHoldCloses(true);
+        try {
+          long closed = t.engine().abandonedByClose.sum();
+          first.interrupt();
+          TestSupport.await("the first waiter's connection closed", Duration.ofSeconds(10),
+              () -> t.engine().abandonedByClose.sum() > closed);
+          AtomicLong acquiredAt = new AtomicLong();
+          Thread second = TestSupport.start("other client's waiter", () -> {
+            other.acquire();
+            acquiredAt.set(System.nanoTime());
+          });
+          TestSupport.await("the other client's waiter blocked", Duration.ofSeconds(10),
+              () -> !closing.containsAll(blockedIds()) || blockedIds().size() > closing.size());
+          boolean stillServed = blockedIds().containsAll(closing) && blockedIds().size() == 2;
+          long releasedAt = System.nanoTime();
+          s.release(); // nobody waits in this client: to Redis, whose token goes to the closed connection
+          second.join(20_000);
+          assertTrue(acquiredAt.get() != 0, "the other client's waiter acquired the free permit (closed connection"
+              + " still served when it was released: " + stillServed + ", available " + s.availablePermits() + ")");
+          System.err.println("[no-admin] token taken by a closed connection (still served: " + stillServed
+              + "): another client's waiter acquired " + TimeUnit.NANOSECONDS.toMillis(acquiredAt.get() - releasedAt)
+              + " ms after the release");
+          if (stillServed) {
+            exercised++;
+          }
+          other.release();
+        } finally {
+          proxy.setHoldCloses(false);
+        }
+      }
+      assertTrue(exercised > 0, "the release never came while Redis still served the closed command (5 tries)");
+    }
+  }
+
   /** Interrupted semaphore and write-lock waiters without {@code CLIENT UNBLOCK}: nothing leaked, nothing swallowed. */
   @Test
   void semaphoreAndWriteLockGiveUpsWithoutClientUnblock() throws Exception {

@@ -27,8 +27,6 @@ import java.util.concurrent.TimeUnit;
 public final class JvmProcess implements AutoCloseable {
 
     private static final Set<JvmProcess> LIVE = ConcurrentHashMap.newKeySet();
-    /** Child JVMs started by this JVM so far (tests that count clients across processes add them). */
-    public static final java.util.concurrent.atomic.AtomicLong STARTED = new java.util.concurrent.atomic.AtomicLong();
     private static boolean hookInstalled; // guarded by JvmProcess.class
 
     private final String name;
@@ -43,6 +41,12 @@ public final class JvmProcess implements AutoCloseable {
         this.process = process;
         this.stderrFile = stderrFile;
     }
+
+    /**
+     * Child JVMs started by this JVM so far (each may be one more client of a server: {@code NoAdmin}
+     * bounds the refusals in {@code ACL LOG} by the clients).
+     */
+    public static final java.util.concurrent.atomic.AtomicLong STARTED = new java.util.concurrent.atomic.AtomicLong();
 
     /**
      * Starts {@code java -Xmx256m -cp <test classpath> mainClass args...}.

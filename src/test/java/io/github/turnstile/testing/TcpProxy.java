@@ -39,6 +39,7 @@ public final class TcpProxy implements AutoCloseable {
     private volatile boolean dropReplies;
     private volatile boolean refuseNew;
     private volatile boolean stallNew;
+    private volatile boolean holdCloses;
     private volatile boolean closed;
 
     private TcpProxy(String targetHost, int targetPort, ServerSocket listener) {
@@ -151,6 +152,17 @@ public final class TcpProxy implements AutoCloseable {
      */
     public int refusedCount() {
         return refused.get();
+    }
+
+    /**
+     * While set, a connection that its client closes stays open towards the server (what the
+     * server sends on it is discarded) until this is cleared: the server goes on seeing the client
+     * connected, as a busy server does until it reads the close. Clearing it closes them.
+     *
+     * @param holdCloses whether to hold the server side of connections closed by their client
+     */
+    public void setHoldCloses(boolean holdCloses) {
+        this.holdCloses = holdCloses;
     }
 
     /** @return the number of accepted connections currently held back by {@link #setStallNew} */
@@ -346,6 +358,8 @@ public final class TcpProxy implements AutoCloseable {
         final Socket client;
         final Socket server;
         volatile boolean linkClosed;
+        /** The client closed its side while {@link #holdCloses} was set: the server side stays open. */
+        volatile boolean clientGone;
         volatile boolean dropReplies;
         volatile boolean paused;
 
@@ -373,8 +387,19 @@ public final class TcpProxy implements AutoCloseable {
                     if (!awaitUnpaused(this)) {
                         break;
                     }
-                    int n = in.read(buf);
+                    int n;
+                    try {
+                        n = in.read(buf);
+                    } catch (IOException e) {
+                        if (towardsClient || !holdCloses) {
+                            throw e;
+                        }
+                        n = -1; // the client reset its side
+                    }
                     if (n < 0) {
+                        if (!towardsClient && holdCloses) {
+                            holdServerSide();
+                        }
                         break;
                     }
                     // data may have arrived after setPaused(true): hold it until resumed
@@ -385,11 +410,18 @@ public final class TcpProxy implements AutoCloseable {
                     if (delay > 0) {
                         Thread.sleep(delay);
                     }
-                    if (towardsClient && (TcpProxy.this.dropReplies || dropReplies)) {
+                    if (towardsClient && (TcpProxy.this.dropReplies || dropReplies || clientGone)) {
                         continue;
                     }
-                    out.write(buf, 0, n);
-                    out.flush();
+                    try {
+                        out.write(buf, 0, n);
+                        out.flush();
+                    } catch (IOException e) {
+                        if (towardsClient && clientGone) {
+                            continue; // the client went while its close is held: discard
+                        }
+                        throw e;
+                    }
                 }
             } catch (IOException e) {
                 // connection broken or cut
@@ -397,6 +429,15 @@ public final class TcpProxy implements AutoCloseable {
                 Thread.currentThread().interrupt();
             } finally {
                 close();
+            }
+        }
+
+        /** The client closed its side: keep the server side open while {@link #holdCloses} is set. */
+        private void holdServerSide() throws InterruptedException {
+            clientGone = true;
+            closeQuietly(client);
+            while (holdCloses && !closed && !linkClosed) {
+                Thread.sleep(20);
             }
         }
 
