@@ -15,6 +15,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
+import io.github.turnstile.testing.Bounds;
 
 /**
  * No call may make Redis run a script whose cost grows with an argument: hostile numbers (a
@@ -114,7 +115,7 @@ class BoundedWorkTest {
           + " (scripts included) in " + timing[0] + " ms, worst PING " + worstPing + " ms, slow log: [" + slow + "]");
       assertTrue(work < 1000, "work in Redis does not grow with the permits: " + work + " commands");
       assertTrue(slow == null || slow.isEmpty(), "no command slower than " + SLOW_MICROS + " µs: " + slow);
-      assertTrue(worstPing < 1000, "Redis kept answering: worst PING " + worstPing + " ms");
+      assertTrue(worstPing < Bounds.PROMPT_MS, "Redis kept answering: worst PING " + worstPing + " ms");
     }
   }
 

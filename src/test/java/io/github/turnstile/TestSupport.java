@@ -38,9 +38,9 @@ final class TestSupport {
     }
   }
 
-  /** Waits until the thread is parked or blocked (waiting in Turnstile), failing after 5 s. */
+  /** Waits until the thread is parked or blocked (waiting in Turnstile), failing after 30 s (a starved machine). */
   static void awaitWaiting(Thread t) {
-    await("thread " + t.getName() + " to wait", Duration.ofSeconds(5), () -> {
+    await("thread " + t.getName() + " to wait", Duration.ofSeconds(30), () -> {
       Thread.State s = t.getState();
       return s == Thread.State.WAITING || s == Thread.State.TIMED_WAITING || s == Thread.State.BLOCKED;
     });
