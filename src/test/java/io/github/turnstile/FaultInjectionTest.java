@@ -496,7 +496,7 @@ class FaultInjectionTest {
       history.staleWritesRejected(store.rejected());
       History.Report r = history.checkAndPrint("server-clock-jump-pexpire", "lock", 1);
       assertFalse(staleAccepted);
-      assertTrue(noticed <= 1000, "renewal refused within a tick or two: " + noticed + " ms");
+      assertTrue(noticed <= 1000 + Bounds.OVERRUN_MS, "renewal refused within a tick or two: " + noticed + " ms");
       // no wake token is pushed when a key expires: the waiter wakes at its BLPOP timeout (the PTTL it saw)
       assertTrue(r.maxRecoveryMillis() <= 3000 + Bounds.OVERRUN_MS, r.summaryLine());
       try {

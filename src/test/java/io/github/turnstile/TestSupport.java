@@ -23,9 +23,13 @@ final class TestSupport {
     return TurnstileOptions.builder().leaseTime(Duration.ofSeconds(30));
   }
 
-  /** Waits until the condition holds, failing after the timeout. */
+  /**
+   * Waits until the condition holds, failing after the timeout; a wait longer than 1 s is reported
+   * (a starved machine shows in the test's output, not as a failure).
+   */
   static void await(String what, Duration timeout, BooleanSupplier condition) {
-    long deadline = System.nanoTime() + timeout.toNanos();
+    long start = System.nanoTime();
+    long deadline = start + timeout.toNanos();
     while (!condition.getAsBoolean()) {
       if (System.nanoTime() - deadline > 0) {
         fail("timed out after " + timeout + " waiting for: " + what);
@@ -35,6 +39,10 @@ final class TestSupport {
       } catch (InterruptedException e) {
         throw new AssertionError(e);
       }
+    }
+    long ms = millisSince(start);
+    if (ms > 1000) {
+      System.out.println("[await] " + what + ": " + ms + " ms");
     }
   }
 
@@ -70,6 +78,26 @@ final class TestSupport {
     } catch (Exception e) {
       throw new RuntimeException(e);
     }
+  }
+
+  /**
+   * How late this machine wakes a sleeping thread just now: the worst overrun of ten 20 ms sleeps,
+   * in ms (about 0 on a quiet machine, tens to hundreds at load 10). A bound on a timed call's
+   * overrun tight enough to catch an overrun of 100 ms adds a multiple of it (docs/DEVELOPMENT.md,
+   * "Time in tests").
+   */
+  static long machineOverrunMillis() {
+    long worst = 0;
+    for (int i = 0; i < 10; i++) {
+      long start = System.nanoTime();
+      try {
+        Thread.sleep(20);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
+      }
+      worst = Math.max(worst, millisSince(start) - 20);
+    }
+    return worst;
   }
 
   static long millisSince(long startNanos) {
