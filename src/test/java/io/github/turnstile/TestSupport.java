@@ -100,6 +100,56 @@ final class TestSupport {
     return worst;
   }
 
+  /**
+   * The worst lateness of a sleeping thread on this machine between two {@link System#nanoTime()}
+   * instants, in ms, sampled by a daemon thread (10 ms sleeps) from {@link #startLatenessSampler()}
+   * on; 0 when it did not run then. A call that overran while the machine was starved is judged
+   * against how starved it was during the call, not after.
+   */
+  static long latenessMillis(long fromNanos, long toNanos) {
+    synchronized (LATE_AT) {
+      long worst = 0;
+      for (int i = 0; i < LATE_AT.length; i++) {
+        if (LATE_AT[i] != 0 && LATE_AT[i] - fromNanos >= 0 && LATE_AT[i] - toNanos <= 0) {
+          worst = Math.max(worst, LATE_MS[i]);
+        }
+      }
+      return worst;
+    }
+  }
+
+  /** Starts the sampler of {@link #latenessMillis} (once per JVM). */
+  static void startLatenessSampler() {
+    synchronized (LATE_AT) {
+      if (lateSampler != null) {
+        return;
+      }
+      lateSampler = new Thread(() -> {
+        int next = 0;
+        while (true) {
+          long start = System.nanoTime();
+          try {
+            Thread.sleep(10);
+          } catch (InterruptedException e) {
+            return;
+          }
+          long end = System.nanoTime();
+          synchronized (LATE_AT) {
+            LATE_AT[next] = end;
+            LATE_MS[next] = Math.max(0, TimeUnit.NANOSECONDS.toMillis(end - start) - 10);
+          }
+          next = (next + 1) % LATE_AT.length;
+        }
+      }, "lateness-sampler");
+      lateSampler.setDaemon(true);
+      lateSampler.start();
+    }
+  }
+
+  private static final long[] LATE_AT = new long[16_384]; // about the last 3 minutes
+  private static final long[] LATE_MS = new long[LATE_AT.length];
+  private static Thread lateSampler; // guarded by LATE_AT
+
   static long millisSince(long startNanos) {
     return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNanos);
   }
