@@ -30,6 +30,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
+import io.github.turnstile.testing.Bounds;
 
 /**
  * The asynchronous lock API ({@link DistributedLock#lockAsync()}, {@link LockHold}) against a real
@@ -133,7 +134,7 @@ class AsyncLockContractTest {
     first.close();
     LockHold got = await(second);
     long woke = millisSince(start);
-    assertTrue(woke < 2000, "woken by the release, in " + woke + " ms");
+    assertTrue(woke < Bounds.PROMPT_MS, "woken by the release, in " + woke + " ms");
     assertTrue(got.fencingToken() > 0);
     got.close();
   }
@@ -162,9 +163,9 @@ class AsyncLockContractTest {
     Thread.sleep(100);
     long released = System.nanoTime();
     hold.close();
-    waiter.join(5000);
+    waiter.join(20_000);
     assertTrue(acquiredAt.get() != 0, "the blocking waiter acquired");
-    assertTrue(TimeUnit.NANOSECONDS.toMillis(acquiredAt.get() - released) < 2000, "promptly");
+    assertTrue(TimeUnit.NANOSECONDS.toMillis(acquiredAt.get() - released) < Bounds.PROMPT_MS, "promptly");
   }
 
   /** A blocking holder's local hand-offs do not starve an async acquisition of its own JVM. */
@@ -185,8 +186,8 @@ class AsyncLockContractTest {
     }
     Thread.sleep(200);
     long start = System.nanoTime();
-    LockHold hold = lock.lockAsync().get(5, TimeUnit.SECONDS);
-    assertTrue(millisSince(start) < 2000, "got its turn in " + millisSince(start) + " ms");
+    LockHold hold = lock.lockAsync().get(20, TimeUnit.SECONDS);
+    assertTrue(millisSince(start) < Bounds.PROMPT_MS, "got its turn in " + millisSince(start) + " ms");
     hold.close();
     stop.set(true);
     for (Thread t : threads) {
@@ -309,7 +310,7 @@ class AsyncLockContractTest {
       long elapsed = millisSince(start);
       assertInstanceOf(TimeoutException.class, e);
       assertTrue(elapsed >= timeoutMs, "waited at least the timeout: " + elapsed);
-      assertTrue(elapsed < timeoutMs + 200, "not much longer: " + elapsed + " ms for " + timeoutMs);
+      assertTrue(elapsed < timeoutMs + Bounds.OVERRUN_MS, "not much longer: " + elapsed + " ms for " + timeoutMs);
     }
     for (long extreme : new long[] {Long.MIN_VALUE, -5, Long.MAX_VALUE}) {
       CompletableFuture<LockHold> f = lock.tryLockAsync(extreme, TimeUnit.NANOSECONDS);
@@ -339,14 +340,23 @@ class AsyncLockContractTest {
     holder.lock();
     DistributedLock lock = t1.lock(name);
     long[] over = new long[21];
+    long[] machine = new long[21]; // the same wait on a plain JDK timer: what this machine adds now
     for (int i = 0; i < over.length; i++) {
       long start = System.nanoTime();
-      assertInstanceOf(TimeoutException.class, failure(lock.tryLockAsync(50, TimeUnit.MILLISECONDS), 5));
+      assertInstanceOf(TimeoutException.class, failure(lock.tryLockAsync(50, TimeUnit.MILLISECONDS), 10));
       over[i] = millisSince(start) - 50;
+      start = System.nanoTime();
+      CompletableFuture.runAsync(() -> { }, CompletableFuture.delayedExecutor(50, TimeUnit.MILLISECONDS))
+          .get(10, TimeUnit.SECONDS);
+      machine[i] = millisSince(start) - 50;
     }
     java.util.Arrays.sort(over);
-    assertTrue(over[over.length / 2] < 30, "median overshoot " + over[over.length / 2] + " ms: "
-        + java.util.Arrays.toString(over));
+    java.util.Arrays.sort(machine);
+    // quiet, the median overshoot is a few ms (p50 +39 ms with the defect); loaded, the JDK's timer
+    // overshoots too, and so may we, by about as much
+    assertTrue(over[over.length / 2] < 30 + 2 * machine[machine.length / 2], "median overshoot "
+        + over[over.length / 2] + " ms: " + java.util.Arrays.toString(over) + "; a JDK timer's: "
+        + java.util.Arrays.toString(machine));
     holder.unlock();
   }
 
@@ -362,7 +372,7 @@ class AsyncLockContractTest {
     holder.unlock();
     LockHold hold = await(f);
     long waited = millisSince(start);
-    assertTrue(waited >= 150 && waited < 2000, "woken by the release: " + waited);
+    assertTrue(waited >= 150 && waited < Bounds.PROMPT_MS, "woken by the release: " + waited);
     hold.close();
   }
 
@@ -386,8 +396,8 @@ class AsyncLockContractTest {
     holder.unlock();
     // both remaining waiters get it in turn, promptly: the cancelled head swallowed nothing
     CompletableFuture<Object> firstDone = CompletableFuture.anyOf(behind, other);
-    LockHold first = (LockHold) firstDone.get(2, TimeUnit.SECONDS);
-    assertTrue(millisSince(start) < 2000, "woken at once");
+    LockHold first = (LockHold) firstDone.get(20, TimeUnit.SECONDS);
+    assertTrue(millisSince(start) < Bounds.PROMPT_MS, "woken at once: " + millisSince(start) + " ms");
     first.close();
     CompletableFuture<LockHold> rest = behind.isDone() && behind.join() == first ? other : behind;
     LockHold second = rest.get(2, TimeUnit.SECONDS);
@@ -442,7 +452,7 @@ class AsyncLockContractTest {
       assertTrue(theirs.tryLock(5, TimeUnit.SECONDS));
       long waited = millisSince(start);
       theirs.unlock();
-      assertTrue(waited < 2000, "the cancelled grant was released: waited " + waited + " ms");
+      assertTrue(waited < Bounds.PROMPT_MS, "the cancelled grant was released: waited " + waited + " ms");
     }
   }
 
@@ -477,7 +487,7 @@ class AsyncLockContractTest {
       assertTrue(theirs.tryLock(10, TimeUnit.SECONDS), "the orphan grant of the cancelled acquisition is still held");
       long waited = millisSince(start);
       theirs.unlock();
-      assertTrue(waited < 3000, "the undo was re-sent: waited " + waited + " ms");
+      assertTrue(waited < Bounds.PROMPT_MS, "the undo was re-sent: waited " + waited + " ms");
     } finally {
       redis.command("CONFIG", "SET", "busy-reply-threshold", "5000");
     }

@@ -19,6 +19,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
+import io.github.turnstile.testing.Bounds;
 
 /**
  * Async acquisitions on a Redis Cluster (3 masters + 3 replicas from redis-server processes):
@@ -72,7 +73,7 @@ class AsyncOnClusterTest {
       long start = System.nanoTime();
       await(held.get(i).release().toCompletableFuture());
       LockHold got = waiting.get(i).get(5, TimeUnit.SECONDS);
-      assertTrue(millisSince(start) < 2000, "woken promptly on " + names.get(i));
+      assertTrue(millisSince(start) < Bounds.PROMPT_MS, "woken promptly on " + names.get(i));
       // and a blocking holder of the other client wakes an async waiter too
       DistributedLock blocking = t1.lock(names.get(i));
       CompletableFuture<LockHold> again = t1.lock(names.get(i)).lockAsync();

@@ -22,6 +22,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
+import io.github.turnstile.testing.Bounds;
 
 /** Async acquisition of both sides of a read/write lock, against blocking holds and across clients. */
 @ExtendWith(RedisExtension.class)
@@ -64,7 +65,7 @@ class AsyncReadWriteLockContractTest {
     long start = System.nanoTime();
     r3.close();
     LockHold w = await(writer);
-    assertTrue(millisSince(start) < 2000, "the last reader out woke the writer");
+    assertTrue(millisSince(start) < Bounds.PROMPT_MS, "the last reader out woke the writer");
     assertTrue(w.fencingToken() > 0);
     assertTrue(t1.readWriteLock(name).isWriteLocked());
     await(w.release().toCompletableFuture()); // close() would not wait for Redis's answer
@@ -91,7 +92,7 @@ class AsyncReadWriteLockContractTest {
     long released = System.nanoTime();
     w.close();
     reader.join(5000);
-    assertTrue(readAt.get() != 0 && TimeUnit.NANOSECONDS.toMillis(readAt.get() - released) < 2000,
+    assertTrue(readAt.get() != 0 && TimeUnit.NANOSECONDS.toMillis(readAt.get() - released) < Bounds.PROMPT_MS,
         "the waiting reader was admitted promptly");
   }
 
@@ -112,7 +113,7 @@ class AsyncReadWriteLockContractTest {
     LockHold ha = a.get(2, TimeUnit.SECONDS);
     LockHold hb = b.get(2, TimeUnit.SECONDS);
     LockHold hc = c.get(2, TimeUnit.SECONDS);
-    assertTrue(millisSince(start) < 1500, "all readers admitted by the write release");
+    assertTrue(millisSince(start) < Bounds.PROMPT_MS, "all readers admitted by the write release");
     assertFalse(nextWriter.isDone(), "the next writer waits for the readers");
     ha.close();
     hb.close();
@@ -134,7 +135,7 @@ class AsyncReadWriteLockContractTest {
     long start = System.nanoTime();
     assertTrue(writer.cancel(false));
     LockHold r = lateReader.get(2, TimeUnit.SECONDS);
-    assertTrue(millisSince(start) < 2000, "admitted once the writer withdrew");
+    assertTrue(millisSince(start) < Bounds.PROMPT_MS, "admitted once the writer withdrew");
     r.close();
     blockingReader.unlock();
     assertFalse(t1.readWriteLock(name).isWriteLocked());
@@ -151,7 +152,7 @@ class AsyncReadWriteLockContractTest {
         failure(t1.readWriteLock(name).readLock().tryLockAsync(200, TimeUnit.MILLISECONDS), 3));
     assertInstanceOf(TimeoutException.class,
         failure(t1.readWriteLock(name).writeLock().tryLockAsync(200, TimeUnit.MILLISECONDS), 3));
-    assertTrue(millisSince(start) < 2000);
+    assertTrue(millisSince(start) < Bounds.PROMPT_MS, millisSince(start) + " ms");
     w.close();
     assertEquals(0, t1.readWriteLock(name).getReadLockCount());
     assertFalse(t1.readWriteLock(name).isWriteLocked());
@@ -244,7 +245,7 @@ class AsyncReadWriteLockContractTest {
         writer.unlock();
       }
       assertTrue(got, "the writer starved behind " + reads.get() + " async reads");
-      assertTrue(waited < 1000, "the writer waited " + waited + " ms");
+      assertTrue(waited < Bounds.PROMPT_MS, "the writer waited " + waited + " ms");
     } finally {
       stop.set(true);
     }

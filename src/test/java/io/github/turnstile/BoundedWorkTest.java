@@ -15,6 +15,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
+import io.github.turnstile.testing.Bounds;
 
 /**
  * No call may make Redis run a script whose cost grows with an argument: hostile numbers (a
@@ -22,11 +23,12 @@ import org.junit.jupiter.api.Test;
  * keep every script short, Redis keeps answering, and arguments past a documented limit are
  * refused before anything is sent. Runs on its own redis-server. Work is counted, not timed: the
  * commands Redis executed inside scripts (INFO commandstats), which a loaded machine cannot
- * distort; a 50 ms slow log only catches gross stalls.
+ * distort; a 1 s slow log only catches gross stalls (it was 50 ms, which a script met on a machine
+ * at load 8: 70 ms; the two-billion RPUSH script it guards against runs for minutes).
  */
 class BoundedWorkTest {
   /** A command slower than this is logged by Redis (SLOWLOG); none may be. */
-  private static final int SLOW_MICROS = 50_000;
+  private static final int SLOW_MICROS = 1_000_000;
 
   private static RedisServerProcess server() {
     RedisServerProcess server = RedisServerProcess.start();
@@ -114,7 +116,7 @@ class BoundedWorkTest {
           + " (scripts included) in " + timing[0] + " ms, worst PING " + worstPing + " ms, slow log: [" + slow + "]");
       assertTrue(work < 1000, "work in Redis does not grow with the permits: " + work + " commands");
       assertTrue(slow == null || slow.isEmpty(), "no command slower than " + SLOW_MICROS + " µs: " + slow);
-      assertTrue(worstPing < 1000, "Redis kept answering: worst PING " + worstPing + " ms");
+      assertTrue(worstPing < Bounds.PROMPT_MS, "Redis kept answering: worst PING " + worstPing + " ms");
     }
   }
 

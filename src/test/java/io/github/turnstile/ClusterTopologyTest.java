@@ -19,6 +19,7 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+import io.github.turnstile.testing.Bounds;
 
 /** What is particular to a Redis Cluster: slots, per-slot renewal, no broadcast wake-ups, URIs. */
 @ExtendWith(RedisExtension.class)
@@ -175,7 +176,7 @@ class ClusterTopologyTest {
         }
       }
       assertEquals(1, publishingMasters, "exactly the lock's master published");
-      assertTrue(ms < 1000, "woken " + ms + " ms after the release");
+      assertTrue(ms < Bounds.PROMPT_MS, "woken " + ms + " ms after the release");
       holder.lock(busy).unlock();
       first.join(5000);
     }

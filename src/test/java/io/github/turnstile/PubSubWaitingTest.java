@@ -16,6 +16,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLongArray;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+import io.github.turnstile.testing.Bounds;
 
 /**
  * The pub/sub tier of waiting: a client waiting on more distinct primitives than it has blocking
@@ -87,7 +88,7 @@ class PubSubWaitingTest {
         worst = Math.max(worst, TimeUnit.NANOSECONDS.toMillis(acquiredAt.get(i) - releasedAt[i]));
       }
       System.out.println("pub/sub tier: worst wake latency " + worst + " ms over " + WAITS + " locks, pool " + POOL);
-      assertTrue(worst < 500, "worst wake latency " + worst + " ms");
+      assertTrue(worst < Bounds.PROMPT_MS, "worst wake latency " + worst + " ms");
       assertTrue(connectionsOf(waiter) <= POOL + 2, "connections: " + connectionsOf(waiter));
     }
     Map<String, Long> after = TestSupport.commandStats(redis);
@@ -132,7 +133,7 @@ class PubSubWaitingTest {
       for (int i = 0; i < WAITS; i++) {
         worst = Math.max(worst, TimeUnit.NANOSECONDS.toMillis(acquiredAt.get(i) - releasedAt[i]));
       }
-      assertTrue(worst < 500, "worst wake latency " + worst + " ms");
+      assertTrue(worst < Bounds.PROMPT_MS, "worst wake latency " + worst + " ms");
       for (DistributedSemaphore s : held) {
         assertEquals(1, s.availablePermits(), s.name());
       }
@@ -210,7 +211,7 @@ class PubSubWaitingTest {
           "one message for all readers");
       assertEquals(0, TestSupport.totalCalls(after, "rpush") - TestSupport.totalCalls(before, "rpush"),
           "no token per reader");
-      assertTrue(ms < 1000, "readers admitted within " + ms + " ms");
+      assertTrue(ms < Bounds.PROMPT_MS, "readers admitted within " + ms + " ms");
       assertEquals(5, w.getReadLockCount());
       leave.countDown();
     } finally {

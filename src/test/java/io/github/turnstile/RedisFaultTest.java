@@ -12,6 +12,7 @@ import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import io.github.turnstile.testing.Bounds;
 
 /** Redis down, paused, or with its script cache flushed. Each test runs its own redis-server. */
 class RedisFaultTest {
@@ -43,7 +44,7 @@ class RedisFaultTest {
       long start = System.nanoTime();
       assertFalse(lock.tryLock(2, TimeUnit.SECONDS), "its time ran out while Redis was down");
       long elapsed = millisSince(start);
-      assertTrue(elapsed >= 2000 && elapsed <= 2050, "tryLock(2 s) returned after " + elapsed + " ms");
+      assertTrue(elapsed >= 2000 && elapsed < 2000 + Bounds.OVERRUN_MS, "tryLock(2 s) returned after " + elapsed + " ms");
       assertEquals(0, lock.getHoldCount());
       assertFalse(lock.isHeldByCurrentThread());
       long[] acquiredAt = new long[1];
@@ -56,17 +57,17 @@ class RedisFaultTest {
       assertTrue(rider.isAlive(), "lock() waits while Redis is down");
       server.restart();
       long backAt = System.nanoTime();
-      rider.join(10_000);
+      rider.join(30_000);
       assertFalse(rider.isAlive());
       assertTrue(acquiredAt[0] != 0, "lock() acquired once Redis was back");
       long resumed = TimeUnit.NANOSECONDS.toMillis(acquiredAt[0] - backAt);
-      assertTrue(resumed < 1000, "acquired " + resumed + " ms after Redis was back");
+      assertTrue(resumed < Bounds.PROMPT_MS, "acquired " + resumed + " ms after Redis was back");
       assertTrue(lock.tryLock(1, TimeUnit.SECONDS));
       assertTrue(lock.isHeldByCurrentThread());
       server.kill9();
       start = System.nanoTime();
       lock.unlock(); // finishes locally at once; the release completes (or the lease ends) later
-      assertTrue(millisSince(start) < 100, "unlock during an outage returned in " + millisSince(start) + " ms");
+      assertTrue(millisSince(start) < Bounds.OVERRUN_MS, "unlock during an outage returned in " + millisSince(start) + " ms");
       assertFalse(lock.isHeldByCurrentThread());
       server.restart();
       assertTrue(lock.tryLock(5, TimeUnit.SECONDS), "free again once Redis is back");
@@ -89,7 +90,7 @@ class RedisFaultTest {
       long start = System.nanoTime();
       TurnstileException e = assertThrows(TurnstileException.class, lock::lock);
       long elapsed = millisSince(start);
-      assertTrue(elapsed >= 700 && elapsed < 2000, "gave up after " + elapsed + " ms");
+      assertTrue(elapsed >= 700 && elapsed < 800 + Bounds.OVERRUN_MS, "gave up after " + elapsed + " ms");
       assertTrue(e.getMessage().contains("unreachable for") && e.getMessage().contains("outage tolerance"),
           e.getMessage());
       assertEquals(0, lock.getHoldCount());
@@ -119,7 +120,7 @@ class RedisFaultTest {
         boolean got = lock.tryLock(300, TimeUnit.MILLISECONDS);
         long elapsed = millisSince(start);
         assertFalse(got);
-        assertTrue(elapsed < 600, "returned in " + elapsed + " ms");
+        assertTrue(elapsed < 300 + Bounds.OVERRUN_MS, "returned in " + elapsed + " ms");
       } finally {
         server.resume();
       }

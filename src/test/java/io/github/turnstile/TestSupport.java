@@ -23,9 +23,13 @@ final class TestSupport {
     return TurnstileOptions.builder().leaseTime(Duration.ofSeconds(30));
   }
 
-  /** Waits until the condition holds, failing after the timeout. */
+  /**
+   * Waits until the condition holds, failing after the timeout; a wait longer than 1 s is reported
+   * (a starved machine shows in the test's output, not as a failure).
+   */
   static void await(String what, Duration timeout, BooleanSupplier condition) {
-    long deadline = System.nanoTime() + timeout.toNanos();
+    long start = System.nanoTime();
+    long deadline = start + timeout.toNanos();
     while (!condition.getAsBoolean()) {
       if (System.nanoTime() - deadline > 0) {
         fail("timed out after " + timeout + " waiting for: " + what);
@@ -36,11 +40,15 @@ final class TestSupport {
         throw new AssertionError(e);
       }
     }
+    long ms = millisSince(start);
+    if (ms > 1000) {
+      System.out.println("[await] " + what + ": " + ms + " ms");
+    }
   }
 
-  /** Waits until the thread is parked or blocked (waiting in Turnstile), failing after 5 s. */
+  /** Waits until the thread is parked or blocked (waiting in Turnstile), failing after 30 s (a starved machine). */
   static void awaitWaiting(Thread t) {
-    await("thread " + t.getName() + " to wait", Duration.ofSeconds(5), () -> {
+    await("thread " + t.getName() + " to wait", Duration.ofSeconds(30), () -> {
       Thread.State s = t.getState();
       return s == Thread.State.WAITING || s == Thread.State.TIMED_WAITING || s == Thread.State.BLOCKED;
     });
@@ -71,6 +79,76 @@ final class TestSupport {
       throw new RuntimeException(e);
     }
   }
+
+  /**
+   * How late this machine wakes a sleeping thread just now: the worst overrun of ten 20 ms sleeps,
+   * in ms (about 0 on a quiet machine, tens to hundreds at load 10). A bound on a timed call's
+   * overrun tight enough to catch an overrun of 100 ms adds a multiple of it (docs/DEVELOPMENT.md,
+   * "Time in tests").
+   */
+  static long machineOverrunMillis() {
+    long worst = 0;
+    for (int i = 0; i < 10; i++) {
+      long start = System.nanoTime();
+      try {
+        Thread.sleep(20);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
+      }
+      worst = Math.max(worst, millisSince(start) - 20);
+    }
+    return worst;
+  }
+
+  /**
+   * The worst lateness of a sleeping thread on this machine between two {@link System#nanoTime()}
+   * instants, in ms, sampled by a daemon thread (10 ms sleeps) from {@link #startLatenessSampler()}
+   * on; 0 when it did not run then. A call that overran while the machine was starved is judged
+   * against how starved it was during the call, not after.
+   */
+  static long latenessMillis(long fromNanos, long toNanos) {
+    synchronized (LATE_AT) {
+      long worst = 0;
+      for (int i = 0; i < LATE_AT.length; i++) {
+        if (LATE_AT[i] != 0 && LATE_AT[i] - fromNanos >= 0 && LATE_AT[i] - toNanos <= 0) {
+          worst = Math.max(worst, LATE_MS[i]);
+        }
+      }
+      return worst;
+    }
+  }
+
+  /** Starts the sampler of {@link #latenessMillis} (once per JVM). */
+  static void startLatenessSampler() {
+    synchronized (LATE_AT) {
+      if (lateSampler != null) {
+        return;
+      }
+      lateSampler = new Thread(() -> {
+        int next = 0;
+        while (true) {
+          long start = System.nanoTime();
+          try {
+            Thread.sleep(10);
+          } catch (InterruptedException e) {
+            return;
+          }
+          long end = System.nanoTime();
+          synchronized (LATE_AT) {
+            LATE_AT[next] = end;
+            LATE_MS[next] = Math.max(0, TimeUnit.NANOSECONDS.toMillis(end - start) - 10);
+          }
+          next = (next + 1) % LATE_AT.length;
+        }
+      }, "lateness-sampler");
+      lateSampler.setDaemon(true);
+      lateSampler.start();
+    }
+  }
+
+  private static final long[] LATE_AT = new long[16_384]; // about the last 3 minutes
+  private static final long[] LATE_MS = new long[LATE_AT.length];
+  private static Thread lateSampler; // guarded by LATE_AT
 
   static long millisSince(long startNanos) {
     return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNanos);

@@ -12,8 +12,10 @@ import org.testcontainers.containers.GenericContainer;
 import org.testcontainers.utility.DockerImageName;
 
 /**
- * JUnit 5 extension that provides one shared Redis server per test JVM and injects it as a
- * {@link TestRedis} parameter (constructors, test methods, lifecycle methods).
+ * JUnit 5 extension that provides one Redis server per test class and injects it as a
+ * {@link TestRedis} parameter (constructors, test methods, lifecycle methods). A JVM that runs
+ * several classes (surefire's reused forks) starts a fresh server, Cluster or Sentinel for each:
+ * they are stopped when the class's tests are done.
  *
  * <p>The server is chosen in this order:
  * <ol>
@@ -81,11 +83,24 @@ public final class RedisExtension implements ParameterResolver, BeforeAllCallbac
         if (topology == null || topology.value() == RedisTopology.Kind.SINGLE) {
             return handle(extensionContext).redis;
         }
-        return extensionContext.getRoot().getStore(NAMESPACE).computeIfAbsent(
+        return classContext(extensionContext).getStore(NAMESPACE).computeIfAbsent(
                 "shared-" + topology.value(), k -> Deployment.start(topology.value()), Deployment.class).redis;
     }
 
-    /** A cluster or sentinel setup shared by the test classes that ask for it; closed at the end of the run. */
+    /**
+     * The context of the top-level test class (a nested class's is its enclosing class's): the
+     * servers live as long as it does, so that every test class gets fresh ones, also when one JVM
+     * runs many classes (surefire's reused forks, an IDE).
+     */
+    private static ExtensionContext classContext(ExtensionContext context) {
+        ExtensionContext c = context;
+        while (c.getParent().isPresent() && c.getParent().get() != c.getRoot()) {
+            c = c.getParent().get();
+        }
+        return c;
+    }
+
+    /** A cluster, sentinel or ACL setup shared by the tests of one class; closed when the class is done. */
     private static final class Deployment implements AutoCloseable {
         final TestRedis redis;
         final AutoCloseable closer;
@@ -171,7 +186,7 @@ public final class RedisExtension implements ParameterResolver, BeforeAllCallbac
 
     /**
      * The Redis server shared by all tests in this JVM, started on first use. It is stopped when
-     * the JUnit run ends (if it was obtained through the extension) or at JVM shutdown.
+     * the test class that asked the extension for it is done, or at JVM shutdown.
      *
      * @return the shared server
      */
@@ -202,7 +217,7 @@ public final class RedisExtension implements ParameterResolver, BeforeAllCallbac
     }
 
     private static Handle handle(ExtensionContext context) {
-        return context.getRoot().getStore(NAMESPACE)
+        return classContext(context).getStore(NAMESPACE)
                 .computeIfAbsent(STORE_KEY, key -> new Handle(shared()), Handle.class);
     }
 
@@ -290,7 +305,7 @@ public final class RedisExtension implements ParameterResolver, BeforeAllCallbac
         }
     }
 
-    /** Root-store value; closing it (at the end of the JUnit run) stops the shared server. */
+    /** Class-store value; closing it (when the test class is done) stops the shared server. */
     private static final class Handle implements AutoCloseable {
         final TestRedis redis;
 

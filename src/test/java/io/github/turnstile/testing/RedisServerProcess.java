@@ -472,7 +472,14 @@ public final class RedisServerProcess implements AutoCloseable {
                         + " during startup; command " + cmd + "; log:\n" + output);
             }
             if (pingOk(port)) {
-                return;
+                if (answeredBy(p, port)) {
+                    return;
+                }
+                // Another process took the port between freePort() and our bind (a server of another
+                // test JVM, a Sentinel): it answered the PING. Ours cannot bind and exits.
+                p.destroyForcibly();
+                awaitExit(p, Duration.ofSeconds(5));
+                throw new PortTakenException("port " + port + " is taken by another process that answers PING");
             }
             if (System.nanoTime() > deadline) {
                 p.destroyForcibly();
@@ -482,6 +489,28 @@ public final class RedisServerProcess implements AutoCloseable {
             }
             sleep(20);
         }
+    }
+
+    /**
+     * Whether the server answering on the port is {@code p}: its INFO process_id. Where INFO is
+     * refused or renamed, whether {@code p} is still alive a moment later (a redis-server that could
+     * not bind exits at once).
+     */
+    private static boolean answeredBy(Process p, int port) {
+        try {
+            String info = command(HOST, port, Duration.ofSeconds(5), "INFO", "server");
+            if (info != null) {
+                for (String line : info.split("\r?\n")) {
+                    if (line.startsWith("process_id:")) {
+                        return Long.parseLong(line.substring("process_id:".length()).trim()) == p.pid();
+                    }
+                }
+            }
+        } catch (RuntimeException e) {
+            // fall through
+        }
+        sleep(300);
+        return p.isAlive();
     }
 
     private static boolean pingOk(int port) {

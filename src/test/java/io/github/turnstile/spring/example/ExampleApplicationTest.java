@@ -24,6 +24,7 @@ import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.ApplicationContext;
 import org.springframework.integration.support.locks.LockRegistry;
+import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -34,6 +35,9 @@ import org.springframework.test.context.DynamicPropertySource;
  * two-node example to its end.
  */
 @SpringBootTest(classes = ExampleApplication.class, properties = {"turnstile.lease-time=10s", "example.node=test"})
+// closed after this class: a test JVM runs other classes next (reused forks), and the cached
+// context would keep running its scheduled job against this class's Redis
+@DirtiesContext
 class ExampleApplicationTest {
 
   @DynamicPropertySource
