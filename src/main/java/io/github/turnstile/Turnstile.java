@@ -441,6 +441,17 @@ public final class Turnstile implements AutoCloseable {
   }
 
   /**
+   * Returns this client's id: 16 hex digits, random per Turnstile, which names its holds in Redis
+   * ({@link Inspection.Holder#clientId()}) and its connections ({@code turnstile:<id>} in
+   * {@code CLIENT LIST}).
+   *
+   * @return this client's id
+   */
+  public String clientId() {
+    return engine.clientId;
+  }
+
+  /**
    * Returns instances in the registry after draining collected ones (Caffeine drains 1000 a pass).
    *
    * @return instances in the registry after draining collected ones (Caffeine drains 1000 a pass)
