@@ -42,7 +42,8 @@ final class Lease {
   final long token;
   final String holder;
   private final LossHandler handler;
-  private final Metrics.Primitive metrics;
+  /** The recorder of the primitive this lease holds (read by the longest-hold gauge). */
+  final Metrics.Primitive metrics;
   private volatile long confirmedUntilNanos;
   private final AtomicReference<String> lostReason = new AtomicReference<>();
   volatile long lostAtMillis;

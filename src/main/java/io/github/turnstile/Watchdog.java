@@ -61,6 +61,11 @@ final class Watchdog implements AutoCloseable {
     return leases.size();
   }
 
+  /** Reads the engine's lease clock ({@link Lease#grantedAtNanos} is on it). */
+  long engineTicks() {
+    return engine.ticker.read();
+  }
+
   /** The leases this client holds now (a live view, for {@link Turnstile#activity()}). */
   java.util.Collection<Lease> leases() {
     return java.util.Collections.unmodifiableSet(leases);
