@@ -4,11 +4,9 @@ import io.lettuce.core.ScriptOutputType;
 import java.lang.System.Logger.Level;
 import java.util.ArrayList;
 import java.util.Collection;
-import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -33,8 +31,9 @@ final class Identity {
   private final long leaseNanos;
   private final AtomicBoolean inFlight = new AtomicBoolean();
   private volatile boolean disabled;
-  private long nextWriteNanos;
-  private Set<Long> written = Set.of();
+  private volatile long nextWriteNanos;
+  /** The threads named in the record as last written (only the watchdog's thread writes this). */
+  private volatile Map<Long, String> named = Map.of();
   private String host;
 
   Identity(Engine engine) {
@@ -56,23 +55,32 @@ final class Identity {
     if (disabled || leases.isEmpty() || inFlight.get()) {
       return;
     }
-    boolean due = now - nextWriteNanos >= 0;
-    if (!due) {
+    boolean periodic = now - nextWriteNanos >= 0;
+    Map<Long, String> threads;
+    if (periodic) {
+      // the whole record again, naming the threads that hold now (older names are dropped)
+      threads = new LinkedHashMap<>();
+    } else {
+      // a thread not named yet holds something: name it too, keeping the names written since the
+      // last periodic write (threads taking turns on a hot lock then cost one write each, once)
+      threads = null;
       for (Lease l : leases) {
-        if (l.threadId >= 0 && !written.contains(l.threadId)) {
-          due = written.size() < MAX_THREADS;
+        if (l.threadId >= 0 && !named.containsKey(l.threadId) && named.size() < MAX_THREADS) {
+          threads = new LinkedHashMap<>(named);
           break;
         }
       }
+      if (threads == null) {
+        return;
+      }
     }
-    if (!due || !inFlight.compareAndSet(false, true)) {
-      return;
-    }
-    Map<Long, String> threads = new LinkedHashMap<>();
     for (Lease l : leases) {
       if (l.threadId >= 0 && threads.size() < MAX_THREADS) {
         threads.putIfAbsent(l.threadId, l.holder);
       }
+    }
+    if (!inFlight.compareAndSet(false, true)) {
+      return;
     }
     List<String> args = new ArrayList<>();
     args.add(Long.toString(3 * engine.leaseMillis));
@@ -84,8 +92,10 @@ final class Identity {
       args.add("t:" + t.getKey());
       args.add(t.getValue());
     }
-    nextWriteNanos = now + leaseNanos;
-    written = new HashSet<>(threads.keySet());
+    if (periodic) {
+      nextWriteNanos = now + leaseNanos;
+    }
+    named = threads;
     engine.<Long>eval(Script.IDENTITY, ScriptOutputType.INTEGER, new String[] {key}, args.toArray(new String[0]))
         .whenComplete((v, e) -> {
           if (e != null) {
@@ -97,7 +107,7 @@ final class Identity {
             } else {
               LOG.log(Level.DEBUG, "identity record not written, will retry: {0}", cause.toString());
               nextWriteNanos = engine.ticker.read();
-              written = Set.of();
+              named = Map.of();
             }
           }
           inFlight.set(false);

@@ -160,6 +160,34 @@ class InspectionTest {
     return reply.replace("[", "").replace("]", "").trim();
   }
 
+  /** The command-line tool, in its own JVM, names the holder; bad arguments exit 2 with a message. */
+  @Test
+  void commandLine(TestRedis redis) throws Exception {
+    String name = unique("inspect-cli");
+    try (Turnstile t = Turnstile.connect(redis.uri(), TurnstileOptions.builder().clientName("cli-app").build())) {
+      DistributedLock lock = t.lock(name);
+      lock.lock();
+      try {
+        until(lock, "the holder's thread named", i -> i.isHeld() && i.holders().get(0).threadName() != null);
+        try (JvmProcess cli = JvmProcess.start(InspectMain.class, redis.uri(), "lock", name)) {
+          cli.awaitLine("lock '", Duration.ofSeconds(60));
+          cli.awaitLine("  ", Duration.ofSeconds(60)); // the holder's line
+          assertEquals(0, cli.waitFor(Duration.ofSeconds(60)), cli.stderr());
+          String out = String.join("\n", cli.output());
+          assertTrue(out.contains("lock '" + name + "'") && out.contains("1 holder(s)"), out);
+          assertTrue(out.contains("cli-app@") && out.contains("thread '" + Thread.currentThread().getName() + "'")
+              && out.contains("token " + lock.fencingToken()), out);
+        }
+      } finally {
+        lock.unlock();
+      }
+      try (JvmProcess cli = JvmProcess.start(InspectMain.class, redis.uri(), "mutex", name)) {
+        assertEquals(2, cli.waitFor(Duration.ofSeconds(60)));
+        assertTrue(cli.stderr().contains("lock, rwlock or semaphore"), cli.stderr());
+      }
+    }
+  }
+
   @Test
   void badInputIsRefusedBeforeAnythingIsSent(TestRedis redis) {
     try (Turnstile t = Turnstile.connect(redis.uri())) {

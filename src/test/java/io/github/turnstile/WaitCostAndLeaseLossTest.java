@@ -63,6 +63,10 @@ class WaitCostAndLeaseLossTest {
         s.release();
       });
       TestSupport.awaitWaiting(waiter);
+      // the holder's client writes its identity record (DESIGN §16) within a watchdog scan of its
+      // first hold, then once a lease: not in the window, which counts every client's scripts
+      TestSupport.await("the holder's identity record", Duration.ofSeconds(10),
+          () -> redis.command("EXISTS", "{turnstile:}:client:" + holderClient.clientId()).trim().equals("1"));
       long commands = waitCommandsDuring(3000);
       System.out.println("semaphore waiter: " + commands + " commands in 3 s");
       assertTrue(commands <= 2, "waiter sent " + commands + " commands in 3 s");
