@@ -10,7 +10,8 @@ import java.time.Duration;
  * an asynchronous hold ({@link LockHold}), or a semaphore's permits (one entry for all the permits
  * this client holds on it). A wait is listed per primitive and JVM: only one thread per
  * primitive waits in Redis (the others queue behind it in this JVM); {@link #queued()} counts
- * them where known.
+ * them where known. Waiting asynchronous acquisitions ({@code lockAsync()}, {@code acquireAsync})
+ * are not listed: they wait without a thread.
  */
 public final class Activity {
   private final Inspection.Kind kind;
