@@ -94,6 +94,9 @@ class WaitCostAndLeaseLossTest {
           wanted.unlock();
         });
         TestSupport.awaitWaiting(waiter);
+        // the holder's identity record (DESIGN §16): written once, not in the window
+        TestSupport.await("the holder's identity record", Duration.ofSeconds(10),
+            () -> redis.command("EXISTS", "{turnstile:}:client:" + a.clientId()).trim().equals("1"));
         Thread.sleep(100);
         long commands = waitCommandsDuring(3000);
         System.out.println((writerHolds ? "reader" : "writer") + " waiter: " + commands + " commands in 3 s");
