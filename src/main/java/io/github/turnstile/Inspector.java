@@ -26,6 +26,8 @@ final class Inspector {
 
   private final Engine engine;
   private final String prefix;
+  /** Guards {@link #cache} (a lock, not {@code synchronized}: no virtual thread is pinned). */
+  private final java.util.concurrent.locks.ReentrantLock cacheLock = new java.util.concurrent.locks.ReentrantLock();
   private final Map<String, Map<String, String>> cache = new LinkedHashMap<>(64, 0.75f, true) {
     private static final long serialVersionUID = 1L;
 
@@ -182,13 +184,16 @@ final class Inspector {
     }
     Map<String, Map<String, String>> out = new HashMap<>();
     Map<String, CompletableFuture<List<KeyValue<String, String>>>> reads = new LinkedHashMap<>();
-    synchronized (cache) {
+    cacheLock.lock();
+    try {
       for (Map.Entry<String, Set<String>> w : wanted.entrySet()) {
         Map<String, String> cached = cache.get(w.getKey());
         if (cached != null && cached.keySet().containsAll(w.getValue().stream().filter(f -> f.startsWith("t:")).toList())) {
           out.put(w.getKey(), cached);
         }
       }
+    } finally {
+      cacheLock.unlock();
     }
     for (Map.Entry<String, Set<String>> w : wanted.entrySet()) {
       if (!out.containsKey(w.getKey())) {
@@ -209,11 +214,14 @@ final class Inspector {
         }
       }
       if (record.containsKey("host")) {
-        synchronized (cache) {
+        cacheLock.lock();
+        try {
           Map<String, String> merged = new HashMap<>(cache.getOrDefault(e.getKey(), Map.of()));
           merged.putAll(record);
           cache.put(e.getKey(), Map.copyOf(merged));
           out.put(e.getKey(), cache.get(e.getKey()));
+        } finally {
+          cacheLock.unlock();
         }
       } else {
         out.put(e.getKey(), record);
