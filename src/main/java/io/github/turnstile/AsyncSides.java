@@ -189,6 +189,7 @@ final class AsyncSides {
     LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
       AsyncHold.Lock hold = new AsyncHold.Lock(name, this, engine.ticker, leaseKey(w), w.request, engine.leaseMillis,
           a.token, "async hold " + w.owner, sentAtTicks, metrics());
+      hold.lease().on(this instanceof LockSide ? Inspection.Kind.LOCK : Inspection.Kind.READ_WRITE_LOCK, name, -1);
       engine.watchdog.register(hold.lease());
       return hold;
     }

@@ -74,6 +74,22 @@ import java.util.concurrent.locks.Lock;
 public interface DistributedLock extends Lock {
 
   /**
+   * Returns who holds this lock in Redis and how many wait for it, from any client: the holder's
+   * client identity ({@link TurnstileOptions.Builder#clientName application name}, host, process
+   * id), thread, fencing token, when it acquired and how much of its lease is left. For a read or
+   * write lock of a {@link DistributedReadWriteLock}, the read/write lock's inspection
+   * ({@link DistributedReadWriteLock#inspect()}).
+   *
+   * <p>Read-only and bounded: one round trip (plus one the first time it names a client this
+   * Turnstile has not seen), no key created, nothing acquired; the answer may be out of date the
+   * moment it returns. Unlike {@link #isLocked()}, it always asks Redis.
+   *
+   * @return a snapshot of the lock's holder and waiters
+   * @throws TurnstileException if Redis cannot be reached, or the Turnstile is closed
+   */
+  Inspection inspect();
+
+  /**
    * Returns the name this lock was obtained with.
    *
    * @return the name this lock was obtained with

@@ -65,6 +65,17 @@ import java.util.concurrent.locks.ReadWriteLock;
 public interface DistributedReadWriteLock extends ReadWriteLock {
 
   /**
+   * Returns who holds this lock in Redis and how many wait for it, from any client: the writer
+   * (identity, thread, fencing token, when it acquired, lease left) or the readers (how many, and
+   * the clients of up to {@value Inspection#MAX_LISTED} of them), and the waiting writers and
+   * readers. Read-only and bounded as {@link DistributedLock#inspect()}.
+   *
+   * @return a snapshot of the lock's holders and waiters
+   * @throws TurnstileException if Redis cannot be reached, or the Turnstile is closed
+   */
+  Inspection inspect();
+
+  /**
    * Returns the name this lock was obtained with.
    *
    * @return the name this lock was obtained with

@@ -87,6 +87,18 @@ public abstract class DistributedSemaphore extends Semaphore {
   }
 
   /**
+   * Returns who holds this semaphore's permits in Redis and how many wait, from any client: the
+   * clients holding permits (identity, permits, since when, lease left; at most
+   * {@value Inspection#MAX_LISTED} of them, those whose leases run out first), the free permits and
+   * the waiters Redis counts. A counting semaphore's permits belong to nobody: its holders are
+   * empty. Read-only and bounded as {@link DistributedLock#inspect()}.
+   *
+   * @return a snapshot of the semaphore's holders and waiters
+   * @throws TurnstileException if Redis cannot be reached, or the Turnstile is closed
+   */
+  public abstract Inspection inspect();
+
+  /**
    * Returns the superclass's queue as the tickets of {@link LocalPermits}.
    *
    * @return the superclass's queue as the tickets of {@link LocalPermits}

@@ -129,7 +129,45 @@ final class Engine implements AutoCloseable {
      * @return e.g. "lock 'orders:42'", for messages
      */
     String describe();
+
+    /**
+     * Returns the kind of primitive, for {@link Turnstile#activity()}; null if not one of them.
+     *
+     * @return the kind of primitive, or null
+     */
+    default Inspection.Kind inspectionKind() {
+      return null;
+    }
+
+    /**
+     * Returns the primitive's name, for {@link Turnstile#activity()}; null if unknown.
+     *
+     * @return the primitive's name, or null
+     */
+    default String name() {
+      return null;
+    }
   }
+
+  /** A thread of this client waiting in Redis for a primitive (see {@link #contend}), for {@link Turnstile#activity()}. */
+  static final class Waiting {
+    final Contender contender;
+    final Thread thread;
+    final long sinceNanos;
+
+    Waiting(Contender contender, Thread thread, long sinceNanos) {
+      this.contender = contender;
+      this.thread = thread;
+      this.sinceNanos = sinceNanos;
+    }
+  }
+
+  /**
+   * The threads of this client that wait in Redis now (one per contended primitive and JVM: the
+   * gate holder, or a semaphore's waiter thread). An entry is added only once an attempt was
+   * refused, so an acquisition that is granted at once costs nothing here.
+   */
+  final java.util.Set<Waiting> waiting = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   /**
    * A contender with its local side: what the holder of its local gate does before, and after,
@@ -223,6 +261,8 @@ final class Engine implements AutoCloseable {
 
   final TurnstileOptions options;
   final String clientId;
+  /** When this client was created, ms since the epoch by this JVM's clock (its identity record). */
+  final long startedAtMillis = System.currentTimeMillis();
   final long leaseMillis;
   /** {@link #leaseMillis} as a script argument. */
   final String leaseArg;
@@ -241,6 +281,10 @@ final class Engine implements AutoCloseable {
   private final BlockingPool acks;
   final Subscriptions subscriptions;
   final Watchdog watchdog;
+  /** This client's identity record in Redis (written by the watchdog while it holds anything). */
+  final Identity identity;
+  /** Reads primitives' state and clients' identities for {@link Inspection}s. */
+  final Inspector inspector;
   final Metrics metrics;
   private final ScheduledExecutorService scheduler;
   private final ExecutorService events;
@@ -286,6 +330,8 @@ final class Engine implements AutoCloseable {
     this.scheduler = Executors.newSingleThreadScheduledExecutor(daemon("turnstile-watchdog-" + clientId));
     this.events = Executors.newSingleThreadExecutor(daemon("turnstile-events-" + clientId));
     this.waiters = Executors.newCachedThreadPool(daemon("turnstile-waiter-" + clientId));
+    this.identity = new Identity(this);
+    this.inspector = new Inspector(this);
     this.watchdog = new Watchdog(this, scheduler, options.renewInterval().toMillis());
     this.metrics = Metrics.create(options, clientId, pool, watchdog);
     topology.onRecovered(this::recovered);
@@ -1098,6 +1144,7 @@ final class Engine implements AutoCloseable {
       throws InterruptedException {
     boolean pubsub = c.wakeKey() == null;
     Subscriptions.Sub sub = null;
+    Waiting waits = null;
     try {
       if (queueFirstNanos > 0) {
         long slice = Math.min(queueFirstNanos, call.remaining());
@@ -1124,6 +1171,10 @@ final class Engine implements AutoCloseable {
         }
         if (a.acquired) {
           return a;
+        }
+        if (waits == null) {
+          waits = new Waiting(c, Thread.currentThread(), ticker.read());
+          waiting.add(waits);
         }
         long slice;
         if (a.retryMillis == -2) {
@@ -1157,6 +1208,9 @@ final class Engine implements AutoCloseable {
       // a blocking command or connection refused (the attempt's own refusals name the primitive)
       throw e.getMessage().startsWith(c.describe()) ? e : e.in(c.describe());
     } finally {
+      if (waits != null) {
+        waiting.remove(waits);
+      }
       if (sub != null) {
         sub.close();
       }

@@ -42,10 +42,21 @@ final class Lease {
   final long token;
   final String holder;
   private final LossHandler handler;
-  private final Metrics.Primitive metrics;
+  /** The recorder of the primitive this lease holds (read by the longest-hold gauge). */
+  final Metrics.Primitive metrics;
   private volatile long confirmedUntilNanos;
   private final AtomicReference<String> lostReason = new AtomicReference<>();
   volatile long lostAtMillis;
+  /** {@link Ticker} time read before the acquiring command was sent: when the hold began, locally. */
+  final long grantedAtNanos;
+  // What the hold is on, for Turnstile.activity() and the identity record: set by the primitive
+  // before it registers the lease with the watchdog (which publishes them), never changed after.
+  Inspection.Kind kind;
+  String name;
+  /** The holding thread's id, or -1 (an async hold, a semaphore registration). */
+  long threadId = -1;
+  /** The semaphore whose registration this is, or null. */
+  DistributedSemaphore semaphore;
 
   /**
    * @param sentAtNanos {@code System.nanoTime()} read before the acquiring command was sent; the
@@ -67,6 +78,15 @@ final class Lease {
     this.holder = holder;
     this.handler = handler;
     this.confirmedUntilNanos = sentAtNanos + leaseMillis * 1_000_000L;
+    this.grantedAtNanos = sentAtNanos;
+  }
+
+  /** Says what this lease holds (before it is registered with the watchdog); returns this lease. */
+  Lease on(Inspection.Kind kind, String name, long threadId) {
+    this.kind = kind;
+    this.name = name;
+    this.threadId = threadId;
+    return this;
   }
 
   /**

@@ -33,12 +33,21 @@ final class MicrometerMetrics implements Metrics {
   private final ReentrantLock admit = new ReentrantLock();
   private final ConcurrentHashMap<String, Primitive> recorders = new ConcurrentHashMap<>();
   private final List<Meter> gauges;
+  /** The longest-hold gauges, one per recorder (bounded like the names), removed at close. */
+  private final List<Meter> holdGauges = new java.util.concurrent.CopyOnWriteArrayList<>();
+  private final Tags client;
+  private final Watchdog watchdog;
+  /** The longest current hold per recorder, taken from the watchdog's leases at most once a second. */
+  private volatile java.util.Map<Primitive, Long> longest = java.util.Map.of();
+  private volatile long longestAtNanos = System.nanoTime() - TimeUnit.SECONDS.toNanos(2);
 
   private MicrometerMetrics(MeterRegistry registry, int nameLimit, String clientId, BlockingPool pool,
       Watchdog watchdog) {
     this.registry = registry;
     this.nameLimit = nameLimit;
+    this.watchdog = watchdog;
     Tags client = Tags.of("client", clientId);
+    this.client = client;
     this.gauges = List.of(
         Gauge.builder("turnstile.pool.connections.active", pool, BlockingPool::inUse)
             .description("blocking connections lent out to waiters now")
@@ -93,6 +102,29 @@ final class MicrometerMetrics implements Metrics {
     for (Meter g : gauges) {
       registry.remove(g);
     }
+    for (Meter g : holdGauges) {
+      registry.remove(g);
+    }
+  }
+
+  /**
+   * The longest current hold of the primitives recorded by {@code r}, in seconds (0 when none is
+   * held). One pass over the watchdog's leases serves every gauge of a scrape: it is repeated at
+   * most once a second, off the acquisition path (acquisitions do nothing for this gauge).
+   */
+  double longestHoldSeconds(Primitive r) {
+    long now = System.nanoTime();
+    if (now - longestAtNanos > TimeUnit.SECONDS.toNanos(1)) {
+      long ticks = watchdog.engineTicks();
+      java.util.Map<Primitive, Long> m = new java.util.HashMap<>();
+      for (Lease l : watchdog.leases()) {
+        m.merge(l.metrics, Math.max(0, ticks - l.grantedAtNanos), Math::max);
+      }
+      longest = m;
+      longestAtNanos = now;
+    }
+    Long nanos = longest.get(r);
+    return nanos == null ? 0 : nanos / 1e9;
   }
 
   /** The meters of one (kind, name tag). */
@@ -121,6 +153,10 @@ final class MicrometerMetrics implements Metrics {
           "lease renewals refused by Redis or not answered", tags);
       losses = counter("turnstile.lease.losses", "leases lost while held", tags);
       reclaims = counter("turnstile.reclaims", "crashed holders whose holds a script reclaimed", tags);
+      holdGauges.add(Gauge.builder("turnstile.hold.longest", this, MicrometerMetrics.this::longestHoldSeconds)
+          .description("the longest hold of this primitive that this client holds now (0: none); a stuck"
+              + " holder shows as a line that keeps rising")
+          .baseUnit("seconds").tags(tags.and(client)).register(registry));
     }
 
     private Counter counter(String meter, String description, Tags tags) {

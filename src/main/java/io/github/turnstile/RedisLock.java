@@ -89,6 +89,16 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     return engine.ticker.read();
   }
 
+  @Override
+  public Inspection inspect() {
+    return engine.inspector.inspect(inspectionKind(), name);
+  }
+
+  @Override
+  public Inspection.Kind inspectionKind() {
+    return Inspection.Kind.LOCK;
+  }
+
   /** Called before a thread that does not hold this lock starts to acquire it. */
   void beforeAcquire() {}
 
@@ -277,7 +287,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
   private void granted(String request, long token, long sentAtNanos, int streak) {
     Thread me = Thread.currentThread();
     Lease l = new Lease(lockKey, request, engine.leaseMillis, token, me.getName(), sentAtNanos,
-        this::leaseLost, metrics);
+        this::leaseLost, metrics).on(inspectionKind(), name, me.getId());
     heldSinceNanos = System.nanoTime();
     local.grant(me, l, streak);
     engine.watchdog.register(l);

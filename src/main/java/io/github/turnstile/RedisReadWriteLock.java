@@ -118,6 +118,15 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
   /** The write lock: a RedisLock whose Redis operations are rwlock.lua's write ops. */
   final class WriteSide extends RedisLock {
+    @Override
+    public Inspection inspect() {
+      return RedisReadWriteLock.this.inspect();
+    }
+
+    @Override
+    public Inspection.Kind inspectionKind() {
+      return Inspection.Kind.READ_WRITE_LOCK;
+    }
     WriteSide() {
       super(RedisReadWriteLock.this.engine, RedisReadWriteLock.this.name, RedisReadWriteLock.this.writeKey,
           RedisReadWriteLock.this.fenceKey, RedisReadWriteLock.this.prefix + "wq",
@@ -213,7 +222,21 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
    * always waits by pub/sub: a write release admits every waiting reader with one message on the
    * readers' channel, whatever their number.
    */
+  @Override
+  public Inspection inspect() {
+    return engine.inspector.inspect(Inspection.Kind.READ_WRITE_LOCK, name);
+  }
+
   final class ReadSide implements DistributedLock, Engine.Acquirer {
+    @Override
+    public Inspection inspect() {
+      return RedisReadWriteLock.this.inspect();
+    }
+
+    @Override
+    public Inspection.Kind inspectionKind() {
+      return Inspection.Kind.READ_WRITE_LOCK;
+    }
     final String describe = "read lock of '" + name + "'";
     final Metrics.Primitive metrics = engine.metrics.primitive("read", name);
     private final ReentrantLock gate = new ReentrantLock(true);
@@ -385,7 +408,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       long seen = releases; // volatile read: happens-after earlier local releases
       Thread me = Thread.currentThread();
       Lease l = new Lease(prefix + "rd:" + request, request, engine.leaseMillis, token, me.getName(),
-          sentAtNanos, this::leaseLost, metrics);
+          sentAtNanos, this::leaseLost, metrics).on(Inspection.Kind.READ_WRITE_LOCK, name, me.getId());
       holds.put(me, new Hold(l));
       engine.watchdog.register(l);
     }

@@ -110,6 +110,16 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   /** Async holds not yet released: told when the registration they count under is lost. */
   private final transient Set<AsyncHold.Permits> liveHolds = ConcurrentHashMap.newKeySet();
 
+  @Override
+  public Inspection inspect() {
+    return engine.inspector.inspect(Inspection.Kind.SEMAPHORE, name);
+  }
+
+  @Override
+  public Inspection.Kind inspectionKind() {
+    return Inspection.Kind.SEMAPHORE;
+  }
+
   RedisSemaphore(Engine engine, String name, int permits, boolean leased) {
     this.engine = engine;
     this.name = name;
@@ -417,7 +427,8 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       }
       epoch = grantEpoch;
       lease = new Lease(liveKey, "#" + engine.clientId + ":" + grantEpoch, engine.leaseMillis, 0,
-          "client " + engine.clientId, sentAt, this::leaseLost, metrics);
+          "client " + engine.clientId, sentAt, this::leaseLost, metrics).on(Inspection.Kind.SEMAPHORE, name, -1);
+      lease.semaphore = this;
       lease.registration = registration;
       engine.watchdog.register(lease);
       held = n;

@@ -15,6 +15,8 @@ final class Script {
   static final Script RENEW = load("renew");
   static final Script SEMAPHORE = load("semaphore");
   static final Script RWLOCK = load("rwlock");
+  static final Script INSPECT = load("inspect");
+  static final Script IDENTITY = load("identity");
 
   final String name;
   final String body;

@@ -353,6 +353,57 @@ public final class Turnstile implements AutoCloseable {
   }
 
   /**
+   * Returns who holds the primitive of this kind and name in Redis and how many wait for it, as
+   * {@link DistributedLock#inspect()} does, without obtaining the primitive: for a semaphore, no
+   * capacity is needed and none is created. Read-only and bounded: one round trip (plus one the
+   * first time it names clients this Turnstile has not seen), and no key is created, so a name
+   * nobody uses answers "not held" ({@link Inspection#isHeld()} false) and leaves Redis as it was.
+   *
+   * @param kind lock, read/write lock or semaphore (see {@link Inspection.Kind#of(String)})
+   * @param name the primitive's name; non-blank, at most {@value #MAX_NAME_LENGTH} characters
+   * @return a snapshot of its holders and waiters
+   * @throws NullPointerException if kind or name is null
+   * @throws IllegalArgumentException if name is blank or too long
+   * @throws TurnstileException if Redis cannot be reached, or this Turnstile is closed
+   */
+  public Inspection inspect(Inspection.Kind kind, String name) {
+    return engine.inspector.inspect(kind, name);
+  }
+
+  /**
+   * Returns what this client holds and waits for now, from this JVM's own books: no round trip.
+   * Holds are listed per lease (a thread's hold, an asynchronous hold, a semaphore's permits),
+   * waits per primitive (the thread that waits in Redis, and how many queue behind it), each with
+   * how long it has lasted. A snapshot: it may be out of date the moment it returns.
+   *
+   * @return the holds, then the waits, of this client; an unmodifiable list
+   */
+  public List<Activity> activity() {
+    long now = engine.ticker.read();
+    List<Activity> out = new java.util.ArrayList<>();
+    for (Lease l : engine.watchdog.leases()) {
+      long left = l.remainingMillis(now);
+      if (l.kind == null || left <= 0) {
+        continue;
+      }
+      int permits = l.semaphore != null ? l.semaphore.heldPermits() : 1;
+      if (permits <= 0) {
+        continue;
+      }
+      out.add(new Activity(l.kind, l.name, true, l.holder, l.token, permits,
+          Duration.ofNanos(Math.max(0, now - l.grantedAtNanos)), Duration.ofMillis(left), 0));
+    }
+    for (Engine.Waiting w : engine.waiting) {
+      Engine.Contender c = w.contender;
+      int queued = c instanceof RedisLock ? ((RedisLock) c).local.gate().getQueueLength()
+          : c instanceof RedisSemaphore ? ((RedisSemaphore) c).getQueueLength() : -1;
+      out.add(new Activity(c.inspectionKind(), c.name() != null ? c.name() : c.describe(), false,
+          w.thread.getName(), 0, 0, Duration.ofNanos(Math.max(0, now - w.sinceNanos)), null, queued));
+    }
+    return java.util.Collections.unmodifiableList(out);
+  }
+
+  /**
    * The longest primitive name, in characters. A name is part of every key and channel of its
    * primitive, sent with every command, so its length is bounded like every other argument that
    * becomes work in Redis; the check happens before anything is sent.
@@ -387,6 +438,17 @@ public final class Turnstile implements AutoCloseable {
 
   Engine engine() {
     return engine;
+  }
+
+  /**
+   * Returns this client's id: 16 hex digits, random per Turnstile, which names its holds in Redis
+   * ({@link Inspection.Holder#clientId()}) and its connections ({@code turnstile:<id>} in
+   * {@code CLIENT LIST}).
+   *
+   * @return this client's id
+   */
+  public String clientId() {
+    return engine.clientId;
   }
 
   /**

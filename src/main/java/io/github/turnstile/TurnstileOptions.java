@@ -35,6 +35,9 @@ import java.util.Objects;
  *   <tr><td>{@link Builder#metricsNameLimit metricsNameLimit}</td><td>100</td>
  *       <td>distinct primitive names that get a {@code name} tag of their own; later names are
  *       recorded as {@code name=other}</td></tr>
+ *   <tr><td>{@link Builder#clientName clientName}</td><td>none</td>
+ *       <td>the application's name in this client's identity (with host and process id), which
+ *       {@link DistributedLock#inspect() inspections} report for the holders</td></tr>
  * </table>
  */
 public final class TurnstileOptions {
@@ -51,6 +54,7 @@ public final class TurnstileOptions {
   /** A Micrometer MeterRegistry, or null; typed Object so that Micrometer stays optional. */
   private final Object meterRegistry;
   private final int metricsNameLimit;
+  private final String clientName;
 
   private TurnstileOptions(Builder b) {
     this.replicaAcks = b.replicaAcks;
@@ -69,6 +73,7 @@ public final class TurnstileOptions {
     this.leaseLossListeners = List.copyOf(b.listeners);
     this.meterRegistry = b.meterRegistry;
     this.metricsNameLimit = b.metricsNameLimit;
+    this.clientName = b.clientName;
   }
 
   /**
@@ -197,6 +202,15 @@ public final class TurnstileOptions {
     return metricsNameLimit;
   }
 
+  /**
+   * Returns the application name that is part of this client's identity, or null if none was set.
+   *
+   * @return the application name that is part of this client's identity, or null if none was set
+   */
+  public String clientName() {
+    return clientName;
+  }
+
   @Override
   public String toString() {
     return "TurnstileOptions{leaseTime=" + leaseTime + ", renewInterval=" + renewInterval
@@ -206,7 +220,8 @@ public final class TurnstileOptions {
         + ", replicaAcks=" + replicaAcks
         + (replicaAcks > 0 ? " within " + replicaAckTimeout : "")
         + ", listeners=" + leaseLossListeners.size()
-        + ", metrics=" + (meterRegistry == null ? "off" : "on, nameLimit=" + metricsNameLimit) + '}';
+        + ", metrics=" + (meterRegistry == null ? "off" : "on, nameLimit=" + metricsNameLimit)
+        + (clientName == null ? "" : ", clientName='" + clientName + "'") + '}';
   }
 
   /** Builds {@link TurnstileOptions}. Not thread-safe. */
@@ -223,8 +238,31 @@ public final class TurnstileOptions {
     private int localHandoffLimit = 8;
     private Object meterRegistry;
     private int metricsNameLimit = 100;
+    private String clientName;
 
     private Builder() {}
+
+    /** The longest {@link #clientName}: it is stored in Redis once per client. */
+    static final int MAX_CLIENT_NAME_LENGTH = 256;
+
+    /**
+     * Sets the application's name, part of this client's identity together with the host name and
+     * the process id. The identity is stored in Redis once per client (not per acquisition) while
+     * the client holds anything, and {@link DistributedLock#inspect() inspections} name holders by
+     * it. Default none: the identity is the host and the process id alone.
+     *
+     * @param name non-blank, at most 256 characters, or null for none
+     * @return this builder
+     * @throws IllegalArgumentException if name is blank or longer than 256 characters
+     */
+    public Builder clientName(String name) {
+      if (name != null && (name.isBlank() || name.length() > MAX_CLIENT_NAME_LENGTH)) {
+        throw new IllegalArgumentException("clientName must be non-blank and at most " + MAX_CLIENT_NAME_LENGTH
+            + " characters, was " + (name.isBlank() ? "blank" : name.length() + " characters"));
+      }
+      this.clientName = name;
+      return this;
+    }
 
     /**
      * Sets the lease: how long a hold survives in Redis without renewal. It bounds how long a

@@ -61,6 +61,16 @@ final class Watchdog implements AutoCloseable {
     return leases.size();
   }
 
+  /** Reads the engine's lease clock ({@link Lease#grantedAtNanos} is on it). */
+  long engineTicks() {
+    return engine.ticker.read();
+  }
+
+  /** The leases this client holds now (a live view, for {@link Turnstile#activity()}). */
+  java.util.Collection<Lease> leases() {
+    return java.util.Collections.unmodifiableSet(leases);
+  }
+
   /**
    * Renews every lease now rather than at the next tick (after a reconnect: a Redis that
    * restarted without its data answers the renewal with "gone", and the holders learn of the
@@ -87,6 +97,7 @@ final class Watchdog implements AutoCloseable {
         nextRenewalNanos = now + renewIntervalNanos;
         renew(now);
       }
+      engine.identity.tick(now, leases);
     } catch (RuntimeException e) {
       LOG.log(Level.WARNING, "watchdog tick failed", e);
     }

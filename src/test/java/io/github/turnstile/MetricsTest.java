@@ -34,6 +34,35 @@ class MetricsTest {
 
   private final SimpleMeterRegistry registry = new SimpleMeterRegistry();
 
+  /** turnstile.hold.longest: the longest current hold per primitive, rising while held, 0 once released. */
+  @Test
+  void longestHoldGauge(TestRedis redis) throws Exception {
+    String name = unique("m-longest");
+    String other = unique("m-longest-other");
+    TurnstileOptions options = TurnstileOptions.builder().meterRegistry(registry).metricsNameLimit(1).build();
+    try (Turnstile t = Turnstile.connect(redis.uri(), options)) {
+      DistributedLock lock = t.lock(name);
+      DistributedLock beyondLimit = t.lock(other); // recorded as name=other
+      lock.lock();
+      beyondLimit.lock();
+      Gauge g = registry.find("turnstile.hold.longest").tags("primitive", "lock", "name", name,
+          "client", t.clientId()).gauge();
+      assertNotNull(g, "the gauge of " + name);
+      assertNotNull(registry.find("turnstile.hold.longest").tags("name", MicrometerMetrics.OTHER).gauge(),
+          "names beyond the limit share one gauge");
+      Thread.sleep(1200);
+      double first = g.value();
+      assertTrue(first >= 1.0, "held for more than a second: " + first);
+      Thread.sleep(1200);
+      assertTrue(g.value() > first, "rises while held: " + first + " then " + g.value());
+      lock.unlock();
+      beyondLimit.unlock();
+      Thread.sleep(1100); // the leases are read at most once a second
+      assertEquals(0.0, g.value(), "none held");
+    }
+    assertNull(registry.find("turnstile.hold.longest").tags("name", name).gauge(), "removed at close");
+  }
+
   @Test
   void scriptedWorkload(TestRedis redis) throws Exception {
     String lockName = unique("m-lock");

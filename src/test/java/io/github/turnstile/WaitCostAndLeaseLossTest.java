@@ -63,6 +63,10 @@ class WaitCostAndLeaseLossTest {
         s.release();
       });
       TestSupport.awaitWaiting(waiter);
+      // the holder's client writes its identity record (DESIGN §16) within a watchdog scan of its
+      // first hold, then once a lease: not in the window, which counts every client's scripts
+      TestSupport.await("the holder's identity record", Duration.ofSeconds(10),
+          () -> redis.command("EXISTS", "{turnstile:}:client:" + holderClient.clientId()).trim().equals("1"));
       long commands = waitCommandsDuring(3000);
       System.out.println("semaphore waiter: " + commands + " commands in 3 s");
       assertTrue(commands <= 2, "waiter sent " + commands + " commands in 3 s");
@@ -90,6 +94,9 @@ class WaitCostAndLeaseLossTest {
           wanted.unlock();
         });
         TestSupport.awaitWaiting(waiter);
+        // the holder's identity record (DESIGN §16): written once, not in the window
+        TestSupport.await("the holder's identity record", Duration.ofSeconds(10),
+            () -> redis.command("EXISTS", "{turnstile:}:client:" + a.clientId()).trim().equals("1"));
         Thread.sleep(100);
         long commands = waitCommandsDuring(3000);
         System.out.println((writerHolds ? "reader" : "writer") + " waiter: " + commands + " commands in 3 s");

@@ -50,6 +50,11 @@ final class RegistryLock implements DistributedLock {
   }
 
   @Override
+  public io.github.turnstile.Inspection inspect() {
+    return lock.inspect();
+  }
+
+  @Override
   public void lock() {
     lock.lock();
   }

@@ -2,6 +2,7 @@ package io.github.turnstile.readme;
 
 import io.github.turnstile.DistributedReadWriteLock;
 import io.github.turnstile.DistributedSemaphore;
+import io.github.turnstile.Inspection;
 import io.github.turnstile.Turnstile;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -41,6 +42,15 @@ final class ReadmeSnippets {
       catalog.readLock().unlock();
     }
     // README: end
+  }
+
+  static Inspection whoHoldsIt(Turnstile turnstile) {
+    // README: who-holds-it
+    Inspection i = turnstile.lock("orders:42").inspect();  // or turnstile.inspect(Inspection.Kind.LOCK, "orders:42")
+    // lock 'orders:42': held by [billing@web-3 pid 4242 thread 'payroll-worker', token 1795706201837075,
+    //   since 2026-11-26T15:16:41.837Z, lease left 2944 ms], 1 waiting
+    // README: end
+    return i;
   }
 
   private static void callPartner() {

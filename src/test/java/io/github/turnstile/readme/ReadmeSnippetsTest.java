@@ -163,6 +163,7 @@ class ReadmeSnippetsTest {
       ReadmeSnippets.semaphore(turnstile);
       assertEquals(calls + 1, ReadmeSnippets.CALLS.get(), "the partner was called under a permit");
       assertEquals(4, turnstile.semaphore("partner-api", 4).availablePermits(), "the permit was released");
+      assertEquals("orders:42", ReadmeSnippets.whoHoldsIt(turnstile).name());
       int reads = ReadmeSnippets.READS.get();
       ReadmeSnippets.readWriteLock(turnstile);
       assertEquals(reads + 1, ReadmeSnippets.READS.get());

@@ -50,7 +50,13 @@ import org.springframework.integration.support.locks.LockRegistry;
  *       Actuator's health support is on the classpath: DOWN when Redis does not answer, with the
  *       leases held (from Micrometer) and the leases lost so far as details. Turn it off with
  *       {@code management.health.turnstile.enabled=false}.</li>
+ *   <li>the Actuator endpoint {@code turnstile} ({@link TurnstileEndpoint}: who holds what), when
+ *       Actuator is on the classpath and its exposure rules make the endpoint available (for
+ *       example {@code management.endpoints.web.exposure.include=turnstile}).</li>
  * </ul>
+ *
+ * <p>The client's identity ({@link TurnstileOptions.Builder#clientName}) is
+ * {@code turnstile.client-name}, or else {@code spring.application.name}.
  *
  * <p>{@code turnstile.enabled=false} turns the whole auto-configuration off.
  */
@@ -76,15 +82,24 @@ public class TurnstileAutoConfiguration {
    *
    * @param connector where to connect
    * @param properties the {@code turnstile.*} properties
+   * @param environment where {@code spring.application.name} is read (the default client name)
    * @param listeners lease-loss listener beans, registered with the Turnstile
    * @param customizers option customizer beans, applied after the properties
    * @return the connected Turnstile
    */
   @Bean(destroyMethod = "close")
   @ConditionalOnMissingBean
-  public Turnstile turnstile(TurnstileConnector connector, TurnstileProperties properties,
+  public Turnstile turnstile(TurnstileConnector connector, TurnstileProperties properties, Environment environment,
       ObjectProvider<LeaseLossListener> listeners, ObjectProvider<TurnstileOptionsCustomizer> customizers) {
     TurnstileOptions.Builder builder = properties.applyTo(TurnstileOptions.builder());
+    if (properties.getClientName() != null) {
+      builder.clientName(properties.getClientName()); // a blank or too long one is refused, naming the limit
+    } else {
+      String app = environment.getProperty("spring.application.name");
+      if (app != null && !app.isBlank()) {
+        builder.clientName(app.length() > 256 ? app.substring(0, 256) : app); // a default: never refused
+      }
+    }
     listeners.orderedStream().forEach(builder::leaseLossListener);
     customizers.orderedStream().forEach(c -> c.customize(builder));
     return connector.open(builder.build());
@@ -135,6 +150,23 @@ public class TurnstileAutoConfiguration {
     @ConditionalOnMissingBean(LockProvider.class)
     TurnstileLockProvider turnstileLockProvider(Turnstile turnstile) {
       return new TurnstileLockProvider(turnstile);
+    }
+  }
+
+  /**
+   * The Actuator endpoint {@code turnstile}: a bean only when Actuator is on the classpath and its
+   * exposure rules make the endpoint available (enabled, and exposed over the web or JMX).
+   */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass(name = {"org.springframework.boot.actuate.endpoint.annotation.Endpoint",
+      "org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint"})
+  static class EndpointConfiguration {
+
+    @Bean
+    @ConditionalOnMissingBean
+    @org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint
+    TurnstileEndpoint turnstileEndpoint(Turnstile turnstile) {
+      return new TurnstileEndpoint(turnstile);
     }
   }
 

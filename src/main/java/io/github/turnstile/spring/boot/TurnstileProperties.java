@@ -64,6 +64,13 @@ public class TurnstileProperties {
    */
   private int metricsNameLimit = 100;
 
+  /**
+   * The application's name in this client's identity (with host and process id), which
+   * inspections of locks, read/write locks and semaphores report for their holders. Defaults to
+   * spring.application.name.
+   */
+  private String clientName;
+
   /** Replica acknowledgement of every acquisition (WAIT). */
   private final ReplicaAcks replicaAcks = new ReplicaAcks();
 
@@ -248,6 +255,24 @@ public class TurnstileProperties {
    */
   public void setMetricsNameLimit(int metricsNameLimit) {
     this.metricsNameLimit = metricsNameLimit;
+  }
+
+  /**
+   * Returns the application name in this client's identity, or null for spring.application.name.
+   *
+   * @return the application name in this client's identity, or null
+   */
+  public String getClientName() {
+    return clientName;
+  }
+
+  /**
+   * Sets the application name in this client's identity.
+   *
+   * @param clientName the application name in this client's identity
+   */
+  public void setClientName(String clientName) {
+    this.clientName = clientName;
   }
 
   /**

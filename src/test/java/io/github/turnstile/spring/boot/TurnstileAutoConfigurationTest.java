@@ -75,7 +75,7 @@ public class TurnstileAutoConfigurationTest {
     }
     for (String p : List.of("uri", "lease-time", "renew-interval", "key-prefix", "blocking-pool-size",
         "command-timeout", "local-handoff-limit", "replica-acks.replicas", "replica-acks.timeout",
-        "outage-tolerance", "metrics-name-limit", "enabled")) {
+        "outage-tolerance", "metrics-name-limit", "client-name", "enabled")) {
       assertTrue(json.contains("\"name\": \"turnstile." + p + "\""), "turnstile." + p + " in " + json);
     }
     assertTrue(json.contains("\"name\": \"management.health.turnstile.enabled\""), json);

@@ -1,0 +1,134 @@
+package io.github.turnstile;
+
+import java.time.Duration;
+
+/**
+ * One primitive this client holds or waits for, as {@link Turnstile#activity()} lists them: known
+ * locally, without asking Redis. Immutable.
+ *
+ * <p>A hold is listed per lease: a thread's hold of a lock or write lock, a reading thread's hold,
+ * an asynchronous hold ({@link LockHold}), or a semaphore's permits (one entry for all the permits
+ * this client holds on it). A wait is listed per primitive and JVM: only one thread per
+ * primitive waits in Redis (the others queue behind it in this JVM); {@link #queued()} counts
+ * them where known. Waiting asynchronous acquisitions ({@code lockAsync()}, {@code acquireAsync})
+ * are not listed: they wait without a thread.
+ */
+public final class Activity {
+  private final Inspection.Kind kind;
+  private final String name;
+  private final boolean held;
+  private final String thread;
+  private final long fencingToken;
+  private final int permits;
+  private final Duration since;
+  private final Duration leaseRemaining;
+  private final int queued;
+
+  Activity(Inspection.Kind kind, String name, boolean held, String thread, long fencingToken, int permits,
+      Duration since, Duration leaseRemaining, int queued) {
+    this.kind = kind;
+    this.name = name;
+    this.held = held;
+    this.thread = thread;
+    this.fencingToken = fencingToken;
+    this.permits = permits;
+    this.since = since;
+    this.leaseRemaining = leaseRemaining;
+    this.queued = queued;
+  }
+
+  /**
+   * Returns the primitive's kind, or null for a wait of an unknown kind.
+   *
+   * @return the primitive's kind
+   */
+  public Inspection.Kind kind() {
+    return kind;
+  }
+
+  /**
+   * Returns the primitive's name.
+   *
+   * @return the primitive's name
+   */
+  public String name() {
+    return name;
+  }
+
+  /**
+   * Returns true for a hold, false for a wait.
+   *
+   * @return true for a hold, false for a wait
+   */
+  public boolean isHeld() {
+    return held;
+  }
+
+  /**
+   * Returns the holding or waiting thread's name ({@code "async hold ..."} for an asynchronous
+   * hold, {@code "client <id>"} for a semaphore's permits, held by the client).
+   *
+   * @return the holder's or waiter's name
+   */
+  public String thread() {
+    return thread;
+  }
+
+  /**
+   * Returns the hold's fencing token, or 0 for a wait and for semaphore permits.
+   *
+   * @return the fencing token, or 0
+   */
+  public long fencingToken() {
+    return fencingToken;
+  }
+
+  /**
+   * Returns the permits held (a semaphore; 1 for a lock hold, 0 for a wait).
+   *
+   * @return the permits held
+   */
+  public int permits() {
+    return permits;
+  }
+
+  /**
+   * Returns for how long it has been held or waited for, by this JVM's monotonic clock (a semaphore
+   * entry: since its registration began, i.e. since it has held permits without a pause).
+   *
+   * @return how long it has been held or waited for
+   */
+  public Duration since() {
+    return since;
+  }
+
+  /**
+   * Returns how long the hold's lease is confirmed for by the latest renewal (by this JVM's
+   * clock, conservatively), or null for a wait.
+   *
+   * @return the confirmed lease left, or null
+   */
+  public Duration leaseRemaining() {
+    return leaseRemaining;
+  }
+
+  /**
+   * Returns, for a wait, how many more threads of this JVM queue behind the waiting one (-1 if
+   * unknown); 0 for a hold.
+   *
+   * @return threads queued behind the waiter, or -1
+   */
+  public int queued() {
+    return queued;
+  }
+
+  @Override
+  public String toString() {
+    String k = kind == null ? "?" : kind.label();
+    return (held ? "holds " : "waits for ") + k + " '" + name + "' (" + thread
+        + (fencingToken != 0 ? ", token " + fencingToken : "") + (permits > 1 ? ", " + permits + " permits" : "")
+        + ", for " + since.toMillis() + " ms"
+        + (leaseRemaining != null ? ", lease left " + leaseRemaining.toMillis() + " ms" : "")
+        + (queued > 0 ? ", " + queued + " more queued" : "") + ")";
+  }
+}

@@ -1,0 +1,144 @@
+package io.github.turnstile;
+
+import io.lettuce.core.ScriptOutputType;
+import java.lang.System.Logger.Level;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * This client's identity record in Redis: {@code {prefix:}:client:<client id>}, a hash with its
+ * id, host, process id, start time, application name ({@link TurnstileOptions#clientName()}) and
+ * the names of the threads that hold something ({@code t:<thread id>}, at most
+ * {@value #MAX_THREADS}). Stored once per client, never per acquisition: the watchdog writes it
+ * (identity.lua) while the client holds anything, at most once per lease, and sooner only when a
+ * holding thread is not named in it yet (at most once per watchdog scan). It lives three leases,
+ * so it outlives every hold its client took; when the client holds nothing it is not rewritten and
+ * expires. The hash tag {@code {prefix:}} (an empty name, which no primitive can have) keeps every
+ * client record in one slot, apart from every primitive.
+ */
+final class Identity {
+  private static final System.Logger LOG = System.getLogger("io.github.turnstile.Identity");
+  /** The most thread names one record carries (bounded work and memory); others are reported by id. */
+  static final int MAX_THREADS = 64;
+
+  private final Engine engine;
+  final String key;
+  private final long leaseNanos;
+  private final AtomicBoolean inFlight = new AtomicBoolean();
+  private volatile boolean disabled;
+  private volatile long nextWriteNanos;
+  /** The threads named in the record as last written (only the watchdog's thread writes this). */
+  private volatile Map<Long, String> named = Map.of();
+  private String host;
+
+  Identity(Engine engine) {
+    this.engine = engine;
+    this.key = key(engine.options.keyPrefix(), engine.clientId);
+    this.leaseNanos = TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
+    this.nextWriteNanos = engine.ticker.read();
+  }
+
+  static String key(String prefix, String clientId) {
+    return "{" + prefix + ":}:client:" + clientId;
+  }
+
+  /**
+   * Called on every watchdog scan (the watchdog's thread): writes the record if the client holds
+   * something and it is due (once per lease) or names no holding thread that holds now.
+   */
+  void tick(long now, Collection<Lease> leases) {
+    if (disabled || leases.isEmpty() || inFlight.get()) {
+      return;
+    }
+    boolean periodic = now - nextWriteNanos >= 0;
+    Map<Long, String> threads;
+    if (periodic) {
+      // the whole record again, naming the threads that hold now (older names are dropped)
+      threads = new LinkedHashMap<>();
+    } else {
+      // a thread not named yet holds something: name it too, keeping the names written since the
+      // last periodic write (threads taking turns on a hot lock then cost one write each, once)
+      threads = null;
+      for (Lease l : leases) {
+        if (l.threadId >= 0 && !named.containsKey(l.threadId) && named.size() < MAX_THREADS) {
+          threads = new LinkedHashMap<>(named);
+          break;
+        }
+      }
+      if (threads == null) {
+        return;
+      }
+    }
+    for (Lease l : leases) {
+      if (l.threadId >= 0 && threads.size() < MAX_THREADS) {
+        threads.putIfAbsent(l.threadId, l.holder);
+      }
+    }
+    if (!inFlight.compareAndSet(false, true)) {
+      return;
+    }
+    List<String> args = new ArrayList<>();
+    args.add(Long.toString(3 * engine.leaseMillis));
+    for (Map.Entry<String, String> f : fields().entrySet()) {
+      args.add(f.getKey());
+      args.add(f.getValue());
+    }
+    for (Map.Entry<Long, String> t : threads.entrySet()) {
+      args.add("t:" + t.getKey());
+      args.add(t.getValue());
+    }
+    if (periodic) {
+      nextWriteNanos = now + leaseNanos;
+    }
+    named = threads;
+    engine.<Long>eval(Script.IDENTITY, ScriptOutputType.INTEGER, new String[] {key}, args.toArray(new String[0]))
+        .whenComplete((v, e) -> {
+          if (e != null) {
+            Throwable cause = Engine.unwrap(e);
+            if (cause instanceof AclRefusal) {
+              // a user whose keys exclude the record: inspections name this client by its id only
+              disabled = true;
+              LOG.log(Level.INFO, "not storing this client''s identity in Redis: {0}", cause.getMessage());
+            } else {
+              LOG.log(Level.DEBUG, "identity record not written, will retry: {0}", cause.toString());
+              nextWriteNanos = engine.ticker.read();
+              named = Map.of();
+            }
+          }
+          inFlight.set(false);
+        });
+  }
+
+  /** The fixed fields: id, host, pid, started (ms since the epoch, this client's clock), name. */
+  private Map<String, String> fields() {
+    if (host == null) {
+      host = hostName(); // on the watchdog's thread: a slow name lookup delays no acquisition
+    }
+    Map<String, String> f = new LinkedHashMap<>();
+    f.put("id", engine.clientId);
+    f.put("host", host);
+    f.put("pid", Long.toString(ProcessHandle.current().pid()));
+    f.put("started", Long.toString(engine.startedAtMillis));
+    if (engine.options.clientName() != null) {
+      f.put("name", engine.options.clientName());
+    }
+    return f;
+  }
+
+  static String hostName() {
+    String env = System.getenv("HOSTNAME");
+    if (env != null && !env.isBlank()) {
+      return env;
+    }
+    try {
+      return java.net.InetAddress.getLocalHost().getHostName();
+    } catch (java.io.IOException | RuntimeException e) {
+      return "unknown";
+    }
+  }
+}
