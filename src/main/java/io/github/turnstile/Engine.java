@@ -8,6 +8,7 @@ import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.cluster.api.async.RedisClusterAsyncCommands;
 import java.lang.System.Logger.Level;
 import java.security.SecureRandom;
+import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.CancellationException;
@@ -471,16 +472,13 @@ final class Engine implements AutoCloseable {
     // Releases are idempotent by request id, so the recent ones are sent again: a lost release
     // would otherwise leave the hold to expire with its lease while waiters wait for it.
     long now = System.nanoTime();
-    for (java.util.Map.Entry<String, Replay> e : replays.entrySet()) {
-      Replay r = e.getValue();
-      if (now - r.untilNanos >= 0) {
+    for (java.util.Map.Entry<String, Replays> e : replays.entrySet()) {
+      Replays r = e.getValue();
+      List<Runnable> again = r.live(now);
+      if (again.isEmpty()) {
         replays.remove(e.getKey(), r);
       }
-      for (Replay x = r; x != null; x = x.previous) {
-        if (now - x.untilNanos < 0) {
-          x.resend.run();
-        }
-      }
+      again.forEach(Runnable::run);
     }
     for (Runnable hook : recoveryHooks) {
       hook.run();
@@ -493,39 +491,85 @@ final class Engine implements AutoCloseable {
   /** Releases waiting for a reply, to be sent again at the next recovery event (see {@link #retrying}). */
   private final java.util.Set<Runnable> pendingRetries = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
-  /**
-   * A release to send again after a recovery, until its lease would have run out anyway; with the
-   * release before it on the same key (a short chain: a lost hand-off leaves the handing hold).
-   */
-  private static final class Replay {
-    final long untilNanos;
-    final Runnable resend;
-    final Replay previous;
+  /** How many releases per hold key are kept to send again after a recovery (see {@link Replays}). */
+  static final int REPLAYS_PER_KEY = 64;
 
-    Replay(long untilNanos, Runnable resend, Replay previous) {
-      this.untilNanos = untilNanos;
-      this.resend = resend;
-      this.previous = previous;
+  /**
+   * The latest releases of one hold key (at most {@value #REPLAYS_PER_KEY}), each to send again
+   * after a recovery until its lease would have run out anyway. A failover loses every write the
+   * old primary had not replicated, and on a hot lock that can be a run of local hand-offs: the new
+   * primary then has the hold the run began with, whose release is that many entries back. Keeping
+   * only the latest two left such a hold to expire with its lease while every waiter waited
+   * (LostWritesTest). Releases are keyed by request id, so sending every kept one again is safe:
+   * each removes only its own hold, and answers "already released" otherwise.
+   */
+  private static final class Replays {
+    private long[] until = new long[2];
+    private Runnable[] resend = new Runnable[2];
+    private int next;
+    private int size;
+
+    synchronized void add(long untilNanos, Runnable r) {
+      if (size == resend.length && size < REPLAYS_PER_KEY) {
+        // grow, oldest first (a hot key reaches 64 entries; most keys keep a few)
+        long[] u = new long[size * 2];
+        Runnable[] rs = new Runnable[size * 2];
+        for (int i = 0; i < size; i++) {
+          u[i] = until[(next + i) % size];
+          rs[i] = resend[(next + i) % size];
+        }
+        until = u;
+        resend = rs;
+        next = size;
+      }
+      until[next] = untilNanos;
+      resend[next] = r;
+      next = (next + 1) % resend.length;
+      size = Math.min(size + 1, resend.length);
+    }
+
+    /** Returns the kept releases whose lease has not run out, oldest first; drops the rest. */
+    synchronized List<Runnable> live(long now) {
+      List<Runnable> out = new ArrayList<>(size);
+      int first = (next - size + resend.length) % resend.length;
+      for (int i = 0; i < size; i++) {
+        int at = (first + i) % resend.length;
+        if (now - until[at] < 0) {
+          out.add(resend[at]);
+        } else {
+          resend[at] = null;
+        }
+      }
+      return out;
+    }
+
+    synchronized boolean expired(long now) {
+      for (int i = 0; i < resend.length; i++) {
+        if (resend[i] != null && now - until[i] < 0) {
+          return false;
+        }
+      }
+      return true;
     }
   }
 
-  /** The latest release per hold key, sent again on recovery (see {@link #recovered()}). */
-  private final java.util.concurrent.ConcurrentHashMap<String, Replay> replays =
+  /** The latest releases per hold key, sent again on recovery (see {@link #recovered()}). */
+  private final java.util.concurrent.ConcurrentHashMap<String, Replays> replays =
       new java.util.concurrent.ConcurrentHashMap<>();
   /** Run on recovery: primitives with state to reconcile after a failover (a semaphore's count). */
   private final java.util.Set<Runnable> recoveryHooks = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   /**
    * Remembers a release of the hold at {@code key}, to be sent again ({@code resend}) after a
-   * recovery until {@code untilNanos}: the latest two per key; expired ones are dropped.
+   * recovery until {@code untilNanos}: the latest {@value #REPLAYS_PER_KEY} per key; keys whose
+   * releases have all run out are dropped.
    */
   void replayOnRecovery(String key, long untilNanos, Runnable resend) {
     if (replays.size() > 4096) {
       long now = System.nanoTime();
-      replays.values().removeIf(r -> now - r.untilNanos >= 0);
+      replays.values().removeIf(r -> r.expired(now));
     }
-    replays.compute(key, (k, last) -> new Replay(untilNanos, resend,
-        last == null ? null : new Replay(last.untilNanos, last.resend, null)));
+    replays.computeIfAbsent(key, k -> new Replays()).add(untilNanos, resend);
   }
 
   /** Adds or removes a hook run after every recovery. */
