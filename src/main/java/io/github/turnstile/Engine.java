@@ -504,12 +504,23 @@ final class Engine implements AutoCloseable {
    * each removes only its own hold, and answers "already released" otherwise.
    */
   private static final class Replays {
+    /** No {@code synchronized} in Turnstile: it would pin virtual threads. */
+    private final ReentrantLock lock = new ReentrantLock();
     private long[] until = new long[2];
     private Runnable[] resend = new Runnable[2];
     private int next;
     private int size;
 
-    synchronized void add(long untilNanos, Runnable r) {
+    void add(long untilNanos, Runnable r) {
+      lock.lock();
+      try {
+        addLocked(untilNanos, r);
+      } finally {
+        lock.unlock();
+      }
+    }
+
+    private void addLocked(long untilNanos, Runnable r) {
       if (size == resend.length && size < REPLAYS_PER_KEY) {
         // grow, oldest first (a hot key reaches 64 entries; most keys keep a few)
         long[] u = new long[size * 2];
@@ -529,7 +540,16 @@ final class Engine implements AutoCloseable {
     }
 
     /** Returns the kept releases whose lease has not run out, oldest first; drops the rest. */
-    synchronized List<Runnable> live(long now) {
+    List<Runnable> live(long now) {
+      lock.lock();
+      try {
+        return liveLocked(now);
+      } finally {
+        lock.unlock();
+      }
+    }
+
+    private List<Runnable> liveLocked(long now) {
       List<Runnable> out = new ArrayList<>(size);
       int first = (next - size + resend.length) % resend.length;
       for (int i = 0; i < size; i++) {
@@ -543,13 +563,18 @@ final class Engine implements AutoCloseable {
       return out;
     }
 
-    synchronized boolean expired(long now) {
-      for (int i = 0; i < resend.length; i++) {
-        if (resend[i] != null && now - until[i] < 0) {
-          return false;
+    boolean expired(long now) {
+      lock.lock();
+      try {
+        for (int i = 0; i < resend.length; i++) {
+          if (resend[i] != null && now - until[i] < 0) {
+            return false;
+          }
         }
+        return true;
+      } finally {
+        lock.unlock();
       }
-      return true;
     }
   }
 
@@ -829,6 +854,24 @@ final class Engine implements AutoCloseable {
         return;
       }
       failEval(result, cause, "evalsha", s);
+    });
+    return result;
+  }
+
+  /**
+   * Runs a script by {@code EVAL} (its body), never by {@code EVALSHA}: it runs in Redis in the
+   * order it was sent among the commands of the main connection, which a NOSCRIPT fallback (a
+   * second command, sent later) would not. For checks whose meaning depends on that order.
+   */
+  <T> CompletableFuture<T> evalInOrder(Script s, ScriptOutputType type, String[] keys, String... args) {
+    CompletableFuture<T> result = new CompletableFuture<>();
+    async.<T>eval(s.body, type, keys, args).toCompletableFuture().whenComplete((v, e) -> {
+      if (e == null) {
+        reached();
+        result.complete(v);
+      } else {
+        failEval(result, unwrap(e), "eval", s);
+      }
     });
     return result;
   }

@@ -104,7 +104,10 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   /** Guards {@link #replays} (no {@code synchronized} in Turnstile: it would pin virtual threads). */
   private final transient java.util.concurrent.locks.ReentrantLock replaysLock = new java.util.concurrent.locks.ReentrantLock();
   private final transient AtomicBoolean replayHook = new AtomicBoolean();
-  private final transient Runnable onRecovery = this::replayRecent;
+  private final transient Runnable onRecovery = () -> {
+    replayRecent();
+    checkBooksAfterRecovery();
+  };
   /** This JVM's asynchronous acquisitions (created on first use; see {@link AsyncGate}). */
   private final transient AtomicReference<AsyncGate<PermitHold>> async = new AtomicReference<>();
   /** Async holds not yet released: told when the registration they count under is lost. */
@@ -432,6 +435,9 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       lease.registration = registration;
       engine.watchdog.register(lease);
       held = n;
+      if (replayHook.compareAndSet(false, true)) {
+        engine.onRecovery(onRecovery, true); // the books are checked after every recovery
+      }
       return true;
     }
     if (grantEpoch == epoch && lease != null && lease.alive(now())) {
@@ -985,7 +991,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     CompletableFuture<List<Object>> done = releaseInRedis(permits, from, 't');
     if (!wait) {
       done.thenAccept(reply -> {
-        if (released(reply, permits) != null) {
+        if (released(reply, permits, from) != null) {
           lateLoss(permits);
         }
       });
@@ -995,13 +1001,13 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     if (reply == null) {
       // Redis unreachable or slow: it completes in the background; a loss found then is reported
       done.thenAccept(late -> {
-        if (released(late, permits) != null) {
+        if (released(late, permits, from) != null) {
           lateLoss(permits);
         }
       });
       return;
     }
-    String loss = released(reply, permits);
+    String loss = released(reply, permits, from);
     if (loss != null) {
       throw new LockLostException(name, 0, System.currentTimeMillis(), loss);
     }
@@ -1033,7 +1039,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
    *
    * @throws Error (counting) if the free permits would exceed Integer.MAX_VALUE
    */
-  private String released(List<Object> reply, int permits) {
+  private String released(List<Object> reply, int permits, long from) {
     long status = at(reply, 0);
     if (status == -2L) {
       throw new Error("Maximum permit count exceeded");
@@ -1041,8 +1047,35 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     if (status == 1L && at(reply, 1) >= permits) {
       return null;
     }
-    return "Redis no longer had " + permits + " permit(s) of this client on " + describe
+    String loss = "Redis no longer had " + permits + " permit(s) of this client on " + describe
         + ": its lease ran out and they were reclaimed";
+    if (leased) {
+      booksShort(from, loss);
+    }
+    return loss;
+  }
+
+  /**
+   * A release under the registration {@code from} found fewer of the client's permits in Redis
+   * than it gave back: Redis lost a grant (a failover to a replica that lacked it) or reclaimed the
+   * registration. The client's books no longer match Redis, and which of its permits Redis still
+   * counts is unknowable, so the registration's lease is lost: every permit counted under it is
+   * lost with it, and its holders are told. Before, only the releasing thread was told, and the
+   * client went on using (and handing on locally) permits that Redis had granted to others until
+   * a renewal found the count short (LostWritesTest).
+   */
+  private void booksShort(long from, String why) {
+    Lease l;
+    local.lock().lock();
+    try {
+      l = from != 0 && from == epoch ? lease : null;
+    } finally {
+      local.lock().unlock();
+    }
+    if (l != null) {
+      l.lose(why + " (a release found fewer of the registration's permits than it gave back: every permit"
+          + " the client counted under it is lost)");
+    }
   }
 
   private void afterRelease(List<Object> reply) {
@@ -1106,13 +1139,71 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       for (Replay r : replays) {
         again.add(r.resend);
       }
-      if (replays.isEmpty() && replayHook.compareAndSet(true, false)) {
+      if (replays.isEmpty() && !hasLease() && replayHook.compareAndSet(true, false)) {
         engine.onRecovery(onRecovery, false);
       }
     } finally {
       replaysLock.unlock();
     }
     again.forEach(Runnable::run);
+  }
+
+  /** Whether the client has a live registration (racy read: a hint for unhooking only). */
+  private boolean hasLease() {
+    local.lock().lock();
+    try {
+      return lease != null;
+    } finally {
+      local.lock().unlock();
+    }
+  }
+
+  /**
+   * After a recovery (a reconnect: maybe to a promoted replica that lacks recent writes), checks at
+   * once and exactly that Redis still attributes to the registration every permit this client
+   * counts. A failover without replica acknowledgement can lose a grant; the client must learn of
+   * it before it goes on using, and handing on locally, permits that Redis now counts as free
+   * (docs/FAILURE-MODEL.md §3). The watchdog's renewals check too, but they must allow for the
+   * releases sent while a renewal is on its way, and under load those hid a lost grant until a
+   * release found the client's count short (LostWritesTest).
+   *
+   * <p>Exact because ordered: the count is read and the check sent under the books' lock, by
+   * {@code EVAL} on the main connection. A release leaves the count under that lock before it is
+   * sent, so every release not counted ran before the check, and every later one runs after it; a
+   * grant is counted only after it ran. So Redis attributes at least the count unless it lost a
+   * grant.
+   */
+  private void checkBooksAfterRecovery() {
+    if (!leased) {
+      return;
+    }
+    Lease l;
+    long counted;
+    CompletableFuture<List<Object>> reply;
+    local.lock().lock();
+    try {
+      l = lease;
+      if (l == null || held == 0) {
+        return;
+      }
+      counted = held;
+      reply = engine.evalInOrder(Script.RENEW, ScriptOutputType.MULTI, new String[] {liveKey, stateKey},
+          l.requestId, Long.toString(l.leaseMillis));
+    } finally {
+      local.lock().unlock();
+    }
+    reply.whenComplete((r, e) -> {
+      if (e != null || r == null || r.isEmpty()) {
+        return; // Redis gone again: the next recovery checks again, and the watchdog's renewals meanwhile
+      }
+      long permits = (Long) r.get(0);
+      if (permits < counted) {
+        l.lose(permits < 0
+            ? "Redis no longer had this client's registration after a recovery (a failover to a replica that lacked it)"
+            : "Redis has fewer permits of this client's registration (" + permits + ") than it holds (" + counted
+                + ") after a recovery: a grant was lost (a failover to a replica that lacked it)");
+      }
+    });
   }
 
   // ---------------------------------------------------------------- capacity and queries
@@ -1449,7 +1540,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
         return CompletableFuture.failedFuture(new LockLostException(name, 0, System.currentTimeMillis(),
             "this client's lease on " + describe + " was lost and its permits were given to others"));
       }
-      return releaseInRedis(n, from, 'a').thenApply(reply -> released(reply, n) == null);
+      return releaseInRedis(n, from, 'a').thenApply(reply -> released(reply, n, from) == null);
     }
 
     @Override

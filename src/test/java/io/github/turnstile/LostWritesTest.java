@@ -87,6 +87,72 @@ class LostWritesTest {
     }
   }
 
+  /**
+   * A semaphore grant lost with the old primary, found by a release: Redis gives back fewer of the
+   * client's permits than the release names. The client's books no longer match Redis, so the
+   * registration's lease is lost at once and its holders are told: the permit the client still
+   * counts is one Redis has given to others. Before, only the releasing thread heard of it, the
+   * client kept counting the other permit as held (and could hand it on locally) until a renewal
+   * found the count short: the Sentinel fault loop's "3 holds of 2 permits for about 7 ms".
+   */
+  @Test
+  void aReleaseThatFindsAGrantLostLosesTheRegistrationAndTellsItsHolders() throws Exception {
+    try (RedisServerProcess p = RedisServerProcess.start();
+        Turnstile mine = Turnstile.connect(p.uri(), TurnstileOptions.builder()
+            .leaseTime(Duration.ofSeconds(60)).build())) {
+      String name = unique("lost-grant-release");
+      DistributedSemaphore s = mine.semaphore(name, 3);
+      java.util.concurrent.BlockingQueue<LeaseLostEvent> told = new java.util.concurrent.LinkedBlockingQueue<>();
+      s.addLeaseLossListener(told::add);
+      s.acquire();
+      Saved saved = Saved.of(p, name);
+      s.acquire(2); // granted, then lost with the writes the promoted replica never saw
+      saved.restore(p);
+      assertEquals(3, s.heldPermits());
+
+      LockLostException shortRelease = org.junit.jupiter.api.Assertions.assertThrows(LockLostException.class,
+          () -> s.release(2), "Redis had 1 of the client's permits, not 2");
+      LeaseLostEvent event = told.poll(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS);
+      org.junit.jupiter.api.Assertions.assertNotNull(event, "the registration's holders are told at once ("
+          + shortRelease.getMessage() + ")");
+      assertEquals(0, s.heldPermits(), "the permit still counted is lost with the registration: Redis gave it to others");
+      assertEquals(3, s.availablePermits(), "the registration is retired: nothing of this client's is left in Redis");
+      org.junit.jupiter.api.Assertions.assertThrows(LockLostException.class, s::release,
+          "the last permit's release reports it lost");
+      assertEquals(3, s.availablePermits());
+    }
+  }
+
+  /**
+   * A semaphore grant lost in a failover, found at the recovery: the client checks its books
+   * against Redis as soon as it reconnects, before a release or a renewal would, and its holders
+   * are told.
+   */
+  @Test
+  void aGrantLostInAFailoverIsFoundAtTheRecovery() throws Exception {
+    try (RedisServerProcess p = RedisServerProcess.start();
+        Turnstile mine = Turnstile.connect(p.uri(), TurnstileOptions.builder()
+            .leaseTime(Duration.ofSeconds(60)).build())) {
+      String name = unique("lost-grant-recovery");
+      DistributedSemaphore s = mine.semaphore(name, 3);
+      java.util.concurrent.BlockingQueue<LeaseLostEvent> told = new java.util.concurrent.LinkedBlockingQueue<>();
+      s.addLeaseLossListener(told::add);
+      s.acquire();
+      Saved saved = Saved.of(p, name);
+      s.acquire(2);
+      saved.restore(p);
+      long start = System.nanoTime();
+      assertTrue(Integer.parseInt(p.command("CLIENT", "KILL", "TYPE", "normal").trim()) > 0);
+      LeaseLostEvent event = told.poll(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS);
+      long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+      org.junit.jupiter.api.Assertions.assertNotNull(event, "told of the lost grant within " + Bounds.PROMPT_MS
+          + " ms of the reconnect (the renew interval is 20 s)");
+      assertEquals(0, s.heldPermits(), "every permit counted under the registration is lost (" + ms + " ms)");
+      org.junit.jupiter.api.Assertions.assertThrows(LockLostException.class, () -> s.release(3));
+      assertEquals(3, s.availablePermits());
+    }
+  }
+
   /** A primitive's keys as saved by {@code DUMP}, with their expiries, to put back later. */
   static final class Saved {
     private final String name;

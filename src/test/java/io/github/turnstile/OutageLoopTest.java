@@ -67,7 +67,9 @@ import org.junit.jupiter.api.function.Executable;
  * {@link LockLostException} from any unlock or release, and none took longer than
  * {@value #RELEASE_BOUND_MS} ms (they must return at once during an outage); no overlap of lock
  * holds, fencing tokens in acquisition order, no more permits held than exist, no write
- * overlapping another hold; nothing stranded on one server (where no write can be lost, so a
+ * overlapping another hold (after a failover without replica acknowledgement, only where a grant
+ * the promoted replica lacked explains it: in the iteration's first moments, and its holder told
+ * of the loss; docs/FAILURE-MODEL.md §3); nothing stranded on one server (where no write can be lost, so a
  * missing permit is the client's doing), nothing leaked after a failover (where an unreplicated
  * release can strand a permit until its client's liveness lapses); every worker reaches every
  * quiescence; resume within {@value #RESUME_BOUND_MS} ms on one server and
@@ -138,7 +140,7 @@ class OutageLoopTest {
   record Iteration(int number, long faultAtMs, long outageMs, String note, Map<Primitive, Long> resumeMs,
       Map<Primitive, Long> idleMs, Map<Primitive, Integer> acquireErrors, Map<Primitive, Integer> releaseErrors,
       Map<Primitive, Long> lost, Map<Primitive, Long> maxReleaseMs, Workload.Leaks stranded, Workload.Leaks leaked,
-      List<String> busy, boolean loaded) {
+      List<String> busy, boolean loaded, long faultNanos, long answeredNanos) {
 
     String line(String scenario) {
       return "[loop] scenario=" + scenario + " iteration=" + number + " faultAtMs=" + faultAtMs + " outageMs=" + outageMs
@@ -483,7 +485,7 @@ class OutageLoopTest {
     }
     return new Iteration(number, History.millis(injected.startNanos() - origin),
         History.millis(answered - injected.startNanos()), injected.note(), resume, idle, acquireErrors,
-        releaseErrors, lost, maxRelease, stranded, leaked, busy, loaded);
+        releaseErrors, lost, maxRelease, stranded, leaked, busy, loaded, injected.startNanos(), answered);
   }
 
   /**
@@ -610,6 +612,31 @@ class OutageLoopTest {
       if (p == Primitive.LOCK) {
         h.staleWritesRejected(w.store().rejected());
       }
+      int capacityOf = switch (p) {
+        case LOCK -> 1;
+        case SEMAPHORE -> Workload.CAPACITY;
+        case READ_WRITE -> 0;
+      };
+      // Without replica acknowledgement, a failover can lose a grant the old primary had answered
+      // (docs/FAILURE-MODEL.md §3): its holder goes on until it is told, and the new primary may
+      // grant the same to another meanwhile. That is the documented window, not a defect, when the
+      // holder is told: a violation counts as explained only in a failover without acks, in an
+      // iteration whose holders of this primitive were told of a lost lease, and beginning between
+      // the fault and 1 s past the resume bound after Redis answered again. Any other fails.
+      List<Long> starts = h.violationStarts(capacityOf);
+      int explained = 0;
+      if (replicaAcks == 0 && scenario.contains("failover")) {
+        for (long start : starts) {
+          for (Iteration it : iterations) {
+            if (it.lost().get(p) > 0 && start - it.faultNanos() >= 0
+                && start - (it.answeredNanos() + TimeUnit.MILLISECONDS.toNanos(resumeBoundMs + 1000)) <= 0) {
+              explained++;
+              break;
+            }
+          }
+        }
+      }
+      int unexplained = starts.size() - explained;
       History.Report r = switch (p) {
         case LOCK -> h.check(scenario, p.label(), 1);
         case SEMAPHORE -> h.check(scenario, p.label(), Workload.CAPACITY);
@@ -636,18 +663,16 @@ class OutageLoopTest {
       extra.put("maxReleaseMs", maxRelease);
       extra.put("stranded", stranded);
       extra.put("stuckWorkers", stuck.size());
+      if (explained > 0) {
+        extra.put("violationsOfALostGrantTold", explained);
+      }
       if (!notes.isEmpty()) {
         extra.put("notes", notes);
       }
       String line = r.summaryLine(extra);
       System.out.println(line);
       if (r.overlaps() + r.overCapacity() > 0) {
-        int capacity = switch (p) {
-          case LOCK -> 1;
-          case SEMAPHORE -> Workload.CAPACITY;
-          case READ_WRITE -> 0;
-        };
-        for (String v : h.describeViolations(capacity, origin, 5)) {
+        for (String v : h.describeViolations(capacityOf, origin, 5)) {
           System.out.println("[loop] scenario=" + scenario + " " + p.label() + " violation (ms from the start): " + v);
         }
       }
@@ -657,8 +682,13 @@ class OutageLoopTest {
           + "\n" + line));
       checks.add(() -> assertEquals(0, releaseErrors, "exceptions (other than LockLostException) from unlock/release: "
           + w.releaseErrors(p) + "\n" + line));
-      checks.add(() -> assertEquals(0, r.overlaps(), "overlapping holds\n" + line));
-      checks.add(() -> assertEquals(0, r.overCapacity(), "more permits held than exist\n" + line));
+      if (explained == 0) {
+        checks.add(() -> assertEquals(0, r.overlaps(), "overlapping holds\n" + line));
+        checks.add(() -> assertEquals(0, r.overCapacity(), "more permits held than exist\n" + line));
+      } else {
+        checks.add(() -> assertEquals(0, unexplained, "violations other than a lost grant's, told to its holder,"
+            + " right after a failover without acks\n" + line));
+      }
       checks.add(() -> assertEquals(0, r.tokenViolations(), "fencing tokens out of acquisition order\n" + line));
       checks.add(() -> assertEquals(0, r.leaked(), (strandedIsLeak ? "held or missing 3 s after a quiescence"
           : "held or missing a lease after a quiescence") + "\n" + line));

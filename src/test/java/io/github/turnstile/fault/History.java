@@ -238,6 +238,36 @@ public final class History {
     return out;
   }
 
+  /**
+   * Returns the start of every hold that began a violation {@link #describeViolations} would
+   * describe (all of them, in order).
+   *
+   * @param capacity 1 for a lock, the permits of a semaphore, 0 for a read/write lock
+   * @return the start instants (nanoTime) of the violating holds
+   */
+  public synchronized List<Long> violationStarts(int capacity) {
+    List<Hold> sorted = new ArrayList<>(holds);
+    sorted.sort(Comparator.comparingLong(Hold::startNanos));
+    List<Long> out = new ArrayList<>();
+    List<Hold> active = new ArrayList<>();
+    for (Hold h : sorted) {
+      active.removeIf(o -> o.endNanos() - h.startNanos() <= 0);
+      int permits = 0;
+      boolean write = false;
+      for (Hold o : active) {
+        permits += o.permits();
+        write |= o.exclusive();
+      }
+      boolean violation = capacity == 0 ? !active.isEmpty() && (h.exclusive() || write)
+          : permits + h.permits() > capacity;
+      if (violation) {
+        out.add(h.startNanos());
+      }
+      active.add(h);
+    }
+    return out;
+  }
+
   private static String describe(Hold h, long origin) {
     return String.format(Locale.ROOT, "%s%s[token %d, %.1f..%.1f ms]", h.client(), h.exclusive() ? "/write" : "",
         h.token(), (h.startNanos() - origin) / 1e6, (h.endNanos() - origin) / 1e6);
