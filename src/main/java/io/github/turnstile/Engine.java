@@ -1227,6 +1227,15 @@ final class Engine implements AutoCloseable {
    * @return the successful attempt, with {@code sentAtNanos} read before it was sent; or
    *     {@code null} if the deadline passed
    */
+  /**
+   * Waits before a first attempt ({@code queueFirstNanos} of {@link #contend}) on the wake list
+   * that ended without a token: nobody woke this JVM's waiter while it stood back (a test's
+   * figure; a release that yields pushes a token, so with the primitive free this stays 0).
+   */
+  final java.util.concurrent.atomic.LongAdder queueFirstLapsed = new java.util.concurrent.atomic.LongAdder();
+  /** Waits before a first attempt on the wake list, begun (a test's figure, with {@link #queueFirstLapsed}). */
+  final java.util.concurrent.atomic.LongAdder queueFirstWaits = new java.util.concurrent.atomic.LongAdder();
+
   Attempt contend(Contender c, String request, Call call, long queueFirstNanos, long[] sentAtNanos)
       throws InterruptedException {
     boolean pubsub = c.wakeKey() == null;
@@ -1237,7 +1246,10 @@ final class Engine implements AutoCloseable {
         long slice = Math.min(queueFirstNanos, call.remaining());
         BlockingPool.Conn conn = pubsub || slice <= 0 ? null : tryBorrow(c.wakeKey(), call);
         if (conn != null) {
-          block(conn, c, slice, call, faults());
+          queueFirstWaits.increment();
+          if (!block(conn, c, slice, call, faults()) && !call.expired()) {
+            queueFirstLapsed.increment();
+          }
         } else if (slice > 0) {
           pause(faults(), slice, call);
         }
@@ -1461,12 +1473,12 @@ final class Engine implements AutoCloseable {
    * again): a give-up closes the connection, and the command may take wake tokens in Redis until
    * Redis reads the close, or at the latest until its own timeout, when the hand-on is sent again.
    */
-  private void block(BlockingPool.Conn conn, Contender c, long sliceNanos, Call call, CompletableFuture<Void> fault)
+  private boolean block(BlockingPool.Conn conn, Contender c, long sliceNanos, Call call, CompletableFuture<Void> fault)
       throws InterruptedException {
     String key = c.wakeKey();
     long slice = topology.optional.unblockRefused() || conn.clientId < 0
         ? Math.min(sliceNanos, NO_UNBLOCK_SLICE_NANOS) : sliceNanos;
-    block(conn, cn -> cn.async().blpop(seconds(slice), key), slice, call, fault,
+    return null != block(conn, cn -> cn.async().blpop(seconds(slice), key), slice, call, fault,
         (reply, known) -> {
           if (!known || reply != null) {
             c.passWakeup();

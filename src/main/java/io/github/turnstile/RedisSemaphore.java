@@ -77,6 +77,8 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   /** Changes with every grant and release: an idle check scheduled before one does nothing. */
   private long activity;
   private boolean idleCheck;
+  /** Under the lock: set by {@link #handOff} when the release it serves yields (flag y, semaphore.lua). */
+  private boolean yielding;
   /** Local hand-offs in a row since a grant in Redis; when the last run of them ended. */
   private int streak;
   /**
@@ -905,8 +907,10 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     int fromLost = 0;
     int send;
     long from;
+    boolean yields;
     local.lock().lock();
     try {
+      yielding = false;
       if (leased) {
         if (lease != null) {
           lease.alive(now()); // a lease past its confirmed time is lost now, before its permits are counted
@@ -924,6 +928,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
         send = handOff(permits);
       }
       from = epoch;
+      yields = yielding;
       activity++;
       if (send == 0) {
         maybeIdle();
@@ -933,7 +938,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     }
     try {
       if (send > 0) {
-        sendRelease(send, from, true);
+        sendRelease(send, from, true, yields);
       }
     } finally {
       if (fromLost > 0) {
@@ -971,6 +976,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     if (streak >= limit) {
       streak = 0;
       yieldedAtNanos = System.nanoTime(); // this JVM's waiter queues behind the others for a moment
+      yielding = true; // the release pushes a wake token: for the others' waiters, or this one's
       return permits;
     }
     int served = local.wouldServe(permits);
@@ -988,7 +994,11 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
    * @param wait whether to wait for the answer (briefly, see {@link Engine#release}) and throw a loss
    */
   private void sendRelease(int permits, long from, boolean wait) {
-    CompletableFuture<List<Object>> done = releaseInRedis(permits, from, 't');
+    sendRelease(permits, from, wait, false);
+  }
+
+  private void sendRelease(int permits, long from, boolean wait, boolean yields) {
+    CompletableFuture<List<Object>> done = releaseInRedis(permits, from, 't', yields);
     if (!wait) {
       done.thenAccept(reply -> {
         if (released(reply, permits, from) != null) {
@@ -1020,9 +1030,14 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
    * @return completes with the reply
    */
   private CompletableFuture<List<Object>> releaseInRedis(int permits, long from, char lane) {
+    return releaseInRedis(permits, from, lane, false);
+  }
+
+  private CompletableFuture<List<Object>> releaseInRedis(int permits, long from, char lane, boolean yields) {
     Req r = new Req(permits, lane, false);
+    String flags = yields ? "y" : "";
     Supplier<CompletableFuture<List<Object>>> send =
-        () -> r.track(eval("release", r, permits, "", lane, from, 0));
+        () -> r.track(eval("release", r, permits, flags, lane, from, 0));
     releasedSent.addAndGet(permits); // before the first copy is sent (the renewal's check)
     long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
     CompletableFuture<List<Object>> done = engine.retrying(send, until);

@@ -27,7 +27,11 @@
 -- ARGV[6]  permits (acquire, release, add, reduce)
 -- ARGV[7]  flags: w = a single-permit request that waits on the wake list: a refusal marks it
 --          (waiters), its grant or cancel removes the mark; s = the caller waits by pub/sub: a
---          refusal asks the next call that frees permits to publish. (There is
+--          refusal asks the next call that frees permits to publish; y (release) = the caller
+--          yields after a run of local hand-offs while its own threads go on waiting: one wake
+--          token is pushed whether or not a waiter is marked, for the first waiter blocked on
+--          the list (another client's, or the caller's own waiter thread, which blocks there
+--          before its next attempt), so the permits never lie free while everyone stands back. (There is
 --          no "first copy" flag to skip the memo: Lettuce re-sends the very same command after a
 --          reconnect, so a first copy can run twice.)
 -- ARGV[8]  lane: t or a
@@ -86,7 +90,8 @@ local f = redis.call('HMGET', S, 'a', 'm', 'k', 'c:' .. me, 'e:' .. me, 'p', 'ec
 if (op == 'acquire' or op == 'release') and slot ~= ''
     and (not memo or tonumber(string.match(memo, '^(%d+)|')) < tonumber(seq)) then
   local mode_f, e_f = f[2], f[5]
-  if mode_f and not f[6] and not f[8] and (mode_f == 'C' or (e_f and e_f == ARGV[9])) then
+  if mode_f and not f[6] and not f[8] and (mode_f == 'C' or (e_f and e_f == ARGV[9]))
+      and not (op == 'release' and string.find(flags, 'y', 1, true)) then
     local free = tonumber(f[1])
     local held = tonumber(f[4] or '0')
     local reply
@@ -310,6 +315,15 @@ local function wake(except, freeing)
   end
 end
 
+-- a release that yields (flag y): one token for the first waiter blocked on the list, marked or
+-- not (the caller's own waiter thread blocks there, unmarked, before its next attempt)
+local function yield_token()
+  if a > 0 and flag('y') and redis.call('LLEN', K) == 0 then
+    redis.call('RPUSH', K, '1')
+    redis.call('PEXPIRE', K, lease)
+  end
+end
+
 -- ---------------------------------------------------------------- ops
 
 if op == 'acquire' then
@@ -375,6 +389,7 @@ if op == 'release' then
     set.a, set['c:' .. me] = a, mine
     flush()
     wake(nil, true)
+    yield_token()
     return remember({1, give, a})
   end
   if a + n > INT_MAX then
@@ -384,6 +399,7 @@ if op == 'release' then
   set.a = a
   flush()
   wake(nil, true)
+  yield_token()
   return remember({1, n, a})
 end
 
