@@ -449,4 +449,54 @@ class ReplayIdempotencyTest {
       assertEquals(4, sem.availablePermits(), "nothing stranded: " + sem.books());
     }
   }
+
+  /**
+   * Script level, the semaphore's fast path: a call is taken for new there when its sequence number
+   * is above the client's high-water mark {@code s:<client>}, without reading its memo. Every copy
+   * of a call that ran must still be answered from the memo: copies of fast-path grants and
+   * releases, a call overtaken by a later one of the same client, and an acquire whose cancel ran.
+   */
+  @Test
+  void semaphoreFastPathCopiesAreAnsweredFromTheirMemo(TestRedis redis) throws Exception {
+    String name = unique("replay-sem-fast");
+    try (Turnstile t = Turnstile.connect(redis.uri())) {
+      RedisSemaphore sem = (RedisSemaphore) t.semaphore(name, 4);
+      Engine e = t.engine();
+      RedisSemaphore.Req r1 = sem.new Req(1, 't', false);
+      List<Object> g1 = e.awaitQuietly(sem.eval("acquire", r1, 1, "", 't', 0, 0), "r1");
+      assertEquals(1L, g1.get(0));
+      long epoch = (Long) g1.get(2);
+      assertEquals(g1, e.awaitQuietly(sem.eval("acquire", r1, 1, "", 't', epoch, 0), "r1 copy"));
+      assertEquals(3, sem.state()[4], "one permit taken");
+
+      RedisSemaphore.Req r2 = sem.new Req(1, 't', false); // the fast path: a registration, nobody waits
+      List<Object> g2 = e.awaitQuietly(sem.eval("acquire", r2, 1, "", 't', epoch, 0), "r2");
+      assertEquals(List.of(1L, 1L, epoch, 0L, 0L), g2);
+      assertEquals(g2, e.awaitQuietly(sem.eval("acquire", r2, 1, "", 't', epoch, 0), "r2 copy"));
+      assertEquals(2, sem.state()[4], "a copy of a fast-path grant takes nothing");
+
+      RedisSemaphore.Req r3 = sem.new Req(1, 't', false);
+      RedisSemaphore.Req r4 = sem.new Req(1, 't', false);
+      assertEquals(1L, e.awaitQuietly(sem.eval("acquire", r4, 1, "", 't', epoch, 0), "r4").get(0));
+      List<Object> g3 = e.awaitQuietly(sem.eval("acquire", r3, 1, "", 't', epoch, 0), "r3, overtaken by r4");
+      assertEquals(1L, g3.get(0), "a call below the mark that never ran is new");
+      assertEquals(0, sem.state()[4]);
+      assertEquals(g3, e.awaitQuietly(sem.eval("acquire", r3, 1, "", 't', epoch, 0), "r3 copy"));
+      assertEquals(0, sem.state()[4]);
+
+      assertEquals(List.of(1L), e.awaitQuietly(sem.eval("cancel", r3, 0, "", 't', 0, 0), "cancel r3"));
+      assertEquals(1, sem.state()[4], "the cancel gave r3's permit back");
+      assertEquals(0L, e.awaitQuietly(sem.eval("acquire", r3, 1, "", 't', epoch, 0), "r3 after its cancel").get(0),
+          "a copy of a cancelled acquire is refused");
+      assertEquals(1, sem.state()[4]);
+
+      RedisSemaphore.Req r5 = sem.new Req(1, 't', false);
+      List<Object> rel = e.awaitQuietly(sem.eval("release", r5, 1, "", 't', epoch, 0), "r5");
+      assertEquals(List.of(1L, 1L, 2L), rel);
+      assertEquals(rel, e.awaitQuietly(sem.eval("release", r5, 1, "", 't', epoch, 0), "r5 copy"));
+      assertEquals(2, sem.state()[4], "a copy of a fast-path release gives nothing back");
+      assertTrue(redis.command("HGET", "{turnstile:" + name + "}:s", "s:" + e.clientId).trim()
+          .equals(Long.toString(r5.seq)), "the mark is the highest call that ran");
+    }
+  }
 }

@@ -74,45 +74,48 @@ local channel, publish = ARGV[10], ARGV[11]
 
 -- ---------------------------------------------------------------- the fast paths
 -- An acquire that finds enough permits, and a release, while nobody waits (no pub/sub flag p, no
--- mark n), the call is no re-sent copy (its slot's memo is absent or of an earlier call) and the
--- caller's registration is the one it renews: the same effect as the general ops
--- below, with no other work (no function is even defined: the general part follows). Any other
--- case (a re-sent copy, a registration to make or replace, a refusal, waiters to wake) runs the
--- general op.
+-- mark n), the call is no re-sent copy and the caller's registration is the one it renews: the
+-- same effect as the general ops below, with no other work (no function is even defined: the
+-- general part follows). Any other case (a re-sent copy, a registration to make or replace, a
+-- refusal, waiters to wake) runs the general op.
+--
+-- "No re-sent copy", leased: the call's sequence number is above s:<me>, the highest of the
+-- client's calls that ran under its live registration (every call that runs raises it; it goes
+-- only with the registration, whose epoch never comes back), so no copy of this call has run and
+-- its memo need not be read. A call at or below it (a copy, or a call overtaken by a later one of
+-- the same client) reads its memo in the general op. Counting mode has no registration to bound
+-- such a field, so there the memo is read: absent, or of an earlier call of the slot (a slot is
+-- used again only once every copy of its earlier call has been answered), the call is new.
 local memo = false -- the call's memo (GET, once), when it has a slot
-if slot ~= '' then
-  memo = redis.call('GET', Q)
-end
-local f = redis.call('HMGET', S, 'a', 'm', 'k', 'c:' .. me, 'e:' .. me, 'p', 'ec', 'n')
--- A memo of an earlier call of the slot (a lower sequence number) is no copy of this one: as
--- recall() below, the call is new. (A slot is used again only once every copy of its earlier
--- call has been answered, so nothing of that call can come later.)
-if (op == 'acquire' or op == 'release') and slot ~= ''
-    and (not memo or tonumber(string.match(memo, '^(%d+)|')) < tonumber(seq)) then
+local memo_read = false
+local f = redis.call('HMGET', S, 'a', 'm', 'k', 'c:' .. me, 'e:' .. me, 'p', 'ec', 'n', 's:' .. me)
+if (op == 'acquire' or op == 'release') and slot ~= '' and f[2] and not f[6] and not f[8]
+    and not (op == 'release' and string.find(flags, 'y', 1, true)) then
   local mode_f, e_f = f[2], f[5]
-  if mode_f and not f[6] and not f[8] and (mode_f == 'C' or (e_f and e_f == ARGV[9]))
-      and not (op == 'release' and string.find(flags, 'y', 1, true)) then
+  local new_call = false
+  if mode_f == 'L' then
+    new_call = e_f and e_f == ARGV[9] and tonumber(seq) > tonumber(f[9] or '0')
+  else
+    memo, memo_read = redis.call('GET', Q), true
+    new_call = not memo or tonumber(string.match(memo, '^(%d+)|')) < tonumber(seq)
+  end
+  if new_call then
     local free = tonumber(f[1])
     local held = tonumber(f[4] or '0')
-    local reply
     if op == 'acquire' and free >= n then
       if mode_f == 'C' then
         redis.call('HSET', S, 'a', free - n)
-        reply = '1,' .. n .. ',0,0,0'
-      else
-        redis.call('HSET', S, 'a', free - n, 'c:' .. me, held + n)
-        reply = '1,' .. n .. ',' .. e_f .. ',0,0'
-      end
-      redis.call('SET', Q, seq .. '|' .. reply, 'PX', lease)
-      if mode_f == 'C' then
+        redis.call('SET', Q, seq .. '|1,' .. n .. ',0,0,0', 'PX', lease)
         return {1, n, 0, 0, 0}
       end
+      redis.call('HSET', S, 'a', free - n, 'c:' .. me, held + n, 's:' .. me, seq)
+      redis.call('SET', Q, seq .. '|1,' .. n .. ',' .. e_f .. ',0,0', 'PX', lease)
       return {1, n, tonumber(e_f), 0, 0}
     elseif op == 'release' and (mode_f == 'L' or free + n <= 2147483647) then
       local give = n
       if mode_f == 'L' then
         give = math.min(n, held)
-        redis.call('HSET', S, 'a', free + give, 'c:' .. me, held - give)
+        redis.call('HSET', S, 'a', free + give, 'c:' .. me, held - give, 's:' .. me, seq)
       else
         redis.call('HSET', S, 'a', free + give)
       end
@@ -120,6 +123,9 @@ if (op == 'acquire' or op == 'release') and slot ~= ''
       return {1, give, free + give}
     end
   end
+end
+if slot ~= '' and not memo_read then
+  memo = redis.call('GET', Q)
 end
 
 local RECLAIM_MAX = 16
@@ -165,15 +171,6 @@ local function recall()
   return out
 end
 
-local function remember(reply)
-  local parts = {}
-  for i, v in ipairs(reply) do
-    parts[i] = fmt(v)
-  end
-  redis.call('SET', Q, seq .. '|' .. table.concat(parts, ','), 'PX', lease)
-  return reply
-end
-
 -- ---------------------------------------------------------------- state
 
 local exists = f[2] ~= false
@@ -198,7 +195,32 @@ end
 local reclaimed = 0
 local removed_mine = false
 
+-- s:<me>, the fast path's proof that a call is new: at or above every call of the caller that
+-- ran under its live registration. Raised by every call with a slot that runs while the caller
+-- has a registration (in flush's HSET, or by itself after an op that did not flush); it goes with
+-- the registration (HDEL with c: and e:). Raising it is always safe: a call at or below it only
+-- reads its memo in the general op.
+local high = f[9] -- s:<me> as stored now (nil: none)
+
+local function needs_high()
+  return leased and mine_e and slot ~= '' and (not high or tonumber(high) < tonumber(seq))
+end
+
+local function raise_high(alone)
+  if needs_high() then
+    high = seq
+    if alone then
+      redis.call('HSET', S, 's:' .. me, seq)
+    else
+      set['s:' .. me] = seq
+    end
+  end
+end
+
 local function flush(extra_del)
+  if not removed_mine then
+    raise_high(false)
+  end
   local args = {}
   for k, v in pairs(set) do
     args[#args + 1] = k
@@ -208,7 +230,8 @@ local function flush(extra_del)
     redis.call('HSET', S, unpack(args))
   end
   if removed_mine then
-    redis.call('HDEL', S, 'c:' .. me, 'e:' .. me)
+    redis.call('HDEL', S, 'c:' .. me, 'e:' .. me, 's:' .. me)
+    high = nil
   end
 end
 
@@ -242,7 +265,7 @@ local function reclaim()
       if g[2] == e then
         local held = tonumber(g[1] or '0')
         drop(c, e, held)
-        redis.call('HDEL', S, 'c:' .. c, 'e:' .. c)
+        redis.call('HDEL', S, 'c:' .. c, 'e:' .. c, 's:' .. c)
         if held > 0 then
           reclaimed = reclaimed + 1
         end
@@ -284,6 +307,16 @@ local function settle_mine()
   end
   drop(me, mine_e, mine)
   mine, mine_e, removed_mine = 0, nil, true
+end
+
+local function remember(reply)
+  local parts = {}
+  for i, v in ipairs(reply) do
+    parts[i] = fmt(v)
+  end
+  redis.call('SET', Q, seq .. '|' .. table.concat(parts, ','), 'PX', lease)
+  raise_high(true)
+  return reply
 end
 
 -- permits are free: wake the waiters. Pub/sub waiters (every multi-permit waiter, single-permit
