@@ -49,7 +49,7 @@ class VirtualThreadsTest {
     Assumptions.assumeTrue(java.isPresent(), "no JDK 21+ found (this JVM is " + Runtime.version()
         + "; set -Dturnstile.test.jdk21=<jdk home> or JDK21_HOME): virtual-thread scenario skipped");
     try (JvmProcess child = JvmProcess.start(java.get().toString(), JvmProcess.testClasspath(),
-        List.of("-Xmx512m"), VirtualThreadsMain.class,
+        List.of("-Xmx512m", "-XX:FlightRecorderOptions:stackdepth=512"), VirtualThreadsMain.class,
         redis.uri(), Integer.toString(THREADS), "4", "3", "45")) {
       String line = child.awaitLine("RESULT ", Duration.ofSeconds(60));
       System.out.println(String.join("\n", child.output()));
@@ -67,6 +67,8 @@ class VirtualThreadsTest {
       assertTrue(r.get("maxPermits") <= 3, line);
       assertEquals(3, r.get("permitsLeft"), "every permit back: " + line);
       assertEquals(0, r.get("pinned"), "virtual threads pinned:\n" + String.join("\n", child.output()));
+      assertTrue(r.get("canaryPinned") >= 1, "the deliberate pin (a park in a class initializer) was not seen: "
+          + "the pinning check cannot fail\n" + String.join("\n", child.output()));
       assertEquals(0, child.waitFor(Duration.ofSeconds(10)));
     }
   }
