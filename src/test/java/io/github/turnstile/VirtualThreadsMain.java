@@ -23,11 +23,12 @@ import jdk.jfr.consumer.RecordingFile;
  * each take one of a few locks and then a permit of one semaphore, while JFR records
  * {@code jdk.VirtualThreadPinned} with no threshold. A warm-up of a few hundred tasks runs first.
  * A class loaded, linked or initialized on a virtual thread pins it while it does, once per class:
- * JDK behaviour, told apart by {@link #jdkClassLoading} and reported as
+ * JDK behaviour, told apart by {@link #jdkOwnPin} and reported as
  * {@code warmupOrClassLoadPinned}. On JDK 21 to 23, whose events give no reason, every pin of the
- * warm-up is set aside; on JDK 24+ the warm-up's are judged like the measured run's. Every counted event is printed in full
- * (its reason fields and every frame). A canary then pins one virtual thread on purpose (a park
- * in a class initializer), which must be counted ({@code canaryPinned}): the check can fail.
+ * warm-up is set aside; on JDK 24+ the warm-up's are judged like the measured run's. Every counted
+ * event is printed in full (its reason fields and every frame). A canary then pins one virtual
+ * thread on purpose (a park in a class initializer), which must be counted ({@code canaryPinned}):
+ * the check can fail.
  * Compiled for release 17, so virtual threads are reached by reflection. Prints one
  * {@code RESULT ...} line, or {@code DEADLOCK} with a thread dump if the tasks do not finish within
  * the time limit.
@@ -154,7 +155,7 @@ public final class VirtualThreadsMain {
     for (RecordedEvent e : RecordingFile.readAllEvents(jfr)) {
       if (e.getEventType().getName().equals("jdk.VirtualThreadPinned")) {
         if (!e.getStartTime().isBefore(canaryFrom)) {
-          if (jdkClassLoading(e) == null) {
+          if (jdkOwnPin(e) == null) {
             canaryPinned++;
           }
           System.out.println("CANARY PINNED " + describe(e));
@@ -164,7 +165,7 @@ public final class VirtualThreadsMain {
         // JDK 24+ says why it pinned, so the warm-up's events are judged too (a Turnstile class
         // initializer that parks pins once, most likely in the warm-up); before, its frames tell
         // too little and the warm-up's are all set aside
-        String excuse = warm && !e.hasField("pinnedReason") ? "warm-up" : jdkClassLoading(e);
+        String excuse = warm && !e.hasField("pinnedReason") ? "warm-up" : jdkOwnPin(e);
         if (excuse != null) {
           warmupPinned++;
           if (Boolean.getBoolean("turnstile.test.vtPrintAll")) {
@@ -195,40 +196,57 @@ public final class VirtualThreadsMain {
     System.out.println("RESULT java=" + Runtime.version().feature() + " tasks=" + threads + " counted=" + total
         + " exclusionViolations=" + exclusionViolations.sum() + " permitViolations=" + permitViolations.sum()
         + " maxPermits=" + maxPermitsInUse.get() + " permitsLeft=" + left + " errors=" + errors.sum()
-        + " notVirtual=" + notVirtual.sum() + " pinned=" + pinned.size() + " warmupOrClassLoadPinned=" + warmupPinned + " canaryPinned=" + canaryPinned
-        + " millis=" + millis);
+        + " notVirtual=" + notVirtual.sum() + " pinned=" + pinned.size() + " warmupOrClassLoadPinned=" + warmupPinned
+        + " canaryPinned=" + canaryPinned + " millis=" + millis);
     System.exit(0);
   }
 
   /**
-   * Why a pinned event of the measured run is the JDK's own class loading, linking or
-   * initialization (once per class: the measured run can take a path the warm-up did not), or null
-   * if it is not, and counts against the test.
+   * Why a pinned event is the JDK's own doing (class loading, linking or initialization, once per
+   * class, or a JDK critical section) and not Turnstile's, or null if it counts against the test.
    *
    * <p>On JDK 24+ the event says why ({@code pinnedReason}, {@code blockingOperation}; the strings
    * are HotSpot's, {@code JavaThread::post_vthread_pinned_event}), and only these are excused:
    * <ul>
    *   <li>"Waited for initialization of C by another thread": a class initializer running in
    *       another thread;
-   *   <li>"VM call to C.&lt;clinit&gt; on stack" for a class C not of Turnstile's main code, or for
-   *       any C while the thread waits for a monitor (class loading inside the initializer). A
-   *       Turnstile initializer that parks or waits still counts;
-   *   <li>a contended monitor enter that could not unmount ("Freeze or preempt failed (2)", a
-   *       critical section): since JEP 491 a {@code synchronized} of Java code unmounts when
-   *       contended, so this is a monitor the JVM takes itself while it loads, links or
-   *       initializes a class (HotSpot's {@code ObjectLocker}), or a JDK critical section.
+   *   <li>"VM call to C.&lt;clinit&gt; on stack" for a class C that is not Turnstile's (main or
+   *       test code), or for any C while the thread waits for a monitor (class loading inside the
+   *       initializer). A Turnstile initializer that parks or waits counts;
+   *   <li>a contended monitor enter that could not unmount ("Freeze or preempt failed (2)"): since
+   *       JEP 491 a {@code synchronized} of Java code unmounts when contended, unless the JVM
+   *       called it (a class loader) or a JDK critical section holds the thread, so this is a
+   *       monitor of the JVM's class loading or linking (HotSpot's {@code ObjectLocker}), or a JDK
+   *       critical section. Example (reproduced on JDK 25; the likely event of the CI failure of
+   *       2026-11-26): a virtual thread at {@code new} in {@code CompletableFuture.timedGet}
+   *       (bci 75 {@code Signaller}, 216 {@code TimeoutException}) while another thread links
+   *       that class: no loader or {@code <clinit>} frame on the stack.
    * </ul>
    * Every park ({@code LockSupport.park}) and every {@code Object.wait} outside class
    * initialization counts, whatever its reason: that is what pinning costs a carrier.
    *
-   * <p>Before JDK 24 the event has no reason: a class loader or initializer frame on the stack is
-   * the sign, as before.
+   * <p>Before JDK 24 the event has no reason: a class loader frame, or the initializer of a class
+   * that is not Turnstile's, on the stack is the sign.
    */
-  static String jdkClassLoading(RecordedEvent e) {
-    if (e.hasField("pinnedReason")) {
-      String reason = String.valueOf(e.getString("pinnedReason"));
-      String op = String.valueOf(e.getString("blockingOperation"));
-      boolean monitor = op.equals("Contended monitor enter");
+  static String jdkOwnPin(RecordedEvent e) {
+    List<String> frames = new ArrayList<>();
+    if (e.getStackTrace() != null) {
+      for (RecordedFrame f : e.getStackTrace().getFrames()) {
+        frames.add(f.getMethod().getType().getName() + "." + f.getMethod().getName());
+      }
+    }
+    return e.hasField("pinnedReason")
+        ? jdkOwnPin(String.valueOf(e.getString("pinnedReason")), String.valueOf(e.getString("blockingOperation")), frames)
+        : jdkOwnPin(null, null, frames);
+  }
+
+  /**
+   * {@link #jdkOwnPin(RecordedEvent)} on an event's fields: {@code reason} and {@code op} null
+   * before JDK 24, {@code frames} as "type.method", top first.
+   */
+  static String jdkOwnPin(String reason, String op, List<String> frames) {
+    if (reason != null) {
+      boolean monitor = "Contended monitor enter".equals(op);
       if (reason.startsWith("Waited for initialization of ") && reason.endsWith(" by another thread")) {
         return "class initialization in another thread";
       }
@@ -240,23 +258,23 @@ public final class VirtualThreadsMain {
         return null;
       }
       if (monitor && reason.equals("Freeze or preempt failed (2)")) {
-        return "monitor of the JVM's class loading or linking";
+        return "a monitor that could not unmount: the JVM's class loading or linking, or a JDK critical section";
       }
       return null;
     }
-    if (e.getStackTrace() == null) {
-      return null;
-    }
-    for (RecordedFrame f : e.getStackTrace().getFrames()) {
-      String type = f.getMethod().getType().getName();
-      String method = f.getMethod().getName();
+    for (String frame : frames) {
+      int dot = frame.lastIndexOf('.');
+      String type = frame.substring(0, Math.max(dot, 0));
+      String method = frame.substring(dot + 1);
       if ((method.equals("<clinit>") && !isMainCode(type))
-          || (type.equals("java.lang.ClassLoader") && method.equals("loadClass")) || type.startsWith("jdk.internal.loader.")) {
-        return "class loading or initialization (frame " + type + "." + method + ")";
+          || (type.equals("java.lang.ClassLoader") && method.equals("loadClass"))
+          || type.startsWith("jdk.internal.loader.")) {
+        return "class loading or initialization (frame " + frame + ")";
       }
     }
     return null;
   }
+
 
   /** Whether a class is Turnstile's (main or test code), not the JDK's or a dependency's. */
   private static boolean isMainCode(String type) {
@@ -266,7 +284,7 @@ public final class VirtualThreadsMain {
   /**
    * A pin Turnstile code could cause on any JDK: a virtual thread that parks in a class
    * initializer. Run once after the measured run, it proves the recording sees such a pin and
-   * {@link #jdkClassLoading} does not excuse it.
+   * {@link #jdkOwnPin} does not excuse it.
    */
   static final class PinCanary {
     static {
