@@ -1,6 +1,8 @@
 package io.github.turnstile;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.turnstile.testing.JvmProcess;
@@ -35,8 +37,11 @@ import org.junit.jupiter.api.extension.ExtendWith;
  *
  * <p>Since JDK 24 (JEP 491) a virtual thread blocked inside {@code synchronized} no longer pins
  * its carrier, so on such a JDK the JFR check sees only the remaining causes (native frames,
- * class initializers). {@link #noSynchronizedInMainCode} covers JDK 21 to 23: Turnstile's own
- * code holds no monitor at all, so none of its blocking calls can pin there either.
+ * class loading, linking and initialization). The child sets aside only the JDK's own class
+ * loading, by the reason the JVM gives ({@link VirtualThreadsMain#jdkOwnPin}); any park or
+ * wait that pins counts, and a canary pin proves it is seen. {@link #noSynchronizedInMainCode}
+ * covers JDK 21 to 23: Turnstile's own code holds no monitor at all, so none of its blocking calls
+ * can pin there either.
  */
 @ExtendWith(RedisExtension.class)
 class VirtualThreadsTest {
@@ -49,7 +54,7 @@ class VirtualThreadsTest {
     Assumptions.assumeTrue(java.isPresent(), "no JDK 21+ found (this JVM is " + Runtime.version()
         + "; set -Dturnstile.test.jdk21=<jdk home> or JDK21_HOME): virtual-thread scenario skipped");
     try (JvmProcess child = JvmProcess.start(java.get().toString(), JvmProcess.testClasspath(),
-        List.of("-Xmx512m"), VirtualThreadsMain.class,
+        List.of("-Xmx512m", "-XX:FlightRecorderOptions:stackdepth=512"), VirtualThreadsMain.class,
         redis.uri(), Integer.toString(THREADS), "4", "3", "45")) {
       String line = child.awaitLine("RESULT ", Duration.ofSeconds(60));
       System.out.println(String.join("\n", child.output()));
@@ -67,8 +72,54 @@ class VirtualThreadsTest {
       assertTrue(r.get("maxPermits") <= 3, line);
       assertEquals(3, r.get("permitsLeft"), "every permit back: " + line);
       assertEquals(0, r.get("pinned"), "virtual threads pinned:\n" + String.join("\n", child.output()));
+      assertTrue(r.get("canaryPinned") >= 1, "the deliberate pin (a park in a class initializer) was not seen: "
+          + "the pinning check cannot fail\n" + String.join("\n", child.output()));
       assertEquals(0, child.waitFor(Duration.ofSeconds(10)));
     }
+  }
+
+  /**
+   * Which pins the child sets aside as the JDK's own: by the reason the JVM gives (JDK 24+), never a
+   * park or wait outside class initialization, never a Turnstile class initializer that blocks.
+   * The first case is the shape of the CI failure of 2026-11-26 (a virtual thread at {@code new} in
+   * {@code CompletableFuture.timedGet} while another thread links that class).
+   */
+  @Test
+  void pinsAreToldApartByTheReasonTheJvmGives() {
+    List<String> unlock = List.of("java.util.concurrent.CompletableFuture.timedGet",
+        "java.util.concurrent.CompletableFuture.get", "io.github.turnstile.Waits.get",
+        "io.github.turnstile.Engine.awaitWhileUp", "io.github.turnstile.RedisLock.handOff",
+        "io.github.turnstile.RedisLock.unlock");
+    List<String> parked = new ArrayList<>(List.of("java.lang.VirtualThread.parkOnCarrierThread",
+        "java.lang.VirtualThread.parkNanos", "java.util.concurrent.locks.LockSupport.parkNanos",
+        "java.util.concurrent.CompletableFuture$Signaller.block"));
+    parked.addAll(unlock);
+    String linking = "Freeze or preempt failed (2)";
+    String monitor = "Contended monitor enter";
+    String park = "LockSupport.park";
+    // the JDK's own
+    assertNotNull(VirtualThreadsMain.jdkOwnPin(linking, monitor, unlock));
+    assertNotNull(VirtualThreadsMain.jdkOwnPin("Waited for initialization of java.util.concurrent.TimeoutException"
+        + " by another thread", "Object.wait", unlock));
+    assertNotNull(VirtualThreadsMain.jdkOwnPin("VM call to com.github.benmanes.caffeine.cache.stats.DisabledStatsCounter"
+        + ".<clinit> on stack", monitor, List.of("com.github.benmanes.caffeine.cache.stats.DisabledStatsCounter.<clinit>")));
+    assertNotNull(VirtualThreadsMain.jdkOwnPin("VM call to io.github.turnstile.Inspection$Kind.<clinit> on stack", monitor,
+        List.of("io.github.turnstile.Inspection$Kind.<clinit>")));
+    assertNotNull(VirtualThreadsMain.jdkOwnPin(null, null, List.of("jdk.internal.loader.BuiltinClassLoader.loadClassOrNull",
+        "java.lang.ClassLoader.loadClass", "io.github.turnstile.RedisLock.lock")));
+    // pins that count
+    assertNull(VirtualThreadsMain.jdkOwnPin(linking, park, parked));
+    assertNull(VirtualThreadsMain.jdkOwnPin("Freeze or preempt failed (5)", park, parked));
+    assertNull(VirtualThreadsMain.jdkOwnPin("Native or VM frame on stack", park, parked));
+    assertNull(VirtualThreadsMain.jdkOwnPin("Native or VM frame on stack", monitor, unlock));
+    assertNull(VirtualThreadsMain.jdkOwnPin(linking, "Object.wait", unlock));
+    assertNull(VirtualThreadsMain.jdkOwnPin("VM call to io.github.turnstile.Engine$Init.<clinit> on stack", park,
+        List.of("java.util.concurrent.locks.LockSupport.parkNanos", "io.github.turnstile.Engine$Init.<clinit>")));
+    assertNull(VirtualThreadsMain.jdkOwnPin(null, null, parked));
+    // its frames alone do not show the CI failure's linking (the frame rule before JDK 24)
+    assertNull(VirtualThreadsMain.jdkOwnPin(null, null, unlock));
+    assertNull(VirtualThreadsMain.jdkOwnPin(null, null,
+        List.of("java.util.concurrent.locks.LockSupport.parkNanos", "io.github.turnstile.Engine$Init.<clinit>")));
   }
 
   /**
