@@ -165,14 +165,21 @@ class SemaphoreWaitingTest {
   }
 
   /**
-   * Ends a phase of {@link TcpProxy#setDropReplies dropped replies} by cutting the connections
-   * whose replies were dropped. {@code inWindow} runs between the two, where a reply could still
-   * come on such a connection.
+   * Ends a phase of {@link TcpProxy#setDropReplies dropped replies} as a network would: the
+   * connections whose replies were dropped are cut while replies are still dropped, so no reply
+   * ever reaches the client on them (one would answer the wrong command: Lettuce matches replies to
+   * commands in order); only the connections made afterwards get replies. Reconnections are held
+   * back ({@link TcpProxy#setStallNew}) until the drop has ended. {@code inWindow} runs between
+   * the cut and the end of the drop. (The first version ended the drop and then cut: a reply read
+   * by the proxy in between, such as a cancel's sent as the waiter gave up, answered the acquire
+   * whose reply was lost, which then was never cancelled; see the test below.)
    */
   private static void endDropByCut(TcpProxy proxy, TestSupport.ThrowingRunnable inWindow) throws Exception {
-    proxy.setDropReplies(false);
-    inWindow.run();
+    proxy.setStallNew(true);
     proxy.cutAll();
+    inWindow.run();
+    proxy.setDropReplies(false);
+    proxy.setStallNew(false);
   }
 
   /**
