@@ -24,6 +24,8 @@ public final class TcpProxy implements AutoCloseable {
 
     /** Connections accepted and closed at once because {@link #setRefuseNew refuseNew} was set. */
     private final AtomicInteger refused = new AtomicInteger();
+    /** Bytes forwarded from the server to clients (not dropped). */
+    private final java.util.concurrent.atomic.AtomicLong toClients = new java.util.concurrent.atomic.AtomicLong();
 
     private final String targetHost;
     private final int targetPort;
@@ -256,6 +258,14 @@ public final class TcpProxy implements AutoCloseable {
         return null;
     }
 
+    /**
+     * @return how many bytes were forwarded from the server to clients so far (replies dropped by
+     *     {@link #setDropReplies} not counted)
+     */
+    public long bytesToClients() {
+        return toClients.get();
+    }
+
     /** @return the number of currently open proxied connections */
     public int connectionCount() {
         return links.size();
@@ -416,6 +426,9 @@ public final class TcpProxy implements AutoCloseable {
                     try {
                         out.write(buf, 0, n);
                         out.flush();
+                        if (towardsClient) {
+                            toClients.addAndGet(n);
+                        }
                     } catch (IOException e) {
                         if (towardsClient && clientGone) {
                             continue; // the client went while its close is held: discard
