@@ -212,28 +212,13 @@ public final class History {
    * @return one line per violation
    */
   public synchronized List<String> describeViolations(int capacity, long originNanos, int max) {
-    List<Hold> sorted = new ArrayList<>(holds);
-    sorted.sort(Comparator.comparingLong(Hold::startNanos));
     List<String> out = new ArrayList<>();
-    List<Hold> active = new ArrayList<>(); // holds begun earlier and still valid
-    for (Hold h : sorted) {
+    for (Violation v : violations(capacity)) {
       if (out.size() >= max) {
         break;
       }
-      active.removeIf(o -> o.endNanos() - h.startNanos() <= 0);
-      int permits = 0;
-      boolean write = false;
-      for (Hold o : active) {
-        permits += o.permits();
-        write |= o.exclusive();
-      }
-      boolean violation = capacity == 0 ? !active.isEmpty() && (h.exclusive() || write)
-          : permits + h.permits() > capacity;
-      if (violation) {
-        out.add(describe(h, originNanos) + " began while valid: "
-            + active.stream().map(o -> describe(o, originNanos)).collect(Collectors.joining(", ")));
-      }
-      active.add(h);
+      out.add(describe(v.hold(), originNanos) + " began while valid: "
+          + v.valid().stream().map(o -> describe(o, originNanos)).collect(Collectors.joining(", ")));
     }
     return out;
   }
@@ -246,10 +231,18 @@ public final class History {
    * @return the start instants (nanoTime) of the violating holds
    */
   public synchronized List<Long> violationStarts(int capacity) {
+    return violations(capacity).stream().map(v -> v.hold().startNanos()).toList();
+  }
+
+  /** A hold that began while the holds {@code valid} made it one too many. */
+  private record Violation(Hold hold, List<Hold> valid) { }
+
+  /** Every violation, in order of start: the sweep both public views share. */
+  private List<Violation> violations(int capacity) {
     List<Hold> sorted = new ArrayList<>(holds);
     sorted.sort(Comparator.comparingLong(Hold::startNanos));
-    List<Long> out = new ArrayList<>();
-    List<Hold> active = new ArrayList<>();
+    List<Violation> out = new ArrayList<>();
+    List<Hold> active = new ArrayList<>(); // holds begun earlier and still valid
     for (Hold h : sorted) {
       active.removeIf(o -> o.endNanos() - h.startNanos() <= 0);
       int permits = 0;
@@ -261,7 +254,7 @@ public final class History {
       boolean violation = capacity == 0 ? !active.isEmpty() && (h.exclusive() || write)
           : permits + h.permits() > capacity;
       if (violation) {
-        out.add(h.startNanos());
+        out.add(new Violation(h, List.copyOf(active)));
       }
       active.add(h);
     }
