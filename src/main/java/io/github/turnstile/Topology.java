@@ -224,9 +224,38 @@ abstract class Topology implements AutoCloseable {
     return new Standalone(client, shutdown, clientName, new OptionalCommands());
   }
 
-  /** @param shutdown as for {@link #standalone} */
-  static Topology cluster(RedisClusterClient client, Runnable shutdown, String clientName) {
-    return new Cluster(client, shutdown, clientName, new OptionalCommands());
+  /**
+   * @param seed the URI whose credentials, TLS settings and timeout the connections Turnstile opens
+   *     to each node carry (as Lettuce's own node connections do); {@code null}: the client's first
+   *     initial URI
+   * @param shutdown as for {@link #standalone}
+   */
+  static Topology cluster(RedisClusterClient client, RedisURI seed, Runnable shutdown, String clientName) {
+    return new Cluster(client, seed != null ? seed : seedOf(client), shutdown, clientName, new OptionalCommands());
+  }
+
+  /**
+   * The first initial URI of a cluster client the application made. Lettuce applies its
+   * credentials and TLS settings to every node connection it opens, but the node URIs of its
+   * topology view carry none, so Turnstile's own node connections must apply them too. Lettuce
+   * offers the initial URIs to subclasses only ({@code getInitialUris()}); read reflectively (Lettuce
+   * is an unnamed or automatic module, whose packages are open). Without it, node connections
+   * would authenticate as the {@code default} user: connecting fails instead.
+   */
+  static RedisURI seedOf(RedisClusterClient client) {
+    try {
+      java.lang.reflect.Method m = RedisClusterClient.class.getDeclaredMethod("getInitialUris");
+      m.setAccessible(true);
+      @SuppressWarnings("unchecked")
+      Iterable<RedisURI> uris = (Iterable<RedisURI>) m.invoke(client);
+      for (RedisURI u : uris) {
+        return u;
+      }
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      throw new TurnstileException("cannot read the initial URIs of the RedisClusterClient (Lettuce "
+          + "changed?): Turnstile's connections to the nodes need their credentials; use Turnstile.connect(uri)", e);
+    }
+    throw new TurnstileException("the RedisClusterClient has no initial URI");
   }
 
   /** Opens a connection and names it; wraps failures in TurnstileException. */
@@ -382,6 +411,8 @@ abstract class Topology implements AutoCloseable {
    */
   private static final class Cluster extends Topology {
     private final RedisClusterClient client;
+    /** Whose credentials, TLS settings and timeout every node connection carries. */
+    private final RedisURI seed;
     private final Runnable shutdown;
     private final StatefulRedisClusterConnection<String, String> main;
     /** Per node: the client of blocking connections (no reconnect) and of the subscriber (reconnects). */
@@ -396,15 +427,16 @@ abstract class Topology implements AutoCloseable {
     private volatile long watchUntil;
     private volatile boolean closed;
 
-    Cluster(RedisClusterClient client, Runnable shutdown, String clientName, OptionalCommands optional) {
-      this(client, shutdown, openMain(() -> client.connect(StringCodec.UTF8), c -> c.sync().ping(),
+    Cluster(RedisClusterClient client, RedisURI seed, Runnable shutdown, String clientName, OptionalCommands optional) {
+      this(client, seed, shutdown, openMain(() -> client.connect(StringCodec.UTF8), c -> c.sync().ping(),
           "cluster connection"), optional);
     }
 
-    private Cluster(RedisClusterClient client, Runnable shutdown,
+    private Cluster(RedisClusterClient client, RedisURI seed, Runnable shutdown,
         StatefulRedisClusterConnection<String, String> main, OptionalCommands optional) {
       super(main, main.async(), optional);
       this.client = client;
+      this.seed = seed;
       this.shutdown = shutdown;
       this.main = main;
       // unknown (no RESP3 handshake, INFO refused): 7.0 or later is assumed (DESIGN §11)
@@ -469,7 +501,14 @@ abstract class Topology implements AutoCloseable {
     private RedisClient nodeClient(Map<String, RedisClient> clients, String node, boolean reconnect) {
       return clients.computeIfAbsent(node, n -> {
         RedisClient c = RedisClient.create(client.getResources());
-        c.setOptions(ClientOptions.builder()
+        ClientOptions options = client.getOptions();
+        ClientOptions.Builder b = ClientOptions.builder();
+        if (options.getConfiguredProtocolVersion() != null) {
+          b.protocolVersion(options.getConfiguredProtocolVersion());
+        }
+        c.setOptions(b
+            .sslOptions(options.getSslOptions()) // the application's trust and key material
+            .socketOptions(options.getSocketOptions())
             .autoReconnect(reconnect)
             .timeoutOptions(TimeoutOptions.builder().timeoutCommands(false).build())
             .build());
@@ -503,11 +542,19 @@ abstract class Topology implements AutoCloseable {
       }
     }
 
+    /**
+     * The node's address from the topology view, with the seed's credentials, TLS settings and
+     * timeout (the view's URIs carry none: Lettuce applies them when it connects, as this does).
+     */
     private RedisURI uriOf(String node) {
       for (RedisClusterNode n : main.getPartitions()) {
         RedisURI uri = n.getUri();
         if ((uri.getHost() + ":" + uri.getPort()).equals(node)) {
-          return uri;
+          RedisURI out = RedisURI.create(uri.getHost(), uri.getPort());
+          out.applyAuthentication(seed);
+          out.applySsl(seed);
+          out.setTimeout(seed.getTimeout());
+          return out;
         }
       }
       throw new TurnstileException("Redis Cluster node " + node + " left the topology");

@@ -106,7 +106,8 @@ public final class Turnstile implements AutoCloseable {
     String lower = uri.toLowerCase(java.util.Locale.ROOT);
     if (lower.startsWith("redis-cluster://") || lower.startsWith("rediss-cluster://")) {
       ClientResources resources = ownedResources();
-      RedisClusterClient client = RedisClusterClient.create(resources, clusterSeeds(uri));
+      List<RedisURI> seeds = clusterSeeds(uri);
+      RedisClusterClient client = RedisClusterClient.create(resources, seeds);
       Runnable shutdown = () -> shutdown(client, resources);
       client.setOptions(ClusterClientOptions.builder()
           .autoReconnect(true)
@@ -118,7 +119,7 @@ public final class Turnstile implements AutoCloseable {
               .enablePeriodicRefresh(Duration.ofSeconds(30))
               .build())
           .build());
-      return open(shutdown, name -> Topology.cluster(client, shutdown, name), options);
+      return open(shutdown, name -> Topology.cluster(client, seeds.get(0), shutdown, name), options);
     }
     RedisURI redisUri;
     try {
@@ -243,7 +244,7 @@ public final class Turnstile implements AutoCloseable {
   public static Turnstile create(RedisClusterClient client, TurnstileOptions options) {
     Objects.requireNonNull(client, "client");
     Objects.requireNonNull(options, "options");
-    return wrapped(() -> new Turnstile(new Engine(name -> Topology.cluster(client, null, name), options)));
+    return wrapped(() -> new Turnstile(new Engine(name -> Topology.cluster(client, null, null, name), options)));
   }
 
   private static Turnstile wrapped(java.util.function.Supplier<Turnstile> make) {

@@ -137,6 +137,23 @@ class AclDeploymentsTest {
     }
   }
 
+  /**
+   * Every client connection of the nodes but this check's own (and replication and Sentinel links) is
+   * authenticated as {@code user}: on a Cluster, the topology view's node addresses carry no
+   * credentials, and connections opened to them as they are log in as {@code default}.
+   */
+  private static void assertAllConnectionsAre(List<RedisServerProcess> nodes, String user) {
+    for (RedisServerProcess node : nodes) {
+      for (String line : node.command("CLIENT", "LIST").split("\\r?\\n")) {
+        if (line.isBlank() || line.contains(" cmd=client|list ") || line.matches(".* flags=[SM] .*")
+            || line.contains(" name=sentinel-")) { // the Sentinels' own links (their auth-user is not ours)
+          continue;
+        }
+        assertTrue(line.contains(" user=" + user + " "), "a connection of another user on " + node + ": " + line);
+      }
+    }
+  }
+
   /** Clients blocked in a command now, added up over {@code nodes}. */
   private static long blocked(List<RedisServerProcess> nodes) {
     long n = 0;
@@ -154,7 +171,12 @@ class AclDeploymentsTest {
     TurnstileOptions small = TurnstileOptions.builder().blockingPoolSize(1).build();
     TurnstileOptions acked = withWait ? TurnstileOptions.builder().replicaAcks(1, Duration.ofSeconds(5)).build()
         : TurnstileOptions.defaults();
-    try (Turnstile a = Turnstile.connect(uri, acked); Turnstile b = Turnstile.connect(uri, small)) {
+    // on a Cluster, b is made from the application's own client: its node connections then take
+    // the credentials from the client's initial URI (Topology.seedOf)
+    io.lettuce.core.cluster.RedisClusterClient own = uri.startsWith("redis-cluster://")
+        ? io.lettuce.core.cluster.RedisClusterClient.create(Turnstile.clusterSeeds(uri)) : null;
+    try (Turnstile a = Turnstile.connect(uri, acked);
+        Turnstile b = own != null ? Turnstile.create(own, small) : Turnstile.connect(uri, small)) {
       // locks: b waits for two at once, on its one blocking connection and by (sharded) pub/sub
       List<DistributedLock> held = new ArrayList<>();
       List<CompletableFuture<Long>> waits = new ArrayList<>();
@@ -218,17 +240,27 @@ class AclDeploymentsTest {
       semA.acquire();
       DistributedSemaphore semB = b.semaphore(semName, 1);
       assertFalse(semB.tryAcquire(50, TimeUnit.MILLISECONDS));
+      // as for the lock: the given-up wait's connection comes back to the pool only once its
+      // CLIENT UNBLOCK (or close) is answered; a waiter that found it lent out would wait by
+      // pub/sub, and no client would block (a loaded machine's Valkey matrix run, 1 in 7 at load 8)
+      TestSupport.await("the connection back", Duration.ofSeconds(10), () -> b.engine().pool.inUse() == 0);
       CompletableFuture<Boolean> permit = CompletableFuture.supplyAsync(() -> {
         semB.acquireUninterruptibly();
         semB.release();
         return true;
       });
-      // blocked in BLMOVE before the release (a sleep here let a loaded machine release first, and
-      // the waiter took the permit by script: no BLMOVE ran, and assertUsed failed)
+      // blocked on the wake list before the release (a sleep here let a loaded machine release
+      // first, and the waiter took the permit at its first attempt: it never blocked)
       TestSupport.await("the semaphore waiter blocked in Redis", Duration.ofSeconds(10), () -> blocked(nodes) == 1);
+      // every connection of both clients, the blocking and subscriber ones included, is the URI's user
+      assertAllConnectionsAre(nodes, LeastPrivilege.USER);
       semA.release();
       assertTrue(permit.get(10, TimeUnit.SECONDS));
       assertEquals(1, semA.availablePermits());
+    } finally {
+      if (own != null) {
+        own.shutdown();
+      }
     }
   }
 }
