@@ -1213,6 +1213,15 @@ final class Engine implements AutoCloseable {
   }
 
   /**
+   * Waits before a first attempt ({@code queueFirstNanos} of {@link #contend}) on the wake list
+   * that ended without a token: nobody woke this JVM's waiter while it stood back (a test's
+   * figure; a release that yields pushes a token, so with the primitive free this stays 0).
+   */
+  final java.util.concurrent.atomic.LongAdder queueFirstLapsed = new java.util.concurrent.atomic.LongAdder();
+  /** Waits before a first attempt on the wake list, begun (a test's figure, with {@link #queueFirstLapsed}). */
+  final java.util.concurrent.atomic.LongAdder queueFirstWaits = new java.util.concurrent.atomic.LongAdder();
+
+  /**
    * The wait loop: attempt; if held by someone else, wait for a wake-up for at most the holder's
    * remaining lease (and the caller's deadline); repeat. A waiter waits on a pooled blocking
    * connection (BLPOP on the wake list: FIFO across JVMs, one hop) while one is free, and by
@@ -1227,15 +1236,6 @@ final class Engine implements AutoCloseable {
    * @return the successful attempt, with {@code sentAtNanos} read before it was sent; or
    *     {@code null} if the deadline passed
    */
-  /**
-   * Waits before a first attempt ({@code queueFirstNanos} of {@link #contend}) on the wake list
-   * that ended without a token: nobody woke this JVM's waiter while it stood back (a test's
-   * figure; a release that yields pushes a token, so with the primitive free this stays 0).
-   */
-  final java.util.concurrent.atomic.LongAdder queueFirstLapsed = new java.util.concurrent.atomic.LongAdder();
-  /** Waits before a first attempt on the wake list, begun (a test's figure, with {@link #queueFirstLapsed}). */
-  final java.util.concurrent.atomic.LongAdder queueFirstWaits = new java.util.concurrent.atomic.LongAdder();
-
   Attempt contend(Contender c, String request, Call call, long queueFirstNanos, long[] sentAtNanos)
       throws InterruptedException {
     boolean pubsub = c.wakeKey() == null;
