@@ -322,7 +322,7 @@ abstract class AsyncHold implements Hold {
 
     @Override
     public String toString() {
-      return "PermitHold[" + name + ", " + permits + " permits" + (released() ? ", released]" : "]");
+      return "PermitHold[" + name + ", " + RedisSemaphore.permits(permits) + (released() ? ", released]" : "]");
     }
   }
 

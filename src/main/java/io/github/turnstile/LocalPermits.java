@@ -64,7 +64,7 @@ final class LocalPermits {
 
     @Override
     public String toString() {
-      return "Waiter{" + thread.getName() + ", " + permits + " permits, state " + state + '}';
+      return "Waiter{" + thread.getName() + ", " + RedisSemaphore.permits(permits) + ", state " + state + '}';
     }
   }
 

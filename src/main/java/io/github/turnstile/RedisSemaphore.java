@@ -159,8 +159,8 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     }
     long stored = (Long) r.get(1);
     if (leased && stored != requested) {
-      throw new IllegalArgumentException(describe + " exists with a capacity of " + stored
-          + " permits, not the " + requested + " requested; change the capacity explicitly"
+      throw new IllegalArgumentException(describe + " exists with a capacity of " + permits(stored)
+          + ", not the " + requested + " requested; change the capacity explicitly"
           + " with addPermits/reducePermits");
     }
     initialized = true;
@@ -515,7 +515,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     }
     if (n > 0) {
       metrics.leaseLost();
-      engine.notifyLost(new LeaseLostEvent(name, 0, l.holder, reason + " (" + n + " permits)", l.lostAtMillis),
+      engine.notifyLost(new LeaseLostEvent(name, 0, l.holder, reason + " (" + permits(n) + ")", l.lostAtMillis),
           lossListeners());
     }
   }
@@ -916,7 +916,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
           lease.alive(now()); // a lease past its confirmed time is lost now, before its permits are counted
         }
         if ((long) permits > (long) held + lost) {
-          throw new IllegalStateException("cannot release " + permits + " permit" + (permits == 1 ? "" : "s")
+          throw new IllegalStateException("cannot release " + permits(permits)
               + " of " + describe + ": this client holds " + (held + lost));
         }
         fromLost = Math.min(lost, permits);
@@ -1062,7 +1062,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     if (status == 1L && at(reply, 1) >= permits) {
       return null;
     }
-    String loss = "Redis no longer had " + permits + " permit(s) of this client on " + describe
+    String loss = "Redis no longer had " + permits(permits) + " of this client on " + describe
         + ": its lease ran out and they were reclaimed";
     if (leased) {
       booksShort(from, loss);
@@ -1113,7 +1113,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   private void lateLoss(int permits) {
     metrics.leaseLost();
     engine.notifyLost(new LeaseLostEvent(name, 0, "client " + engine.clientId, "Redis no longer had "
-        + permits + " permit(s) of this client when its release arrived: they had been reclaimed",
+        + permits(permits) + " of this client when its release arrived: they had been reclaimed",
         System.currentTimeMillis()), lossListeners());
   }
 
@@ -1326,7 +1326,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   public void addPermits(int permits) {
     checkPermits(permits);
     if (!capacityOp("add", permits)) {
-      throw new IllegalArgumentException("cannot add " + permits + " permits to " + describe
+      throw new IllegalArgumentException("cannot add " + permits(permits) + " to " + describe
           + ": its " + (leased ? "capacity" : "free permits") + " would exceed Integer.MAX_VALUE");
     }
   }
@@ -1383,6 +1383,11 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   @Override
   public void addLeaseLossListener(LeaseLossListener listener) {
     listeners.add(Objects.requireNonNull(listener, "listener"));
+  }
+
+  /** "1 permit", "n permits": for messages. */
+  static String permits(long n) {
+    return n + (n == 1 ? " permit" : " permits");
   }
 
   @Override
@@ -1536,7 +1541,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
           }
           boolean live = h.lease() != null && h.lease() == lease;
           if (live ? held < n : lost < n) {
-            throw new IllegalStateException("the " + n + " permit(s) of this hold on " + describe
+            throw new IllegalStateException("the " + permits(n) + " of this hold on " + describe
                 + " were already released through release(int)");
           }
           if (live) {

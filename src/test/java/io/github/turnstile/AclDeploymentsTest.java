@@ -137,23 +137,6 @@ class AclDeploymentsTest {
     }
   }
 
-  /**
-   * Every client connection of the nodes but this check's own (and replication and Sentinel links) is
-   * authenticated as {@code user}: on a Cluster, the topology view's node addresses carry no
-   * credentials, and connections opened to them as they are log in as {@code default}.
-   */
-  private static void assertAllConnectionsAre(List<RedisServerProcess> nodes, String user) {
-    for (RedisServerProcess node : nodes) {
-      for (String line : node.command("CLIENT", "LIST").split("\\r?\\n")) {
-        if (line.isBlank() || line.contains(" cmd=client|list ") || line.matches(".* flags=[SM] .*")
-            || line.contains(" name=sentinel-")) { // the Sentinels' own links (their auth-user is not ours)
-          continue;
-        }
-        assertTrue(line.contains(" user=" + user + " "), "a connection of another user on " + node + ": " + line);
-      }
-    }
-  }
-
   /** Clients blocked in a command now, added up over {@code nodes}. */
   private static long blocked(List<RedisServerProcess> nodes) {
     long n = 0;
@@ -253,7 +236,7 @@ class AclDeploymentsTest {
       // first, and the waiter took the permit at its first attempt: it never blocked)
       TestSupport.await("the semaphore waiter blocked in Redis", Duration.ofSeconds(10), () -> blocked(nodes) == 1);
       // every connection of both clients, the blocking and subscriber ones included, is the URI's user
-      assertAllConnectionsAre(nodes, LeastPrivilege.USER);
+      NoAdmin.assertAllConnectionsAre(nodes, LeastPrivilege.USER);
       semA.release();
       assertTrue(permit.get(10, TimeUnit.SECONDS));
       assertEquals(1, semA.availablePermits());

@@ -1026,6 +1026,29 @@ abstract class DistributedSemaphoreContract {
     assertEquals(Integer.MAX_VALUE, s.availablePermits(), "up to Integer.MAX_VALUE is fine");
   }
 
+  /** Messages count permits in English: "1 permit", "2 permits" (issue 21: "cannot acquire 1 permits"). */
+  @Test
+  void messagesCountPermitsInEnglish() {
+    String name = unique("messages");
+    DistributedSemaphore s = obtain(t1(), name, Integer.MAX_VALUE - 1);
+    IllegalArgumentException add = assertThrows(IllegalArgumentException.class, () -> s.addPermits(1 + 1));
+    assertTrue(add.getMessage().startsWith("cannot add 2 permits to "), add.getMessage());
+    assertEquals("1 permit", RedisSemaphore.permits(1));
+    if (leased()) {
+      IllegalStateException one = assertThrows(IllegalStateException.class, s::release);
+      assertTrue(one.getMessage().startsWith("cannot release 1 permit of "), one.getMessage());
+      IllegalArgumentException capacity = assertThrows(IllegalArgumentException.class,
+          () -> t2().semaphore(name, 1).availablePermits());
+      assertTrue(capacity.getMessage().contains("capacity of " + (Integer.MAX_VALUE - 1) + " permits, not the 1 requested"),
+          capacity.getMessage());
+      String one1 = unique("messages-one");
+      t1().semaphore(one1, 1).availablePermits();
+      IllegalArgumentException capacity1 = assertThrows(IllegalArgumentException.class,
+          () -> t2().semaphore(one1, 2).availablePermits());
+      assertTrue(capacity1.getMessage().contains("a capacity of 1 permit, not the 2 requested"), capacity1.getMessage());
+    }
+  }
+
   /** reducePermits below Integer.MIN_VALUE throws Error("Permit count underflow"), as Semaphore does, and changes nothing. */
   @Test
   void reducePermitsUnderflowThrowsError() {

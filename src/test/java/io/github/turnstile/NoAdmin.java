@@ -85,6 +85,25 @@ final class NoAdmin {
     return refused;
   }
 
+  /**
+   * Every client connection of the nodes that has sent a command, but this check's own (and
+   * replication and Sentinel links), is
+   * authenticated as {@code user}: on a Cluster, the topology view's node addresses carry no
+   * credentials, and connections opened to them as they are log in as {@code default}.
+   */
+  static void assertAllConnectionsAre(List<RedisServerProcess> nodes, String user) {
+    for (RedisServerProcess node : nodes) {
+      for (String line : node.command("CLIENT", "LIST").split("\\r?\\n")) {
+        if (line.isBlank() || line.contains(" cmd=client|list ") || line.matches(".* flags=[SM] .*")
+            || line.contains(" name=sentinel-") // the Sentinels' own links (their auth-user is not ours)
+            || line.contains(" cmd=NULL ")) { // has sent nothing yet, not even its AUTH: a connection opening
+          continue;
+        }
+        assertTrue(line.contains(" user=" + user + " "), "a connection of another user on " + node + ": " + line);
+      }
+    }
+  }
+
   /** The calls of {@code command} in an {@code INFO commandstats} reply. */
   static long calls(String commandstats, String command) {
     for (String line : commandstats.split("\r?\n")) {

@@ -1,8 +1,10 @@
 package io.github.turnstile;
 
+import io.github.turnstile.testing.LeastPrivilege;
 import io.github.turnstile.testing.RedisTopology;
 import io.github.turnstile.testing.TestRedis;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
 
 /**
  * The whole contract suite of the ReadWriteLockContractTest, with Turnstile connected to a Redis Cluster (every node) as the
@@ -17,6 +19,12 @@ class NoAdminReadWriteLockOnClusterTest extends DistributedReadWriteLockContract
   NoAdminReadWriteLockOnClusterTest(TestRedis redis) {
     super(redis);
     this.redis = redis;
+  }
+
+  /** Runs before the suite's own @AfterEach closes the clients: every connection they opened is the restricted user. */
+  @AfterEach
+  void everyConnectionIsTheRestrictedUser() {
+    NoAdmin.assertAllConnectionsAre(redis.allNodes(), LeastPrivilege.USER);
   }
 
   @AfterAll
