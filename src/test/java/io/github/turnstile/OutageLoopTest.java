@@ -86,6 +86,53 @@ class OutageLoopTest {
   private static final int ITERATIONS = Integer.getInteger("turnstile.test.faultLoops", DEFAULT_ITERATIONS);
   static final long LEASE_MS = 5000;
   static final long RESUME_BOUND_MS = 500;
+
+  /**
+   * Scheduling stalls of this JVM (a thread that sleeps 5 ms and records how much later it woke), so
+   * that the resume bound counts only time the clients could have run: on a loaded machine (CI
+   * runs test classes in parallel) a resume can be late by time in which no thread of this JVM ran,
+   * which says nothing of Turnstile. The bound itself stays what the product promises.
+   */
+  static final Stalls STALLS = new Stalls();
+
+  /** See {@link #STALLS}. */
+  static final class Stalls {
+    /** {end, length} of each stall over 10 ms, in nanoTime; appended by the probe thread only. */
+    private final java.util.concurrent.ConcurrentLinkedDeque<long[]> stalls = new java.util.concurrent.ConcurrentLinkedDeque<>();
+
+    Stalls() {
+      Thread probe = new Thread(() -> {
+        long sleep = TimeUnit.MILLISECONDS.toNanos(5);
+        while (true) {
+          long before = System.nanoTime();
+          java.util.concurrent.locks.LockSupport.parkNanos(sleep);
+          long after = System.nanoTime();
+          long late = after - before - sleep;
+          if (late > TimeUnit.MILLISECONDS.toNanos(10)) {
+            stalls.addLast(new long[] {after, late});
+            while (stalls.size() > 10_000) {
+              stalls.pollFirst();
+            }
+          }
+        }
+      }, "outage-loop-stall-probe");
+      probe.setDaemon(true);
+      probe.start();
+    }
+
+    /** Milliseconds of stalls within [from, to] (nanoTime). */
+    long millisBetween(long from, long to) {
+      long total = 0;
+      for (long[] st : stalls) {
+        long end = Math.min(st[0], to);
+        long start = Math.max(st[0] - st[1], from);
+        if (end > start) {
+          total += end - start;
+        }
+      }
+      return TimeUnit.NANOSECONDS.toMillis(total);
+    }
+  }
   static final long FAILOVER_RESUME_BOUND_MS = 3000;
   static final long IDLE_BOUND_MS = 1000;
   static final long RELEASE_BOUND_MS = 1000;
@@ -140,11 +187,11 @@ class OutageLoopTest {
   record Iteration(int number, long faultAtMs, long outageMs, String note, Map<Primitive, Long> resumeMs,
       Map<Primitive, Long> idleMs, Map<Primitive, Integer> acquireErrors, Map<Primitive, Integer> releaseErrors,
       Map<Primitive, Long> lost, Map<Primitive, Long> maxReleaseMs, Workload.Leaks stranded, Workload.Leaks leaked,
-      List<String> busy, boolean loaded, long faultNanos, long answeredNanos) {
+      List<String> busy, boolean loaded, long faultNanos, long answeredNanos, Map<Primitive, Long> stallMs) {
 
     String line(String scenario) {
       return "[loop] scenario=" + scenario + " iteration=" + number + " faultAtMs=" + faultAtMs + " outageMs=" + outageMs
-          + " resumeMs=" + resumeMs + " longestIdleMs=" + idleMs + " acquireExceptions=" + acquireErrors
+          + " resumeMs=" + resumeMs + " stalledMs=" + stallMs + " longestIdleMs=" + idleMs + " acquireExceptions=" + acquireErrors
           + " releaseExceptions=" + releaseErrors + " leasesLost=" + lost + " maxReleaseMs=" + maxReleaseMs
           + " stranded=" + stranded + (leaked == stranded ? "" : " leakedAfterLease=" + leaked)
           + (busy.isEmpty() ? "" : " stuckWorkers=" + busy) + (loaded ? "" : " (little load before the fault)")
@@ -462,10 +509,12 @@ class OutageLoopTest {
         : w.leaks(Duration.ofMillis(LEASE_MS + 2000));
     Map<Primitive, Long> resume = new EnumMap<>(Primitive.class);
     Map<Primitive, Long> idle = new EnumMap<>(Primitive.class);
+    Map<Primitive, Long> stall = new EnumMap<>(Primitive.class);
     for (Primitive p : Primitive.values()) {
       List<History.Hold> holds = w.history(p).holds();
       long first = firstStartAfter(holds, answered);
       resume.put(p, first == Long.MIN_VALUE ? -1 : History.millis(first - answered));
+      stall.put(p, first == Long.MIN_VALUE ? 0 : STALLS.millisBetween(answered, first));
       idle.put(p, first == Long.MIN_VALUE ? -1 : longestIdleMillis(holds, first, quiesceAt));
     }
     if (quiet) {
@@ -485,7 +534,7 @@ class OutageLoopTest {
     }
     return new Iteration(number, History.millis(injected.startNanos() - origin),
         History.millis(answered - injected.startNanos()), injected.note(), resume, idle, acquireErrors,
-        releaseErrors, lost, maxRelease, stranded, leaked, busy, loaded, injected.startNanos(), answered);
+        releaseErrors, lost, maxRelease, stranded, leaked, busy, loaded, injected.startNanos(), answered, stall);
   }
 
   /**
@@ -597,8 +646,10 @@ class OutageLoopTest {
       long idle = 0;
       long maxRelease = 0;
       int stranded = 0;
+      List<Long> beyondStalls = new ArrayList<>();
       for (Iteration it : iterations) {
         resume.add(it.resumeMs().get(p));
+        beyondStalls.add(it.resumeMs().get(p) - it.stallMs().get(p));
         h.recovery(it.resumeMs().get(p));
         outage.add(it.outageMs());
         if (!it.note().isEmpty()) {
@@ -692,9 +743,11 @@ class OutageLoopTest {
       checks.add(() -> assertEquals(0, r.tokenViolations(), "fencing tokens out of acquisition order\n" + line));
       checks.add(() -> assertEquals(0, r.leaked(), (strandedIsLeak ? "held or missing 3 s after a quiescence"
           : "held or missing a lease after a quiescence") + "\n" + line));
-      checks.add(() -> assertTrue(resume.stream().allMatch(ms -> ms >= 0 && ms <= resumeBoundMs),
-          "every iteration resumes within " + resumeBoundMs + " ms of Redis answering again (" + resumeFrom + ")\n"
-          + line));
+      checks.add(() -> assertTrue(resume.stream().allMatch(ms -> ms >= 0)
+          && beyondStalls.stream().allMatch(ms -> ms <= resumeBoundMs),
+          "every iteration resumes within " + resumeBoundMs + " ms of Redis answering again (" + resumeFrom
+          + "), besides the time this JVM's threads were not scheduled meanwhile (" + beyondStalls
+          + " ms beyond the stalls)\n" + line));
       checks.add(() -> assertTrue(idleWorst <= IDLE_BOUND_MS, "longest idle after resuming within " + IDLE_BOUND_MS
           + " ms\n" + line));
       checks.add(() -> assertTrue(maxReleaseWorst <= RELEASE_BOUND_MS, "unlock/release returns at once (within "
