@@ -87,9 +87,9 @@ final class NoAdmin {
 
   /**
    * Every client connection of the nodes that has sent a command, but this check's own (and
-   * replication and Sentinel links), is
-   * authenticated as {@code user}: on a Cluster, the topology view's node addresses carry no
-   * credentials, and connections opened to them as they are log in as {@code default}.
+   * replication and Sentinel links), is authenticated as {@code user}: on a Cluster, the topology
+   * view's node addresses carry no credentials, and connections opened to them as they are log in
+   * as {@code default}.
    */
   static void assertAllConnectionsAre(List<RedisServerProcess> nodes, String user) {
     for (RedisServerProcess node : nodes) {

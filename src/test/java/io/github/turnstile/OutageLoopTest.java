@@ -97,6 +97,8 @@ class OutageLoopTest {
 
   /** See {@link #STALLS}. */
   static final class Stalls {
+    /** How long a stall is kept: longer than any iteration. */
+    private static final long KEEP_NANOS = TimeUnit.MINUTES.toNanos(10);
     /** {end, length} of each stall over 10 ms, in nanoTime; appended by the probe thread only. */
     private final java.util.concurrent.ConcurrentLinkedDeque<long[]> stalls = new java.util.concurrent.ConcurrentLinkedDeque<>();
 
@@ -110,8 +112,9 @@ class OutageLoopTest {
           long late = after - before - sleep;
           if (late > TimeUnit.MILLISECONDS.toNanos(10)) {
             stalls.addLast(new long[] {after, late});
-            while (stalls.size() > 10_000) {
-              stalls.pollFirst();
+            long[] oldest;
+            while ((oldest = stalls.peekFirst()) != null && after - oldest[0] > KEEP_NANOS) {
+              stalls.pollFirst(); // older than any iteration asks about
             }
           }
         }
