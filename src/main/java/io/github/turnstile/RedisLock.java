@@ -215,8 +215,8 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
       engine.awaitingLocally(true);
       LocalOwnership.Successor s;
       try {
-        s = local.awaitHandoff(request, call.timed, call.deadline, call.interruptible, engine.ticker,
-            engine::isClosed);
+        s = Waits.managed(() -> local.awaitHandoff(request, call.timed, call.deadline, call.interruptible,
+            engine.ticker, engine::isClosed));
       } finally {
         engine.awaitingLocally(false);
       }

@@ -734,7 +734,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       local.lock().unlock();
     }
     try {
-      return metrics.outcome(local.await(w, this::giveBack), start);
+      return metrics.outcome(Waits.managed(() -> local.await(w, this::giveBack)), start);
     } catch (InterruptedException e) {
       metrics.interrupted();
       throw e;

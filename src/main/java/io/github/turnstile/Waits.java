@@ -2,6 +2,8 @@ package io.github.turnstile;
 
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ForkJoinPool;
+import java.util.concurrent.ForkJoinWorkerThread;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -83,12 +85,63 @@ final class Waits {
 
   /** Acquires a permit within the time, interruptibly or not. */
   static boolean acquire(Semaphore s, long timeoutNanos, boolean interruptible) throws InterruptedException {
-    return timed(n -> s.tryAcquire(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible);
+    // the untimed tryAcquire() would barge ahead of a fair semaphore's queue; a zero wait does not
+    return timed(n -> s.tryAcquire(0, TimeUnit.NANOSECONDS), 0, interruptible)
+        || managed(() -> timed(n -> s.tryAcquire(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible));
   }
 
   /** Acquires a lock within the time, interruptibly or not. */
   static boolean lock(java.util.concurrent.locks.Lock l, long timeoutNanos, boolean interruptible)
       throws InterruptedException {
-    return timed(n -> l.tryLock(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible);
+    // the untimed tryLock() would barge ahead of a fair lock's queue; a zero wait does not
+    return timed(n -> l.tryLock(0, TimeUnit.NANOSECONDS), 0, interruptible)
+        || managed(() -> timed(n -> l.tryLock(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible));
+  }
+
+  /** A wait that may park the calling thread. */
+  @FunctionalInterface
+  interface Parking<T> {
+    T await() throws InterruptedException;
+  }
+
+  /**
+   * Runs a wait that may park the calling thread. On a {@link ForkJoinPool} worker it runs as a
+   * {@link ForkJoinPool.ManagedBlocker}, as {@code CompletableFuture.get} does, so that the pool
+   * may activate or start a spare worker while this one waits. Without that, a caller waiting on
+   * the common pool's only worker (its parallelism is 1 on a 2-core machine) starves the tasks the
+   * wait depends on: from JDK 25 {@code CompletableFuture}'s default async executor is the common
+   * pool at any parallelism, and Lettuce's handshake of a new connection continues there when the
+   * URI's credentials provider is not immediate. Such a wait for a new connection then lasted
+   * until Lettuce's 10 s connect timeout (docs/RELIABILITY.md).
+   */
+  static <T> T managed(Parking<T> wait) throws InterruptedException {
+    if (!(Thread.currentThread() instanceof ForkJoinWorkerThread)) {
+      return wait.await();
+    }
+    Managed<T> m = new Managed<>(wait);
+    ForkJoinPool.managedBlock(m);
+    return m.value;
+  }
+
+  private static final class Managed<T> implements ForkJoinPool.ManagedBlocker {
+    private final Parking<T> wait;
+    private boolean done;
+    T value;
+
+    Managed(Parking<T> wait) {
+      this.wait = wait;
+    }
+
+    @Override
+    public boolean block() throws InterruptedException {
+      value = wait.await(); // runs once: the pool calls it from this thread only
+      done = true;
+      return true;
+    }
+
+    @Override
+    public boolean isReleasable() {
+      return done;
+    }
   }
 }
