@@ -3,7 +3,10 @@ package io.github.turnstile;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisException;
+import io.lettuce.core.RedisCredentials;
+import io.lettuce.core.RedisCredentialsProvider;
 import io.lettuce.core.RedisURI;
+import io.lettuce.core.StaticCredentialsProvider;
 import io.lettuce.core.TimeoutOptions;
 import io.lettuce.core.resource.ClientResources;
 import io.lettuce.core.resource.Delay;
@@ -123,7 +126,7 @@ public final class Turnstile implements AutoCloseable {
     }
     RedisURI redisUri;
     try {
-      redisUri = RedisURI.create(uri);
+      redisUri = immediateCredentials(RedisURI.create(uri));
     } catch (RuntimeException e) {
       throw new IllegalArgumentException("not a Redis URI: '" + uri + "': " + e.getMessage(), e);
     }
@@ -180,7 +183,7 @@ public final class Turnstile implements AutoCloseable {
         continue;
       }
       try {
-        seeds.add(RedisURI.create(scheme + "://" + userInfo + hostPort.trim() + tail));
+        seeds.add(immediateCredentials(RedisURI.create(scheme + "://" + userInfo + hostPort.trim() + tail)));
       } catch (RuntimeException e) {
         throw new IllegalArgumentException("not a Redis Cluster URI: '" + uri + "': " + e.getMessage(), e);
       }
@@ -189,6 +192,28 @@ public final class Turnstile implements AutoCloseable {
       throw new IllegalArgumentException("a Redis Cluster URI names no seed node: '" + uri + "'");
     }
     return seeds;
+  }
+
+  /**
+   * Gives a URI parsed from a string (and its Sentinels) a {@link StaticCredentialsProvider} for
+   * the credentials the string holds. Lettuce gives such a URI a provider that is not
+   * "immediate", and its handshake of every new connection then continues on the common
+   * {@code ForkJoinPool} (from JDK 25 at any parallelism): a connection opened while the
+   * application's tasks occupy that pool waited for a worker. With a static provider the
+   * handshake stays on the connection's event loop.
+   */
+  static RedisURI immediateCredentials(RedisURI uri) {
+    RedisCredentialsProvider p = uri.getCredentialsProvider();
+    if (p != null && !(p instanceof RedisCredentialsProvider.ImmediateRedisCredentialsProvider)) {
+      RedisCredentials c = p.resolveCredentials().block(); // from the string: already there
+      if (c != null) {
+        uri.setCredentialsProvider(new StaticCredentialsProvider(c));
+      }
+    }
+    for (RedisURI sentinel : uri.getSentinels()) {
+      immediateCredentials(sentinel);
+    }
+    return uri;
   }
 
   private static int indexOfAny(String s, String chars) {
