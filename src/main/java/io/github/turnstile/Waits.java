@@ -119,12 +119,22 @@ final class Waits {
       return wait.await();
     }
     Managed<T> m = new Managed<>(wait);
-    ForkJoinPool.managedBlock(m);
+    try {
+      ForkJoinPool.managedBlock(m);
+    } catch (InterruptedException e) {
+      if (m.entered) {
+        throw e; // the wait's own: an interruptible wait was interrupted
+      }
+      // the pool's: from JDK 25 a stopping pool refuses to compensate with this exception, which
+      // an uninterruptible wait must not throw; wait as on any other thread
+      return wait.await();
+    }
     return m.value;
   }
 
   private static final class Managed<T> implements ForkJoinPool.ManagedBlocker {
     private final Parking<T> wait;
+    private boolean entered;
     private boolean done;
     T value;
 
@@ -134,6 +144,7 @@ final class Waits {
 
     @Override
     public boolean block() throws InterruptedException {
+      entered = true;
       value = wait.await(); // runs once: the pool calls it from this thread only
       done = true;
       return true;

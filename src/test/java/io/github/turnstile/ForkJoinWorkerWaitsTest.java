@@ -128,6 +128,59 @@ class ForkJoinWorkerWaitsTest {
   }
 
   /**
+   * {@code lock()} stays uninterruptible on a worker of a pool that is stopping: from JDK 25 the
+   * pool refuses to compensate there by throwing {@code InterruptedException}, and the wait then
+   * runs unmanaged instead of failing.
+   */
+  @Test
+  void anUninterruptibleWaitOnAStoppingPoolStillWaits() throws Exception {
+    try (Turnstile t = Turnstile.connect(redis.uri())) {
+      DistributedLock lock = t.lock(unique("fj-stopping"));
+      CountDownLatch release = new CountDownLatch(1);
+      CountDownLatch locked = new CountDownLatch(1);
+      Thread holder = start("holder", () -> {
+        lock.lock();
+        try {
+          locked.countDown();
+          release.await();
+        } finally {
+          lock.unlock();
+        }
+      });
+      assertTrue(locked.await(PATIENCE_SECONDS, TimeUnit.SECONDS));
+      CountDownLatch running = new CountDownLatch(1);
+      CountDownLatch stopped = new CountDownLatch(1);
+      CountDownLatch done = new CountDownLatch(1);
+      java.util.concurrent.atomic.AtomicReference<Throwable> failure = new java.util.concurrent.atomic.AtomicReference<>();
+      pool.execute(() -> {
+        running.countDown();
+        try {
+          stopped.await();
+        } catch (InterruptedException e) {
+          // shutdownNow()'s interrupt: the task runs on
+        }
+        try {
+          lock.lock(); // on a worker of a stopping pool
+          lock.unlock();
+        } catch (Throwable e) {
+          failure.set(e);
+        } finally {
+          done.countDown();
+        }
+      });
+      assertTrue(running.await(PATIENCE_SECONDS, TimeUnit.SECONDS));
+      pool.shutdownNow(); // the pool stops; its running task goes on
+      stopped.countDown();
+      await("the worker waiting for the lock", Duration.ofSeconds(PATIENCE_SECONDS),
+          () -> ((RedisLock) lock).local.gate().isLocked() || done.getCount() == 0);
+      release.countDown();
+      assertTrue(done.await(2 * PATIENCE_SECONDS, TimeUnit.SECONDS), "lock() returned");
+      org.junit.jupiter.api.Assertions.assertNull(failure.get(), "lock() neither threw nor failed");
+      holder.join(TimeUnit.SECONDS.toMillis(PATIENCE_SECONDS));
+    }
+  }
+
+  /**
    * A connection opens while the application's tasks occupy every worker of the common pool: the
    * URI's credentials are resolved at once, so Lettuce's handshake does not continue there. (It
    * does so only when {@code CompletableFuture}'s default executor is the common pool: always from
