@@ -74,17 +74,7 @@ class ForkJoinWorkerWaitsTest {
     try (Turnstile t = Turnstile.connect(redis.uri())) {
       DistributedLock lock = t.lock(unique("fj-lock"));
       CountDownLatch taskRan = new CountDownLatch(1);
-      CountDownLatch locked = new CountDownLatch(1);
-      Thread holder = start("holder", () -> {
-        lock.lock();
-        try {
-          locked.countDown();
-          taskRan.await();
-        } finally {
-          lock.unlock();
-        }
-      });
-      assertTrue(locked.await(PATIENCE_SECONDS, TimeUnit.SECONDS));
+      Thread holder = holdUntil(lock, taskRan);
       ForkJoinTask<Boolean> waiter = pool.submit(() -> acquireAndRelease(lock));
       // at the gate, which it holds while it waits for the hand-off
       await("the worker waiting for the hand-off", Duration.ofSeconds(PATIENCE_SECONDS),
@@ -102,17 +92,7 @@ class ForkJoinWorkerWaitsTest {
     try (Turnstile t = Turnstile.connect(redis.uri())) {
       DistributedLock lock = t.lock(unique("fj-gate"));
       CountDownLatch taskRan = new CountDownLatch(1);
-      CountDownLatch locked = new CountDownLatch(1);
-      Thread holder = start("holder", () -> {
-        lock.lock();
-        try {
-          locked.countDown();
-          taskRan.await();
-        } finally {
-          lock.unlock();
-        }
-      });
-      assertTrue(locked.await(PATIENCE_SECONDS, TimeUnit.SECONDS));
+      Thread holder = holdUntil(lock, taskRan);
       Thread first = start("first waiter", () -> acquireAndRelease(lock));
       await("the first waiter at the gate", Duration.ofSeconds(PATIENCE_SECONDS),
           () -> ((RedisLock) lock).local.gate().isLocked());
@@ -137,17 +117,7 @@ class ForkJoinWorkerWaitsTest {
     try (Turnstile t = Turnstile.connect(redis.uri())) {
       DistributedLock lock = t.lock(unique("fj-stopping"));
       CountDownLatch release = new CountDownLatch(1);
-      CountDownLatch locked = new CountDownLatch(1);
-      Thread holder = start("holder", () -> {
-        lock.lock();
-        try {
-          locked.countDown();
-          release.await();
-        } finally {
-          lock.unlock();
-        }
-      });
-      assertTrue(locked.await(PATIENCE_SECONDS, TimeUnit.SECONDS));
+      Thread holder = holdUntil(lock, release);
       CountDownLatch running = new CountDownLatch(1);
       CountDownLatch stopped = new CountDownLatch(1);
       CountDownLatch done = new CountDownLatch(1);
@@ -231,6 +201,22 @@ class ForkJoinWorkerWaitsTest {
         u.getCredentialsProvider()).resolveCredentialsNow();
     org.junit.jupiter.api.Assertions.assertEquals("app", c.getUsername());
     org.junit.jupiter.api.Assertions.assertEquals("secret", new String(c.getPassword()));
+  }
+
+  /** Starts a thread that locks {@code lock}, and unlocks it once {@code release} is counted down. */
+  private static Thread holdUntil(DistributedLock lock, CountDownLatch release) throws InterruptedException {
+    CountDownLatch locked = new CountDownLatch(1);
+    Thread holder = start("holder", () -> {
+      lock.lock();
+      try {
+        locked.countDown();
+        release.await();
+      } finally {
+        lock.unlock();
+      }
+    });
+    assertTrue(locked.await(PATIENCE_SECONDS, TimeUnit.SECONDS), "the holder locked");
+    return holder;
   }
 
   private static boolean acquireAndRelease(DistributedLock lock) throws InterruptedException {
