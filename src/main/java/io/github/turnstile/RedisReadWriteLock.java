@@ -395,9 +395,14 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     private boolean acquireNew(Engine.Call call) throws InterruptedException {
       String request = engine.newRequestId();
-      if (writeLock.isHeldByCurrentThread() || (!gate.isLocked() && !gate.hasQueuedThreads())) {
+      if (writeLock.isHeldByCurrentThread()
+          || (!gate.isLocked() && !gate.hasQueuedThreads() && !writeLock.local.busyElsewhere(Thread.currentThread()))) {
         // Readers share: while no thread of this JVM has to wait, readers acquire side by side
-        // without queueing behind one another. Only a reader that must wait takes the gate.
+        // without queueing behind one another. Only a reader that must wait takes the gate; so
+        // does one while another thread of this JVM holds the write lock or contends for it: the
+        // attempt here would be refused, and a refused reader attempts again at the gate once
+        // subscribed (the attempt before the subscription cannot be the one it waits on), so
+        // going there at once saves Redis a refused attempt.
         // The writer itself never queues (a downgrade): Redis grants it the read lock at once,
         // while the readers of this JVM at the gate wait for its write lock (the first version
         // queued it behind them, a deadlock; TCK testReadHoldingWriteLock2).
