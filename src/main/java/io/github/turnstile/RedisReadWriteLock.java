@@ -264,6 +264,12 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
      * when the call gives up.
      */
     private final java.util.Set<String> refused = ConcurrentHashMap.newKeySet();
+    /**
+     * A hint: the last answer to a waiting call's read attempt was a refusal, or a grant past a
+     * waiting writer (an admitted reader). New readers then go to the gate rather than attempt
+     * first (that attempt would be refused); a grant with no writer waiting clears it.
+     */
+    private volatile boolean writerAhead;
     /** This JVM's asynchronous read acquisitions (created on first use; see {@link AsyncGate}). */
     private final java.util.concurrent.atomic.AtomicReference<AsyncGate<LockHold>> async =
         new java.util.concurrent.atomic.AtomicReference<>();
@@ -396,10 +402,12 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     private boolean acquireNew(Engine.Call call) throws InterruptedException {
       String request = engine.newRequestId();
       if (writeLock.isHeldByCurrentThread()
-          || (!gate.isLocked() && !gate.hasQueuedThreads() && !writeLock.local.busyElsewhere(Thread.currentThread()))) {
+          || (!gate.isLocked() && !gate.hasQueuedThreads() && !writerAhead
+              && !writeLock.local.busyElsewhere(Thread.currentThread()))) {
         // Readers share: while no thread of this JVM has to wait, readers acquire side by side
         // without queueing behind one another. Only a reader that must wait takes the gate; so
-        // does one while another thread of this JVM holds the write lock or contends for it: the
+        // does one while another thread of this JVM holds the write lock or contends for it, or
+        // while the last answer to a waiting read of this JVM said a writer waits or holds: the
         // attempt here would be refused, and a refused reader attempts again at the gate once
         // subscribed (the attempt before the subscription cannot be the one it waits on), so
         // going there at once saves Redis a refused attempt.
@@ -524,6 +532,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       return read(engine.ownerId(Thread.currentThread()), requestId, waitingSince, refused.contains(requestId))
           .thenApply(RedisReadWriteLock.this::reclaims)
           .thenApply(r -> {
+            writerAhead = (Long) r.get(0) == 0L || (Long) r.get(2) == 1L;
             if ((Long) r.get(0) == 0L) {
               refused.add(requestId);
               if (waitingSince == 0) {

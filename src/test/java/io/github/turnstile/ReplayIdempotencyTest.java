@@ -169,6 +169,38 @@ class ReplayIdempotencyTest {
     }
   }
 
+  /**
+   * Script level, read/write lock: a reader admitted by a write release past a waiting writer is
+   * told so (the grant's 3rd element is 1), and a reader that has not waited is refused behind
+   * that writer; a grant with no writer waiting says 0. The client sends its next readers to the
+   * gate on a 1 (DESIGN §10, within a JVM).
+   */
+  @Test
+  void aReadGrantSaysWhetherAWriterWaits(TestRedis redis) throws Exception {
+    try (Turnstile turnstile = Turnstile.connect(redis.uri())) {
+      RedisReadWriteLock rw = (RedisReadWriteLock) turnstile.readWriteLock(unique("rw-ahead"));
+      Engine engine = turnstile.engine();
+      String w1 = engine.newRequestId();
+      long t1 = writeGrant(engine, rw, "c:1", w1);
+      String reader = engine.newRequestId();
+      List<Object> refusal = read(engine, rw, "c:3", reader, 0, false);
+      assertEquals(0L, (Long) refusal.get(0), "behind the writer");
+      long since = (Long) refusal.get(2);
+      String w2 = engine.newRequestId();
+      assertEquals(0L, (Long) rwOp(engine, rw, "write", "c:2", w2, 0).get(0), "a second writer waits");
+      assertEquals(1L, (long) rwRelease(engine, rw, "wunlock", w1, t1), "admits the waiting reader");
+      List<Object> admitted = read(engine, rw, "c:3", reader, since, true);
+      assertEquals(1L, (Long) admitted.get(0), "admitted past the waiting writer");
+      assertEquals(1L, (Long) admitted.get(2), "and told that a writer waits");
+      assertEquals(0L, (Long) read(engine, rw, "c:4", engine.newRequestId(), 0, false).get(0),
+          "a reader that has not waited is refused behind the writer");
+      engine.awaitQuietly(rw.<Long>op(ScriptOutputType.INTEGER, "wcancel", "", w2, 0), "wcancel");
+      List<Object> plain = read(engine, rw, "c:5", engine.newRequestId(), 0, false);
+      assertEquals(1L, (Long) plain.get(0));
+      assertEquals(0L, (Long) plain.get(2), "no writer waits");
+    }
+  }
+
   private static List<Object> read(Engine engine, RedisReadWriteLock rw, String owner, String request, long since,
       boolean waited) {
     return engine.awaitQuietly(rw.read(owner, request, since, waited), "read");

@@ -65,7 +65,7 @@ if op == 'runlock' and redis.call('HDEL', rd, 'r') == 1 then -- r is only ever t
   return 1
 end
 if op == 'read' then
-  -- {1, token, 0, 0} granted; {0, hintMs, nowMs, 0} must wait
+  -- {1, token, writersWaiting 0/1, 0} granted; {0, hintMs, nowMs, 0} must wait
   if redis.call('HGET', rd, 'r') == req then
     redis.call('PEXPIRE', rd, leasems)
     return {1, redis.call('HGET', rd, 't'), 0, 0}
@@ -82,8 +82,9 @@ if op == 'read' then
   -- the first live waiting writer, found without removing the dead ones (the write ops do that):
   -- one call both tells whether one waits and gives the hint. The admission is read only for a
   -- reader that has waited (since ~= 0): a first-time reader never passes a waiting writer.
+  local first = nil
   if not o then
-    local first = redis.call('ZRANGEBYSCORE', wwait, ms - lease, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    first = redis.call('ZRANGEBYSCORE', wwait, ms - lease, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     if #first > 0 and (since == 0 or since > tonumber(redis.call('HGET', state, 'admit') or '0')) then
       redis.call('ZADD', rwait, ms, req)
       return {0, math.max(0, math.min(tonumber(first[2]) + lease - ms, half)), ms, 0}
@@ -102,7 +103,9 @@ if op == 'read' then
   if ARGV[6] == 'w' then
     redis.call('ZREM', rwait, req) -- an earlier attempt of this request was refused: its entry
   end
-  return {1, token, 0, 0}
+  -- 3rd element: 1 if granted past a live waiting writer (an admitted reader), so the client
+  -- knows a new reader of its would be refused
+  return {1, token, (first and #first > 0) and 1 or 0, 0}
 end
 
 -- Dead readers dropped by this call (reclaim_readers). The read and write ops report it as the
