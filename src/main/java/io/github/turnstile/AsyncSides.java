@@ -405,10 +405,11 @@ final class AsyncSides {
     CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       AsyncGate<LockHold> g = gate.get();
       long since = w.readSince;
-      return rw.<List<Object>>op(ScriptOutputType.MULTI, "read", w.owner, w.request, since)
+      return rw.read(w.owner, w.request, since, w.readRefused)
           .thenApply(rw::reclaims)
           .thenApply(r -> {
             if ((Long) r.get(0) == 0L) {
+              w.readRefused = true;
               g.readRefused(w, (Long) r.get(2));
             } else {
               g.readGranted(since);

@@ -122,6 +122,18 @@ final class LocalOwnership {
   // ---------------------------------------------------------------- the gate
 
   /**
+   * Whether another thread of this JVM holds this lock or is at its gate (contending in Redis, or
+   * queued): a hint, read without locking, for the read side of a read/write lock, whose readers
+   * would then be refused (phase-fair).
+   *
+   * @return whether another thread of this JVM holds this lock or is at its gate
+   */
+  boolean busyElsewhere(Thread me) {
+    Thread o = owner;
+    return (o != null && o != me) || gate.isLocked() || gate.hasQueuedThreads();
+  }
+
+  /**
    * Returns the fair gate that queues this JVM's waiters (FIFO).
    *
    * @return the fair gate that queues this JVM's waiters (FIFO)

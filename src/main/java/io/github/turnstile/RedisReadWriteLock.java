@@ -49,10 +49,23 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
   /** @param subscribed a write attempt whose writer waits by pub/sub (a refusal asks for a publish) */
   <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
       boolean subscribed) {
+    return op(type, op, owner, request, number, subscribed ? "s" : "");
+  }
+
+  /**
+   * The read op: {@code waited} = an answered attempt of this request was refused, so it has a
+   * waiting entry that its grant must remove (rwlock.lua ARGV[6] "w").
+   */
+  CompletableFuture<List<Object>> read(String owner, String request, long since, boolean waited) {
+    return op(ScriptOutputType.MULTI, "read", owner, request, since, waited ? "w" : "");
+  }
+
+  private <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
+      String flags) {
     String[] keys = java.util.Arrays.copyOf(sharedKeys, 8);
     keys[7] = prefix + "rd:" + request;
     return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg,
-        number == 0 ? "0" : Long.toString(number), subscribed ? "s" : "", engine.publishCommand());
+        number == 0 ? "0" : Long.toString(number), flags, engine.publishCommand());
   }
 
   @Override
@@ -245,6 +258,18 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     /** Server ms when this JVM's readers began waiting, 0 if none waits; written by the gate holder. */
     private volatile long waitingSince;
     private volatile long releases; // happens-before edge for local release -> acquire (see RedisLock)
+    /**
+     * The requests of this side (waiting calls, not tryLock()) with an answered refusal, so a
+     * waiting entry in Redis: their grant removes it (see {@link #read}); dropped at the grant or
+     * when the call gives up.
+     */
+    private final java.util.Set<String> refused = ConcurrentHashMap.newKeySet();
+    /**
+     * A hint: the last answer to a waiting call's read attempt was a refusal, or a grant past a
+     * waiting writer (an admitted reader). New readers then go to the gate rather than attempt
+     * first (that attempt would be refused); a grant with no writer waiting clears it.
+     */
+    private volatile boolean writerAhead;
     /** This JVM's asynchronous read acquisitions (created on first use; see {@link AsyncGate}). */
     private final java.util.concurrent.atomic.AtomicReference<AsyncGate<LockHold>> async =
         new java.util.concurrent.atomic.AtomicReference<>();
@@ -302,8 +327,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
      * past waiting writers; a refusal does not mark this JVM's readers as waiting.
      */
     CompletableFuture<Engine.Attempt> bargingAttempt(String requestId) {
-      return RedisReadWriteLock.this.<List<Object>>op(ScriptOutputType.MULTI, "read",
-              engine.ownerId(Thread.currentThread()), requestId, -1)
+      return read(engine.ownerId(Thread.currentThread()), requestId, -1, false)
           .thenApply(RedisReadWriteLock.this::reclaims)
           .thenApply(RedisLock::parseAttempt);
     }
@@ -377,9 +401,16 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     private boolean acquireNew(Engine.Call call) throws InterruptedException {
       String request = engine.newRequestId();
-      if (writeLock.isHeldByCurrentThread() || (!gate.isLocked() && !gate.hasQueuedThreads())) {
+      if (writeLock.isHeldByCurrentThread()
+          || (!gate.isLocked() && !gate.hasQueuedThreads() && !writerAhead
+              && !writeLock.local.busyElsewhere(Thread.currentThread()))) {
         // Readers share: while no thread of this JVM has to wait, readers acquire side by side
-        // without queueing behind one another. Only a reader that must wait takes the gate.
+        // without queueing behind one another. Only a reader that must wait takes the gate; so
+        // does one while another thread of this JVM holds the write lock or contends for it, or
+        // while the last answer to a waiting read of this JVM said a writer waits or holds: the
+        // attempt here would be refused, and a refused reader attempts again at the gate once
+        // subscribed (the attempt before the subscription cannot be the one it waits on), so
+        // going there at once saves Redis a refused attempt.
         // The writer itself never queues (a downgrade): Redis grants it the read lock at once,
         // while the readers of this JVM at the gate wait for its write lock (the first version
         // queued it behind them, a deadlock; TCK testReadHoldingWriteLock2).
@@ -405,6 +436,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     public void granted(String request, long token, long sentAtNanos) {
+      refused.remove(request);
       long seen = releases; // volatile read: happens-after earlier local releases
       Thread me = Thread.currentThread();
       Lease l = new Lease(prefix + "rd:" + request, request, engine.leaseMillis, token, me.getName(),
@@ -416,6 +448,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     /** Withdraws the waiting entry (and undoes a grant the caller will not use). */
     @Override
     public void gaveUp(String request) {
+      refused.remove(request);
       op(ScriptOutputType.INTEGER, "rcancel", "", request, 0);
     }
 
@@ -496,12 +529,15 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     public CompletableFuture<Engine.Attempt> attempt(String requestId, boolean subscribed) {
-      return RedisReadWriteLock.this.<List<Object>>op(ScriptOutputType.MULTI, "read",
-              engine.ownerId(Thread.currentThread()), requestId, waitingSince)
+      return read(engine.ownerId(Thread.currentThread()), requestId, waitingSince, refused.contains(requestId))
           .thenApply(RedisReadWriteLock.this::reclaims)
           .thenApply(r -> {
-            if ((Long) r.get(0) == 0L && waitingSince == 0) {
-              waitingSince = (Long) r.get(2);
+            writerAhead = (Long) r.get(0) == 0L || (Long) r.get(2) == 1L;
+            if ((Long) r.get(0) == 0L) {
+              refused.add(requestId);
+              if (waitingSince == 0) {
+                waitingSince = (Long) r.get(2);
+              }
             }
             return RedisLock.parseAttempt(r);
           });

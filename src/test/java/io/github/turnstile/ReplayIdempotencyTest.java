@@ -130,6 +130,82 @@ class ReplayIdempotencyTest {
     }
   }
 
+  /**
+   * Script level, read/write lock: a read refused behind a waiting writer leaves a waiting entry,
+   * which the grant of the same request removes when the client says it was refused ("w"), even
+   * with since = 0; a copy of that grant sent again gets the same token and issues none. A read
+   * never refused is granted without touching the waiting readers (no entry is made or needed).
+   */
+  @Test
+  void readGrantAfterARefusalDropsItsWaitingEntryAndAResendIssuesNoToken(TestRedis redis) throws Exception {
+    try (Turnstile turnstile = Turnstile.connect(redis.uri())) {
+      String name = unique("idem-rwait");
+      String rwait = "{turnstile:" + name + "}:rw:rwait";
+      String fence = "{turnstile:" + name + "}:rw:fence";
+      RedisReadWriteLock rw = (RedisReadWriteLock) turnstile.readWriteLock(name);
+      Engine engine = turnstile.engine();
+      String holder = engine.newRequestId();
+      assertEquals(1L, (Long) read(engine, rw, "c:1", holder, 0, false).get(0));
+      String writer = engine.newRequestId();
+      assertEquals(0L, (Long) rwOp(engine, rw, "write", "c:2", writer, 0).get(0), "the writer waits");
+      String reader = engine.newRequestId();
+      List<Object> refusal = read(engine, rw, "c:3", reader, 0, false);
+      assertEquals(0L, (Long) refusal.get(0), "a new reader waits behind the waiting writer");
+      assertTrue((Long) refusal.get(1) > 0, "with a hint: the writer's entry ages out within a lease");
+      assertEquals("1", redis.command("ZCARD", rwait), "its waiting entry");
+      engine.awaitQuietly(rw.<Long>op(ScriptOutputType.INTEGER, "wcancel", "", writer, 0), "wcancel");
+      List<Object> grant = read(engine, rw, "c:3", reader, 0, true);
+      assertEquals(1L, (Long) grant.get(0), "granted once no writer waits");
+      assertEquals("0", redis.command("ZCARD", rwait), "the grant removed its waiting entry");
+      String fenceAfter = redis.command("GET", fence);
+      List<Object> again = read(engine, rw, "c:3", reader, 0, true);
+      assertEquals(1L, (Long) again.get(0));
+      assertEquals(grant.get(1).toString(), again.get(1).toString(), "a copy gets the same token");
+      assertEquals(fenceAfter, redis.command("GET", fence), "and issues none");
+      assertEquals("2", redis.command("ZCARD", "{turnstile:" + name + "}:rw:readers"));
+      String plain = engine.newRequestId();
+      assertEquals(1L, (Long) read(engine, rw, "c:4", plain, 0, false).get(0));
+      assertEquals("0", redis.command("EXISTS", rwait), "no waiting entry for a reader never refused");
+    }
+  }
+
+  /**
+   * Script level, read/write lock: a reader admitted by a write release past a waiting writer is
+   * told so (the grant's 3rd element is 1), and a reader that has not waited is refused behind
+   * that writer; a grant with no writer waiting says 0. The client sends its next readers to the
+   * gate on a 1 (DESIGN §10, within a JVM).
+   */
+  @Test
+  void aReadGrantSaysWhetherAWriterWaits(TestRedis redis) throws Exception {
+    try (Turnstile turnstile = Turnstile.connect(redis.uri())) {
+      RedisReadWriteLock rw = (RedisReadWriteLock) turnstile.readWriteLock(unique("rw-ahead"));
+      Engine engine = turnstile.engine();
+      String w1 = engine.newRequestId();
+      long t1 = writeGrant(engine, rw, "c:1", w1);
+      String reader = engine.newRequestId();
+      List<Object> refusal = read(engine, rw, "c:3", reader, 0, false);
+      assertEquals(0L, (Long) refusal.get(0), "behind the writer");
+      long since = (Long) refusal.get(2);
+      String w2 = engine.newRequestId();
+      assertEquals(0L, (Long) rwOp(engine, rw, "write", "c:2", w2, 0).get(0), "a second writer waits");
+      assertEquals(1L, (long) rwRelease(engine, rw, "wunlock", w1, t1), "admits the waiting reader");
+      List<Object> admitted = read(engine, rw, "c:3", reader, since, true);
+      assertEquals(1L, (Long) admitted.get(0), "admitted past the waiting writer");
+      assertEquals(1L, (Long) admitted.get(2), "and told that a writer waits");
+      assertEquals(0L, (Long) read(engine, rw, "c:4", engine.newRequestId(), 0, false).get(0),
+          "a reader that has not waited is refused behind the writer");
+      engine.awaitQuietly(rw.<Long>op(ScriptOutputType.INTEGER, "wcancel", "", w2, 0), "wcancel");
+      List<Object> plain = read(engine, rw, "c:5", engine.newRequestId(), 0, false);
+      assertEquals(1L, (Long) plain.get(0));
+      assertEquals(0L, (Long) plain.get(2), "no writer waits");
+    }
+  }
+
+  private static List<Object> read(Engine engine, RedisReadWriteLock rw, String owner, String request, long since,
+      boolean waited) {
+    return engine.awaitQuietly(rw.read(owner, request, since, waited), "read");
+  }
+
   private static List<Object> rwOp(Engine engine, RedisReadWriteLock rw, String op, String owner, String request,
       long number) {
     return engine.awaitQuietly(rw.<List<Object>>op(ScriptOutputType.MULTI, op, owner, request, number), op);

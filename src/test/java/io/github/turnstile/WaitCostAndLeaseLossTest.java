@@ -109,6 +109,47 @@ class WaitCostAndLeaseLossTest {
   }
 
   /**
+   * A reader behind a writer of its own JVM makes one attempt before it waits: the one made once
+   * subscribed, at the gate. (It used to try first without the gate, a refused attempt that could
+   * not be the one it waits on, and then again at the gate: two.) An asynchronous reader of the
+   * same client waits first, so the readers' subscription is already confirmed (a fresh one can
+   * wake its first waiter once, which is not what this counts).
+   */
+  @Test
+  void aReaderBehindItsOwnJvmsWriterIsRefusedOnce() throws Exception {
+    String name = unique("rw-own-writer");
+    String rwait = "{turnstile:" + name + "}:rw:rwait";
+    try (Turnstile a = Turnstile.connect(redis.uri())) {
+      DistributedReadWriteLock rw = a.readWriteLock(name);
+      rw.writeLock().lock();
+      TestSupport.await("the holder's identity record", Duration.ofSeconds(10),
+          () -> redis.command("EXISTS", "{turnstile:}:client:" + a.clientId()).trim().equals("1"));
+      java.util.concurrent.CompletableFuture<LockHold> first = rw.readLock().lockAsync();
+      TestSupport.await("the first reader's waiting entry", Duration.ofSeconds(10),
+          () -> redis.command("ZCARD", rwait).trim().equals("1"));
+      Thread.sleep(500); // the identity record's thread names (written within a watchdog scan); a re-attempt
+      Map<String, Long> before = TestSupport.commandStats(redis);
+      CountDownLatch got = new CountDownLatch(1);
+      Thread reader = TestSupport.start("reader", () -> {
+        rw.readLock().lock();
+        got.countDown();
+        rw.readLock().unlock();
+      });
+      TestSupport.awaitWaiting(reader);
+      TestSupport.await("its waiting entry", Duration.ofSeconds(10),
+          () -> redis.command("ZCARD", rwait).trim().equals("2"));
+      Thread.sleep(200);
+      Map<String, Long> after = TestSupport.commandStats(redis);
+      long scripts = TestSupport.totalCalls(after, "evalsha", "eval") - TestSupport.totalCalls(before, "evalsha", "eval");
+      assertEquals(1L, scripts, "scripts run before the reader waited: " + before + " -> " + after);
+      rw.writeLock().unlock();
+      assertTrue(got.await(5, TimeUnit.SECONDS), "admitted by the write release");
+      first.get(5, TimeUnit.SECONDS).close();
+      reader.join();
+    }
+  }
+
+  /**
    * A semaphore client cut off from Redis past its lease: others reclaim its permits, the client
    * is told (listener), and releasing the lost permits throws LockLostException, not a silent
    * success and not a permit created from nothing.

@@ -23,7 +23,11 @@
 -- ARGV[5]  read: server ms at which this JVM's readers started waiting (0 = not waiting;
 --          -1 = tryLock(), which barges past waiting writers as ReentrantReadWriteLock's does);
 --          wunlock: the fencing token of the write hold released (0 = unknown)
--- ARGV[6]  write: flags, "s" if the writer waits by pub/sub (a refusal sets state field wp)
+-- ARGV[6]  write: flags, "s" if the writer waits by pub/sub (a refusal sets state field wp);
+--          read: "w" if an answered attempt of this request was refused (so it has a waiting entry
+--          in rwait, which its grant removes); "" otherwise (an entry left by a refusal whose
+--          reply was lost is not removed: it ages out within a lease, costing at most a needless
+--          publish on the readers' channel at a write release)
 -- ARGV[7]  the publish command: PUBLISH, or SPUBLISH on a Redis 7 Cluster
 --
 -- Derived from KEYS[1] (so not sent with every call): the prefix "{p:n}:rw:" (the lease keys of
@@ -61,7 +65,7 @@ if op == 'runlock' and redis.call('HDEL', rd, 'r') == 1 then -- r is only ever t
   return 1
 end
 if op == 'read' then
-  -- {1, token, 0, 0} granted; {0, hintMs, nowMs, 0} must wait
+  -- {1, token, writersWaiting 0/1, 0} granted; {0, hintMs, nowMs, 0} must wait
   if redis.call('HGET', rd, 'r') == req then
     redis.call('PEXPIRE', rd, leasems)
     return {1, redis.call('HGET', rd, 't'), 0, 0}
@@ -75,14 +79,15 @@ if op == 'read' then
     return {0, math.max(0, math.min(redis.call('PTTL', w), half)), ms, 0}
   end
   local since = tonumber(ARGV[5] or '0')
-  -- live waiting writers, counted without removing the dead ones (the write ops do that)
-  if (not o) and redis.call('ZCOUNT', wwait, ms - lease, '+inf') > 0 then
-    local admit = tonumber(redis.call('HGET', state, 'admit') or '0')
-    if since == 0 or since > admit then
+  -- the first live waiting writer, found without removing the dead ones (the write ops do that):
+  -- one call both tells whether one waits and gives the hint. The admission is read only for a
+  -- reader that has waited (since ~= 0): a first-time reader never passes a waiting writer.
+  local first = nil
+  if not o then
+    first = redis.call('ZRANGEBYSCORE', wwait, ms - lease, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if #first > 0 and (since == 0 or since > tonumber(redis.call('HGET', state, 'admit') or '0')) then
       redis.call('ZADD', rwait, ms, req)
-      local first = redis.call('ZRANGEBYSCORE', wwait, ms - lease, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-      local hint = #first == 0 and lease or tonumber(first[2]) + lease - ms
-      return {0, math.max(0, math.min(hint, half)), ms, 0}
+      return {0, math.max(0, math.min(tonumber(first[2]) + lease - ms, half)), ms, 0}
     end
   end
   -- the token as next_token below: max(fence + 1, server time in µs)
@@ -95,10 +100,12 @@ if op == 'read' then
   redis.call('HSET', rd, 'r', req, 't', token)
   redis.call('PEXPIRE', rd, leasems)
   redis.call('ZADD', readers, ms + lease, req)
-  if since ~= 0 then
-    redis.call('ZREM', rwait, req) -- a reader that waited (only those have an entry)
+  if ARGV[6] == 'w' then
+    redis.call('ZREM', rwait, req) -- an earlier attempt of this request was refused: its entry
   end
-  return {1, token, 0, 0}
+  -- 3rd element: 1 if granted past a live waiting writer (an admitted reader), so the client
+  -- knows a new reader of its would be refused
+  return {1, token, (first and #first > 0) and 1 or 0, 0}
 end
 
 -- Dead readers dropped by this call (reclaim_readers). The read and write ops report it as the
