@@ -294,8 +294,57 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     }
   }
 
-  /** Runs an op of semaphore.lua. */
+  /**
+   * Memo slots that semaphore_fast.lua serves: its memo fields {@code q:<client>:<slot>} in the
+   * state hash are at most this many per client (the script refuses a higher slot).
+   */
+  static final int FAST_SLOTS = 32;
+  /** Calls sent straight to semaphore.lua after semaphore_fast.lua could not decide one. */
+  private static final int FAST_PAUSE = 32;
+  /** Calls left to send straight to semaphore.lua (see {@link #FAST_PAUSE}). */
+  private final transient AtomicInteger fastPause = new AtomicInteger();
+
+  /**
+   * Runs an op of semaphore.lua. A leased acquire or release of the plain kind (no flags: it does
+   * not wait, mark, or yield; a live registration; a slot below {@link #FAST_SLOTS}; no replica
+   * acknowledgements, which renew the memo key) goes to semaphore_fast.lua first, and to
+   * semaphore.lua, the same call, only if that answers -3 (it could not decide: waiters, too few
+   * permits, a copy of a call that ran, ...). Each is one script keyed by the call's slot and
+   * sequence number, so every copy of the call is answered from its outcome.
+   */
   CompletableFuture<List<Object>> eval(String op, Req r, int n, String flags, char lane, long liveEpoch,
+      long dead) {
+    boolean acquire = "acquire".equals(op);
+    if ((acquire || "release".equals(op)) && fastCase(r, flags, liveEpoch)) {
+      CompletableFuture<List<Object>> fast = engine.eval(Script.SEMAPHORE_FAST, ScriptOutputType.MULTI,
+          new String[] {stateKey}, acquire ? "a" : "r", engine.clientId, Integer.toString(r.slot),
+          Long.toString(r.seq), Integer.toString(n), Long.toString(liveEpoch));
+      return fast.thenCompose(reply -> {
+        if (at(reply, 0) != -3L) {
+          return CompletableFuture.completedFuture(reply);
+        }
+        fastPause.set(FAST_PAUSE);
+        return general(op, r, n, flags, lane, liveEpoch, dead);
+      });
+    }
+    return general(op, r, n, flags, lane, liveEpoch, dead);
+  }
+
+  private boolean fastCase(Req r, String flags, long liveEpoch) {
+    if (!leased || r == null || r.slot >= FAST_SLOTS || liveEpoch == 0 || !flags.isEmpty()
+        || engine.options.replicaAcks() != 0) {
+      return false;
+    }
+    int pause = fastPause.get();
+    if (pause > 0) {
+      fastPause.compareAndSet(pause, pause - 1);
+      return false;
+    }
+    return true;
+  }
+
+  /** Runs an op of semaphore.lua itself. */
+  CompletableFuture<List<Object>> general(String op, Req r, int n, String flags, char lane, long liveEpoch,
       long dead) {
     String[] keys = {stateKey, liveKey, waitersKey, wakeKey, memoPrefix + (r == null ? "-" : Integer.toString(r.slot))};
     return engine.eval(Script.SEMAPHORE, ScriptOutputType.MULTI, keys, op, engine.clientId, leaseMs,

@@ -14,6 +14,7 @@ final class Script {
   static final Script LOCK_PASS = load("lock_pass");
   static final Script RENEW = load("renew");
   static final Script SEMAPHORE = load("semaphore");
+  static final Script SEMAPHORE_FAST = load("semaphore_fast");
   static final Script RWLOCK = load("rwlock");
   static final Script INSPECT = load("inspect");
   static final Script IDENTITY = load("identity");

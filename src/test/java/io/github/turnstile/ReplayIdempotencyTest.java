@@ -575,4 +575,66 @@ class ReplayIdempotencyTest {
           .equals(Long.toString(r5.seq)), "the mark is the highest call that ran");
     }
   }
+
+  /**
+   * Script level, semaphore_fast.lua: Lettuce re-sends the very same command after a reconnect, so
+   * a fast-path acquire or release can run twice. The second run must change nothing and answer
+   * -3 (its sequence number is no longer above the high-water mark), and the general script, to
+   * which the client then sends the same call, must answer it from the memo the fast run wrote
+   * into the state hash: one permit taken, one given back.
+   */
+  @Test
+  void aResentFastPathCallIsAppliedOnce(TestRedis redis) throws Exception {
+    String name = unique("replay-sem-fastscript");
+    try (Turnstile t = Turnstile.connect(redis.uri())) {
+      RedisSemaphore sem = (RedisSemaphore) t.semaphore(name, 4);
+      Engine e = t.engine();
+      String state = "{turnstile:" + name + "}:s";
+      RedisSemaphore.Req r1 = sem.new Req(1, 't', false);
+      List<Object> g1 = e.awaitQuietly(sem.general("acquire", r1, 1, "", 't', 0, 0), "r1 (registers)");
+      assertEquals(1L, g1.get(0));
+      long epoch = (Long) g1.get(2);
+      assertEquals(3, sem.state()[4]);
+
+      RedisSemaphore.Req r2 = sem.new Req(1, 't', false);
+      String[] acquire = {"a", e.clientId, Integer.toString(r2.slot), Long.toString(r2.seq), "1", Long.toString(epoch)};
+      List<Object> first = e.awaitQuietly(fast(e, state, acquire), "r2");
+      assertEquals(List.of(1L, 1L, epoch, 0L, 0L), first, "the fast path grants");
+      assertEquals(2, sem.state()[4]);
+      assertEquals(List.of(-3L), e.awaitQuietly(fast(e, state, acquire), "r2, the same command again"),
+          "a second run of the same fast acquire is not decided there");
+      assertEquals(2, sem.state()[4], "and takes nothing");
+      assertEquals(first, e.awaitQuietly(sem.general("acquire", r2, 1, "", 't', epoch, 0), "r2 in semaphore.lua"),
+          "the general script answers it from the fast run's memo");
+      assertEquals(first, e.awaitQuietly(sem.eval("acquire", r2, 1, "", 't', epoch, 0), "r2 as the client sends it"));
+      assertEquals(2, sem.state()[4], "still one permit taken by r2");
+
+      RedisSemaphore.Req r3 = sem.new Req(1, 't', false);
+      String[] release = {"r", e.clientId, Integer.toString(r3.slot), Long.toString(r3.seq), "1", Long.toString(epoch)};
+      List<Object> rel = e.awaitQuietly(fast(e, state, release), "r3");
+      assertEquals(List.of(1L, 1L, 3L), rel, "the fast path releases");
+      assertEquals(List.of(-3L), e.awaitQuietly(fast(e, state, release), "r3, the same command again"));
+      assertEquals(rel, e.awaitQuietly(sem.eval("release", r3, 1, "", 't', epoch, 0), "r3 as the client sends it"));
+      assertEquals(3, sem.state()[4], "one permit given back, not two");
+      assertEquals("1", redis.command("HGET", state, "c:" + e.clientId).trim(), "the client holds r1's permit");
+
+      // a cancel of a fast-path grant gives it back once, and a late copy of the grant is refused
+      RedisSemaphore.Req r4 = sem.new Req(1, 't', false);
+      String[] acquire4 = {"a", e.clientId, Integer.toString(r4.slot), Long.toString(r4.seq), "1", Long.toString(epoch)};
+      assertEquals(1L, e.awaitQuietly(fast(e, state, acquire4), "r4").get(0));
+      assertEquals(List.of(1L), e.awaitQuietly(sem.eval("cancel", r4, 0, "", 't', 0, 0), "cancel r4"));
+      assertEquals(List.of(0L), e.awaitQuietly(sem.eval("cancel", r4, 0, "", 't', 0, 0), "cancel r4 again"),
+          "a copy of the cancel gives nothing back");
+      assertEquals(3, sem.state()[4], "r4's permit is back, once");
+      assertEquals(List.of(-3L), e.awaitQuietly(fast(e, state, acquire4), "r4's copy"));
+      assertEquals(0L, e.awaitQuietly(sem.eval("acquire", r4, 1, "", 't', epoch, 0), "r4's copy").get(0),
+          "a copy of a cancelled fast-path grant is refused");
+      assertEquals(3, sem.state()[4]);
+    }
+  }
+
+  /** Runs semaphore_fast.lua with {@code args}, as RedisSemaphore.eval sends it. */
+  static java.util.concurrent.CompletableFuture<List<Object>> fast(Engine e, String state, String... args) {
+    return e.eval(Script.SEMAPHORE_FAST, ScriptOutputType.MULTI, new String[] {state}, args);
+  }
 }

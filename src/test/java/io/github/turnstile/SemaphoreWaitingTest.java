@@ -275,6 +275,72 @@ class SemaphoreWaitingTest {
     }
   }
 
+  /**
+   * The memo fields that semaphore_fast.lua writes into the state hash ({@code q:<client>:<slot>})
+   * are bounded: at most {@link RedisSemaphore#FAST_SLOTS} per client (a higher slot is not served
+   * there), and they go with the client's registration, whether it runs out (a crashed client,
+   * reclaimed by another's call) or the client retires it.
+   */
+  @Test
+  void fastPathMemoFieldsAreBoundedAndGoWithTheRegistration(TestRedis redis) throws Exception {
+    try (Turnstile t = Turnstile.connect(redis.uri())) {
+      String name = unique("sem-memo-fields");
+      RedisSemaphore s = (RedisSemaphore) t.semaphore(name, 100);
+      Engine e = t.engine();
+      String state = "{turnstile:" + name + "}:s";
+      for (int i = 0; i < 200; i++) {
+        assertTrue(s.tryAcquire());
+        s.release();
+      }
+      long mine = memoFields(redis, state, e.clientId);
+      assertTrue(mine >= 1 && mine <= s.slots()[0], mine + " memo fields of a client that used "
+          + s.slots()[0] + " slots: " + redis.command("HKEYS", state));
+
+      String crashed = "00000000000000c1";
+      String retiring = "00000000000000c2";
+      long crashedEpoch = register(e, name, crashed, "300");
+      long retiringEpoch = register(e, name, retiring, "60000");
+      for (String c : new String[] {crashed, retiring}) {
+        long epoch = c.equals(crashed) ? crashedEpoch : retiringEpoch;
+        for (int slot = 0; slot < RedisSemaphore.FAST_SLOTS + 8; slot++) {
+          java.util.List<Object> reply = e.awaitQuietly(ReplayIdempotencyTest.fast(e, state, "a", c,
+              Integer.toString(slot), Long.toString(100 + slot), "1", Long.toString(epoch)), "fast acquire");
+          assertEquals(slot < RedisSemaphore.FAST_SLOTS ? 1L : -3L, reply.get(0), "slot " + slot);
+        }
+        assertEquals(RedisSemaphore.FAST_SLOTS, memoFields(redis, state, c), "one field per slot served");
+      }
+      assertEquals(java.util.List.of(1L), e.awaitQuietly(e.eval(Script.SEMAPHORE, io.lettuce.core.ScriptOutputType.MULTI,
+          keys(name, retiring), "retire", retiring, "60000", "", "0", "0", "", "t", Long.toString(retiringEpoch),
+          state + ":ch", e.publishCommand(), "L", "100", "0"), "retire"));
+      assertEquals(0, memoFields(redis, state, retiring), "a retired registration's memo fields are gone");
+      TestSupport.await("the crashed client's registration reclaimed", Duration.ofSeconds(20), () -> {
+        s.availablePermits(); // the state op reclaims registrations that ran out
+        return memoFields(redis, state, crashed) == 0;
+      });
+      assertEquals("0", redis.command("HEXISTS", state, "c:" + crashed).trim());
+      assertEquals(100, s.availablePermits(), "every permit of both back");
+    }
+  }
+
+  private static long memoFields(TestRedis redis, String state, String client) {
+    return redis.command("HKEYS", state).lines().filter(l -> l.trim().startsWith("q:" + client + ":")).count();
+  }
+
+  private static String[] keys(String name, String client) {
+    String base = "{turnstile:" + name + "}:s";
+    return new String[] {base, base + ":l", base + ":w", base + ":wake", base + ":q:" + client + ":0"};
+  }
+
+  /** Registers {@code client} (another client than the test's) with one permit held, by semaphore.lua's acquire. */
+  private static long register(Engine e, String name, String client, String leaseMs) {
+    String state = "{turnstile:" + name + "}:s";
+    java.util.List<Object> reply = e.awaitQuietly(e.eval(Script.SEMAPHORE, io.lettuce.core.ScriptOutputType.MULTI,
+        keys(name, client), "acquire", client, leaseMs, "0", "1", "1", "", "t", "0", state + ":ch",
+        e.publishCommand(), "L", "100", "0"), "register " + client);
+    assertEquals(1L, reply.get(0));
+    return (Long) reply.get(2);
+  }
+
   /** A client that holds nothing for a renew interval stops renewing, and retires its registration. */
   @Test
   void anIdleClientRetiresItsRegistration(TestRedis redis) throws Exception {

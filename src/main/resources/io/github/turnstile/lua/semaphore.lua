@@ -88,7 +88,8 @@ local channel, publish = ARGV[10], ARGV[11]
 -- used again only once every copy of its earlier call has been answered), the call is new.
 local memo = false -- the call's memo (GET, once), when it has a slot
 local memo_read = false
-local f = redis.call('HMGET', S, 'a', 'm', 'k', 'c:' .. me, 'e:' .. me, 'p', 'ec', 'n', 's:' .. me)
+local f = redis.call('HMGET', S, 'a', 'm', 'k', 'c:' .. me, 'e:' .. me, 'p', 'ec', 'n', 's:' .. me,
+  'q:' .. me .. ':' .. slot)
 if (op == 'acquire' or op == 'release') and slot ~= '' and f[2] and not f[6] and not f[8]
     and not (op == 'release' and string.find(flags, 'y', 1, true)) then
   local mode_f, e_f = f[2], f[5]
@@ -126,6 +127,13 @@ if (op == 'acquire' or op == 'release') and slot ~= '' and f[2] and not f[6] and
 end
 if slot ~= '' and not memo_read then
   memo = redis.call('GET', Q)
+end
+-- the memo the call has is the later of the memo key and the field q:<me>:<slot> that
+-- semaphore_fast.lua writes (on a tie the key: a general op of the same call, a cancel, ran after
+-- the fast one, which runs only for a call that never ran before)
+if f[10] and slot ~= '' and (not memo
+    or tonumber(string.match(f[10], '^(%d+)|')) > tonumber(string.match(memo, '^(%d+)|'))) then
+  memo = f[10]
 end
 
 local RECLAIM_MAX = 16
@@ -217,6 +225,17 @@ local function raise_high(alone)
   end
 end
 
+-- the fields that go with a client's registration: c:, e:, s: and the memo fields q:<client>:<slot>
+-- that semaphore_fast.lua writes (slots 0..FAST_SLOTS-1 only: at most that many per client)
+local FAST_SLOTS = 32
+local function registration_fields(c)
+  local fields = {'c:' .. c, 'e:' .. c, 's:' .. c}
+  for i = 0, FAST_SLOTS - 1 do
+    fields[#fields + 1] = 'q:' .. c .. ':' .. i
+  end
+  return fields
+end
+
 local function flush(extra_del)
   if not removed_mine then
     raise_high(false)
@@ -230,7 +249,7 @@ local function flush(extra_del)
     redis.call('HSET', S, unpack(args))
   end
   if removed_mine then
-    redis.call('HDEL', S, 'c:' .. me, 'e:' .. me, 's:' .. me)
+    redis.call('HDEL', S, unpack(registration_fields(me)))
     high = nil
   end
 end
@@ -265,7 +284,7 @@ local function reclaim()
       if g[2] == e then
         local held = tonumber(g[1] or '0')
         drop(c, e, held)
-        redis.call('HDEL', S, 'c:' .. c, 'e:' .. c, 's:' .. c)
+        redis.call('HDEL', S, unpack(registration_fields(c)))
         if held > 0 then
           reclaimed = reclaimed + 1
         end
