@@ -85,17 +85,22 @@ final class Waits {
 
   /** Acquires a permit within the time, interruptibly or not. */
   static boolean acquire(Semaphore s, long timeoutNanos, boolean interruptible) throws InterruptedException {
-    // the untimed tryAcquire() would barge ahead of a fair semaphore's queue; a zero wait does not
-    return timed(n -> s.tryAcquire(0, TimeUnit.NANOSECONDS), 0, interruptible)
-        || managed(() -> timed(n -> s.tryAcquire(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible));
+    return nowOrManaged(n -> s.tryAcquire(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible);
   }
 
   /** Acquires a lock within the time, interruptibly or not. */
   static boolean lock(java.util.concurrent.locks.Lock l, long timeoutNanos, boolean interruptible)
       throws InterruptedException {
-    // the untimed tryLock() would barge ahead of a fair lock's queue; a zero wait does not
-    return timed(n -> l.tryLock(0, TimeUnit.NANOSECONDS), 0, interruptible)
-        || managed(() -> timed(n -> l.tryLock(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible));
+    return nowOrManaged(n -> l.tryLock(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible);
+  }
+
+  /**
+   * A timed wait tried first with a zero timeout (which, unlike an untimed {@code tryLock()} or
+   * {@code tryAcquire()}, keeps a fair queue's order), then for the time given as a managed wait.
+   */
+  private static boolean nowOrManaged(TimedWait wait, long timeoutNanos, boolean interruptible)
+      throws InterruptedException {
+    return timed(wait, 0, interruptible) || managed(() -> timed(wait, timeoutNanos, interruptible));
   }
 
   /** A wait that may park the calling thread. */
