@@ -122,8 +122,10 @@ class SemaphoreWaitingTest {
       assertTrue(sc.tryAcquire()); // one of two held: 1 free
       AtomicBoolean aGot = new AtomicBoolean();
       AtomicBoolean bGot = new AtomicBoolean();
-      Thread ta = TestSupport.start("a", () -> aGot.set(sa.tryAcquire(2, 60, TimeUnit.SECONDS)));
-      Thread tb = TestSupport.start("b", () -> bGot.set(sb.tryAcquire(2, 60, TimeUnit.SECONDS)));
+      AtomicBoolean aInterrupted = new AtomicBoolean();
+      AtomicBoolean bInterrupted = new AtomicBoolean();
+      Thread ta = TestSupport.start("a", () -> waitFor2(sa, aGot, aInterrupted));
+      Thread tb = TestSupport.start("b", () -> waitFor2(sb, bGot, bInterrupted));
       // multi-permit waiters wait by pub/sub: one subscription per client
       TestSupport.await("both waiting in Redis", Duration.ofSeconds(10), () -> TestSupport.waitersInRedis(redis) >= 2);
       long before = evals(redis);
@@ -132,9 +134,22 @@ class SemaphoreWaitingTest {
       assertTrue(spent <= 2, spent + " scripts in 1 s while two waiters that cannot use the free permit wait");
       assertTrue(sc.tryAcquire(5, TimeUnit.SECONDS), "a waiter that can use it takes the free permit");
       sc.release(2);
+      TestSupport.await("one of the two gets both permits", Duration.ofSeconds(30), () -> aGot.get() || bGot.get());
+      ta.interrupt(); // the other still waits (until its 60 s): interrupted, it gives up
+      tb.interrupt();
       ta.join(30_000);
       tb.join(30_000);
-      assertTrue(aGot.get() ^ bGot.get(), "one of the two got both permits, the other timed out or waits");
+      assertFalse(ta.isAlive() || tb.isAlive(), "both waits ended");
+      assertTrue(aGot.get() ^ bGot.get(), "one of the two got both permits, the other was interrupted while it waited");
+      assertTrue(aGot.get() ? bInterrupted.get() : aInterrupted.get(), "the other gave up when interrupted");
+    }
+  }
+
+  private static void waitFor2(DistributedSemaphore s, AtomicBoolean got, AtomicBoolean interrupted) {
+    try {
+      got.set(s.tryAcquire(2, 60, TimeUnit.SECONDS));
+    } catch (InterruptedException e) {
+      interrupted.set(true);
     }
   }
 
