@@ -48,11 +48,10 @@ public final class Background {
         }
     }
 
-    private static int start(Path dir, String token, List<String> command) throws IOException, InterruptedException {
+    static int start(Path dir, String token, List<String> command) throws IOException, InterruptedException {
         Files.createDirectories(dir);
-        Path exit = dir.resolve("exit");
-        Files.deleteIfExists(exit);
-        Files.writeString(dir.resolve("pid"), ProcessHandle.current().pid() + "\n");
+        Files.deleteIfExists(dir.resolve("exit"));
+        Files.writeString(dir.resolve("pid"), token + " " + ProcessHandle.current().pid() + "\n");
         List<String> niced = command;
         Path nice = Path.of("/usr/bin/nice");
         if (Files.isExecutable(nice)) {
@@ -60,8 +59,15 @@ public final class Background {
             niced = new java.util.ArrayList<>(List.of(nice.toString(), "-n", "10"));
             niced.addAll(command);
         }
-        Process process = new ProcessBuilder(niced).directory(dir.toFile()).redirectErrorStream(true)
-                .redirectOutput(dir.resolve("output.txt").toFile()).start();
+        Process process;
+        try {
+            process = new ProcessBuilder(niced).directory(dir.toFile()).redirectErrorStream(true)
+                    .redirectOutput(dir.resolve("output.txt").toFile()).start();
+        } catch (IOException e) {
+            Files.writeString(dir.resolve("output.txt"), "cannot start " + niced + ": " + e + "\n");
+            finish(dir, token, 127);
+            return 0;
+        }
         Runtime.getRuntime().addShutdownHook(new Thread(() -> stop(process)));
         Optional<ProcessHandle> parent = ProcessHandle.current().parent();
         int code;
@@ -76,10 +82,14 @@ public final class Background {
                 break;
             }
         }
+        finish(dir, token, code);
+        return 0;
+    }
+
+    private static void finish(Path dir, String token, int code) throws IOException {
         Path tmp = dir.resolve("exit.tmp");
         Files.writeString(tmp, token + " " + code + "\n");
-        Files.move(tmp, exit, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
-        return 0;
+        Files.move(tmp, dir.resolve("exit"), java.nio.file.StandardCopyOption.ATOMIC_MOVE);
     }
 
     private static void stop(Process process) {
@@ -87,7 +97,38 @@ public final class Background {
         process.destroyForcibly();
     }
 
-    private static int await(Path dir, String token, long minutes) throws IOException, InterruptedException {
+    /** The live process of {@code start} for this token, if any. */
+    private static Optional<ProcessHandle> starter(Path dir, String token) throws IOException {
+        Path pid = dir.resolve("pid");
+        if (!Files.exists(pid)) {
+            return Optional.empty();
+        }
+        String[] parts = Files.readString(pid, StandardCharsets.UTF_8).trim().split(" ");
+        if (parts.length != 2 || !parts[0].equals(token)) {
+            return Optional.empty();
+        }
+        return ProcessHandle.of(Long.parseLong(parts[1])).filter(ProcessHandle::isAlive);
+    }
+
+    /**
+     * Whether {@code start} for this token is gone without a result: it never started within a
+     * minute, or its process died (killed) before writing one. The result is read once more
+     * first: it may have been written just before the process exited.
+     */
+    private static boolean starterGone(Path dir, String token, long since) throws IOException {
+        if (starter(dir, token).isPresent()) {
+            return false;
+        }
+        Path pid = dir.resolve("pid");
+        boolean started = Files.exists(pid) && Files.readString(pid, StandardCharsets.UTF_8).startsWith(token + " ");
+        if (!started && System.nanoTime() - since < TimeUnit.MINUTES.toNanos(1)) {
+            return false;
+        }
+        Path exit = dir.resolve("exit");
+        return !(Files.exists(exit) && Files.readString(exit, StandardCharsets.UTF_8).startsWith(token + " "));
+    }
+
+    static int await(Path dir, String token, long minutes) throws IOException, InterruptedException {
         Path exit = dir.resolve("exit");
         long start = System.nanoTime();
         long deadline = start + TimeUnit.MINUTES.toNanos(minutes);
@@ -100,7 +141,7 @@ public final class Background {
                     break;
                 }
             }
-            if (System.nanoTime() - deadline > 0) {
+            if (System.nanoTime() - deadline > 0 || starterGone(dir, token, start)) {
                 break;
             }
             Thread.sleep(200);
@@ -111,11 +152,10 @@ public final class Background {
         }
         long waited = TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - start);
         if (result == null) {
-            Path pid = dir.resolve("pid");
-            if (Files.exists(pid)) {
-                ProcessHandle.of(Long.parseLong(Files.readString(pid).trim())).ifPresent(ProcessHandle::destroy);
-            }
-            System.out.println("[turnstile-testing] " + dir + ": no result after " + minutes + " min; stopped");
+            Optional<ProcessHandle> running = starter(dir, token);
+            running.ifPresent(ProcessHandle::destroy);
+            System.out.println("[turnstile-testing] " + dir + ": no result after " + waited + " s (the command "
+                    + (running.isPresent() ? "ran too long: stopped" : "is not running") + ")");
             return 1;
         }
         System.out.println("[turnstile-testing] " + dir + ": exit code " + result + " (waited " + waited
