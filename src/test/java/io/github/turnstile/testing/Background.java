@@ -21,8 +21,9 @@ import java.util.concurrent.TimeUnit;
  *                                           exits with the command's exit code
  * </pre>
  *
- * <p>Where {@code /usr/bin/nice} exists the command runs at niceness 10, below the tests: it gets
- * the cores they leave idle. The token (the build's start time) tells this build's result from an earlier build's. The
+ * <p>The command runs at the tests' priority: at a lower one (niceness 10, tried) it got almost no
+ * CPU beside the load mode's burners, and the build waited for it long after the tests. The token
+ * (the build's start time) tells this build's result from an earlier build's. The
  * command never outlives the build: {@code start} stops it when the process that started it (Maven)
  * is gone or stops this JVM, and {@code await} stops it when its time is up.
  */
@@ -52,19 +53,12 @@ public final class Background {
         Files.createDirectories(dir);
         Files.deleteIfExists(dir.resolve("exit"));
         Files.writeString(dir.resolve("pid"), token + " " + ProcessHandle.current().pid() + "\n");
-        List<String> niced = command;
-        Path nice = Path.of("/usr/bin/nice");
-        if (Files.isExecutable(nice)) {
-            // below the tests: it takes the cores they leave idle, and they hardly wait for it
-            niced = new java.util.ArrayList<>(List.of(nice.toString(), "-n", "10"));
-            niced.addAll(command);
-        }
         Process process;
         try {
-            process = new ProcessBuilder(niced).directory(dir.toFile()).redirectErrorStream(true)
+            process = new ProcessBuilder(command).directory(dir.toFile()).redirectErrorStream(true)
                     .redirectOutput(dir.resolve("output.txt").toFile()).start();
         } catch (IOException e) {
-            Files.writeString(dir.resolve("output.txt"), "cannot start " + niced + ": " + e + "\n");
+            Files.writeString(dir.resolve("output.txt"), "cannot start " + command + ": " + e + "\n");
             finish(dir, token, 127);
             return 0;
         }
