@@ -91,17 +91,20 @@ public final class Background {
         process.destroyForcibly();
     }
 
+    /** What {@code dir/name} ("token value") holds for this token: empty if absent or another build's. */
+    private static Optional<String> valueFor(Path dir, String name, String token) throws IOException {
+        Path file = dir.resolve(name);
+        if (!Files.exists(file)) {
+            return Optional.empty();
+        }
+        String[] parts = Files.readString(file, StandardCharsets.UTF_8).trim().split(" ");
+        return parts.length == 2 && parts[0].equals(token) ? Optional.of(parts[1]) : Optional.empty();
+    }
+
     /** The live process of {@code start} for this token, if any. */
     private static Optional<ProcessHandle> starter(Path dir, String token) throws IOException {
-        Path pid = dir.resolve("pid");
-        if (!Files.exists(pid)) {
-            return Optional.empty();
-        }
-        String[] parts = Files.readString(pid, StandardCharsets.UTF_8).trim().split(" ");
-        if (parts.length != 2 || !parts[0].equals(token)) {
-            return Optional.empty();
-        }
-        return ProcessHandle.of(Long.parseLong(parts[1])).filter(ProcessHandle::isAlive);
+        return valueFor(dir, "pid", token).flatMap(pid -> ProcessHandle.of(Long.parseLong(pid)))
+                .filter(ProcessHandle::isAlive);
     }
 
     /**
@@ -113,29 +116,20 @@ public final class Background {
         if (starter(dir, token).isPresent()) {
             return false;
         }
-        Path pid = dir.resolve("pid");
-        boolean started = Files.exists(pid) && Files.readString(pid, StandardCharsets.UTF_8).startsWith(token + " ");
+        boolean started = valueFor(dir, "pid", token).isPresent();
         if (!started && System.nanoTime() - since < TimeUnit.MINUTES.toNanos(1)) {
             return false;
         }
-        Path exit = dir.resolve("exit");
-        return !(Files.exists(exit) && Files.readString(exit, StandardCharsets.UTF_8).startsWith(token + " "));
+        return valueFor(dir, "exit", token).isEmpty();
     }
 
     static int await(Path dir, String token, long minutes) throws IOException, InterruptedException {
-        Path exit = dir.resolve("exit");
         long start = System.nanoTime();
         long deadline = start + TimeUnit.MINUTES.toNanos(minutes);
         String result = null;
         while (result == null) {
-            if (Files.exists(exit)) {
-                String[] parts = Files.readString(exit, StandardCharsets.UTF_8).trim().split(" ");
-                if (parts.length == 2 && parts[0].equals(token)) {
-                    result = parts[1];
-                    break;
-                }
-            }
-            if (System.nanoTime() - deadline > 0 || starterGone(dir, token, start)) {
+            result = valueFor(dir, "exit", token).orElse(null);
+            if (result != null || System.nanoTime() - deadline > 0 || starterGone(dir, token, start)) {
                 break;
             }
             Thread.sleep(200);
