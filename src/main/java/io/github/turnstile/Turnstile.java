@@ -147,11 +147,18 @@ public final class Turnstile implements AutoCloseable {
    * (Lettuce's default grows to 30 s): after a restart or a failover, waiters must resume within
    * a few hundred milliseconds of Redis answering again, and holders must reach the new primary
    * well within a lease. A connection attempt every 100 ms during an outage costs nothing.
+   *
+   * <p>Lettuce's own per-command latency histograms are off: Lettuce turns them on whenever
+   * LatencyUtils and HdrHistogram are on the class path (Micrometer brings both), and then wraps
+   * and times every command and runs pause-detector threads. Nothing reads them here: Turnstile's
+   * metrics ({@link TurnstileOptions}) time acquisitions, not commands.
+   * (Package-private for a test.)
    */
-  private static ClientResources ownedResources() {
+  static ClientResources ownedResources() {
     return ClientResources.builder()
         .reconnectDelay(() -> Delay.exponential(Duration.ofMillis(1), Duration.ofMillis(100), 2,
             java.util.concurrent.TimeUnit.MILLISECONDS))
+        .commandLatencyRecorder(io.lettuce.core.metrics.CommandLatencyRecorder.disabled())
         .build();
   }
 

@@ -80,6 +80,8 @@ final class TurnstileConnector implements DisposableBean {
         // as Turnstile.connect: reconnect within 500 ms at most, so that a failover does not cost
         // holders their leases (Lettuce's default backs off to 30 s)
         .reconnectDelay(() -> Delay.exponential(Duration.ofMillis(1), Duration.ofMillis(500), 2, TimeUnit.MILLISECONDS))
+        // as Turnstile.connect: no per-command latency histograms (nothing reads them)
+        .commandLatencyRecorder(io.lettuce.core.metrics.CommandLatencyRecorder.disabled())
         .build();
     SocketOptions.Builder socket = SocketOptions.builder();
     if (d.connectTimeout != null) {
