@@ -180,7 +180,7 @@ public final class LockBenchmark {
 
     @Override
     public Client connect(String uri) {
-      RedisClient client = RedisClient.create(uri);
+      RedisClient client = LeanLettuce.create(uri);
       StatefulRedisConnection<String, String> conn = client.connect();
       RedisCommands<String, String> sync = conn.sync();
       String sha = sync.scriptLoad(SetNxPollLock.RELEASE);
@@ -207,7 +207,7 @@ public final class LockBenchmark {
     @Override
     public void close() {
       conn.close();
-      client.shutdown(0, 2, TimeUnit.SECONDS);
+      LeanLettuce.shutdown(client);
     }
   }
 
@@ -294,7 +294,7 @@ public final class LockBenchmark {
       } else {
         System.out.println("Redis: using REDIS_URI " + uri);
       }
-      aux = RedisClient.create(uri);
+      aux = LeanLettuce.create(uri);
       auxConn = aux.connect();
       RedisCommands<String, String> redis = auxConn.sync();
       System.out.printf(Locale.ROOT,
@@ -371,7 +371,7 @@ public final class LockBenchmark {
         auxConn.close();
       }
       if (aux != null) {
-        aux.shutdown(0, 2, TimeUnit.SECONDS);
+        LeanLettuce.shutdown(aux);
       }
       if (embedded != null) {
         embedded.close();

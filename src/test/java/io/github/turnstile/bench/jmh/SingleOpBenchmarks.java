@@ -73,7 +73,7 @@ public class SingleOpBenchmarks {
 
     @Setup(Level.Trial)
     public void setup() {
-      client = RedisClient.create(uri());
+      client = io.github.turnstile.bench.LeanLettuce.create(uri());
       conn = client.connect();
       sync = conn.sync();
     }
@@ -81,7 +81,7 @@ public class SingleOpBenchmarks {
     @TearDown(Level.Trial)
     public void tearDown() {
       conn.close();
-      client.shutdown(0, 2, TimeUnit.SECONDS);
+      io.github.turnstile.bench.LeanLettuce.shutdown(client);
     }
   }
 
@@ -348,7 +348,7 @@ public class SingleOpBenchmarks {
 
     @Setup(Level.Trial)
     public void setup() {
-      client = RedisClient.create(uri());
+      client = io.github.turnstile.bench.LeanLettuce.create(uri());
       conn = client.connect();
       releaseSha = conn.sync().scriptLoad(SetNxPollLock.RELEASE);
       lock = new SetNxPollLock(conn.sync(), name("lock"), releaseSha, 30_000, 5);
@@ -357,7 +357,7 @@ public class SingleOpBenchmarks {
     @TearDown(Level.Trial)
     public void tearDown() {
       conn.close();
-      client.shutdown(0, 2, TimeUnit.SECONDS);
+      io.github.turnstile.bench.LeanLettuce.shutdown(client);
     }
   }
 
