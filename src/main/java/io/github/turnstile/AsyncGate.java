@@ -56,6 +56,25 @@ final class AsyncGate<H extends Hold> {
     return side;
   }
 
+  /**
+   * Describes this gate when it has a head, queued acquisitions or a subscription; null when it
+   * has none of them (for diagnostics in tests).
+   *
+   * @return the description, or null
+   */
+  String describe() {
+    lock.lock();
+    try {
+      if (head == null && queue.isEmpty() && channel == null) {
+        return null;
+      }
+      return "head=" + (head == null ? "none" : head.isOver() ? "over" : "live") + " queued=" + queue.size()
+          + " channel=" + (channel == null ? "none" : "held");
+    } finally {
+      lock.unlock();
+    }
+  }
+
   /** Starts an acquisition of {@code permits} for {@code call}. */
   CompletableFuture<H> acquire(Engine.Call call, int permits) {
     return new AsyncAcquisition<>(env, side, this, permits, call).start();

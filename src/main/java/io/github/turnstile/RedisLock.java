@@ -132,6 +132,16 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
    *
    * @return whether threads of this JVM wait for this lock
    */
+  /**
+   * Describes this lock's async gate when it is not idle (for diagnostics in tests).
+   *
+   * @return the gate's description, or null if it has no gate or the gate is idle
+   */
+  String asyncState() {
+    AsyncGate<LockHold> g = async.get();
+    return g == null ? null : g.describe();
+  }
+
   boolean threadsWaiting() {
     return local.gate().isLocked() || local.gate().hasQueuedThreads();
   }

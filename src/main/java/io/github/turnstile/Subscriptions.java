@@ -408,6 +408,32 @@ final class Subscriptions implements AutoCloseable {
   }
 
   /**
+   * Describes every subscription held now: channel, references, whether its linger check is
+   * scheduled, how long it has been idle, lost, confirmed (for diagnostics in tests).
+   *
+   * @return one line per subscription
+   */
+  String describe() {
+    StringBuilder b = new StringBuilder();
+    lock.lock();
+    try {
+      long now = System.nanoTime();
+      for (Node node : nodes.values()) {
+        for (Sub s : node.subs.values()) {
+          b.append(node.name).append(' ').append(s.channel).append(" refs=").append(s.refs)
+              .append(" checkPending=").append(s.checkPending)
+              .append(" idleMs=").append(s.refs > 0 ? -1 : (now - s.idleSince) / 1_000_000)
+              .append(" lost=").append(s.lost).append(" ready=").append(s.ready.isDone())
+              .append(" leaving=").append(node.leaving.getOrDefault(s.channel, 0)).append('\n');
+        }
+      }
+    } finally {
+      lock.unlock();
+    }
+    return b.toString();
+  }
+
+  /**
    * Returns the number of subscriber connections (open or opening).
    *
    * @return the number of subscriber connections (open or opening)
