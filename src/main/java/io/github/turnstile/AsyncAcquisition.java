@@ -330,7 +330,9 @@ final class AsyncAcquisition<H extends Hold> {
         fail(e instanceof TurnstileException ? e : Engine.failure(side.describe(), e));
         return;
       }
-      gate.install(ch);
+      if (!gate.install(this, ch)) {
+        return; // it ended while it subscribed: the subscription went back
+      }
     }
     if (!ch.ready().isDone()) {
       awaitReady(ch);

@@ -200,19 +200,35 @@ final class AsyncGate<H extends Hold> {
     }
   }
 
-  /** The head subscribed: heads share {@code c} from now on. */
-  void install(AsyncAcquisition.Channel c) {
-    AsyncAcquisition.Channel old;
+  /**
+   * The head {@code a} subscribed: heads share {@code c} from now on. If {@code a} is no longer
+   * the head (it ended while it subscribed: cancelled, timed out), {@code c} is given back at once
+   * instead: installed, it would outlive the gate's last acquisition, or replace the subscription
+   * of the head after it, and nobody would close it.
+   *
+   * @return whether {@code c} was installed ({@code a} is still the head)
+   */
+  boolean install(AsyncAcquisition<H> a, AsyncAcquisition.Channel c) {
+    AsyncAcquisition.Channel old = null;
+    boolean head;
     lock.lock();
     try {
-      old = channel;
-      channel = c;
+      head = this.head == a;
+      if (head) {
+        old = channel;
+        channel = c;
+      }
     } finally {
       lock.unlock();
+    }
+    if (!head) {
+      c.close();
+      return false;
     }
     if (old != null && old != c) {
       old.close();
     }
+    return true;
   }
 
   /** {@code c} can no longer be waited on: close it (the head subscribes again). */

@@ -132,6 +132,10 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
    *
    * @return whether threads of this JVM wait for this lock
    */
+  boolean threadsWaiting() {
+    return local.gate().isLocked() || local.gate().hasQueuedThreads();
+  }
+
   /**
    * Describes this lock's async gate when it is not idle (for diagnostics in tests).
    *
@@ -140,10 +144,6 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
   String asyncState() {
     AsyncGate<LockHold> g = async.get();
     return g == null ? null : g.describe();
-  }
-
-  boolean threadsWaiting() {
-    return local.gate().isLocked() || local.gate().hasQueuedThreads();
   }
 
   @Override

@@ -1,0 +1,111 @@
+package io.github.turnstile;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The subscription an async gate's head makes is given back however the head ends, even when it
+ * ends while it is subscribing. Deterministic: the engine (a stand-in for {@link AsyncAcquisition.Env},
+ * no Redis involved) holds the head inside {@code subscribe} while the caller cancels it.
+ *
+ * <p>Found from a subscription left open after {@code AsyncScaleTest} (1 run in 10 beside 4
+ * burners): its warm-up races a 1 ms {@code tryLockAsync} against its own subscription.
+ */
+class AsyncGateChannelTest {
+
+  /** Stands in for the engine: subscriptions are counted, and {@code subscribe} can be held. */
+  static final class Env implements AsyncAcquisition.Env {
+    final AtomicInteger opened = new AtomicInteger();
+    final AtomicInteger closed = new AtomicInteger();
+    final CountDownLatch subscribing = new CountDownLatch(1);
+    final CountDownLatch proceed = new CountDownLatch(1);
+    final CompletableFuture<Void> event = new CompletableFuture<>();
+
+    @Override public boolean closed() { return false; }
+    @Override public boolean connected() { return true; }
+    @Override public CompletableFuture<Void> faults() { return new CompletableFuture<>(); }
+
+    @Override
+    public AsyncAcquisition.Channel subscribe(String channel) {
+      opened.incrementAndGet();
+      subscribing.countDown();
+      try {
+        assertTrue(proceed.await(30, TimeUnit.SECONDS), "the test let the subscription through");
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      return new AsyncAcquisition.Channel() {
+        @Override public CompletableFuture<Void> ready() { return CompletableFuture.completedFuture(null); }
+        @Override public CompletableFuture<Void> next() { return event; }
+        @Override public void close() { closed.incrementAndGet(); }
+      };
+    }
+
+    @Override public boolean stale(AsyncAcquisition.Channel c) { return false; }
+    @Override public void reset(AsyncAcquisition.Channel c) { }
+    @Override public void unreachable(Engine.Call call, long sinceNanos, String what, Throwable cause) { }
+    @Override public void suspect() { }
+    @Override public long commandTimeoutNanos() { return TimeUnit.MINUTES.toNanos(10); }
+    @Override public long recheckNanos() { return TimeUnit.MINUTES.toNanos(10); }
+    @Override public long leaseMillis() { return 30_000; }
+    @Override public long ticker() { return System.nanoTime(); }
+    @Override public String newRequestId() { return "c:1"; }
+    @Override public int replicaAcks() { return 0; }
+    @Override public void awaitReplicas(String leaseKey) { }
+  }
+
+  /** Every attempt is refused (another client holds the lock for 30 s); withdrawals counted. */
+  static final class Side extends AsyncAcquisition.Side<LockHold> {
+    final AtomicInteger attempts = new AtomicInteger();
+    final AtomicInteger withdrawn = new AtomicInteger();
+    /** The first attempt's reply, completed by the test (on a thread of its own). */
+    final CompletableFuture<Engine.Attempt> first = new CompletableFuture<>();
+
+    @Override String describe() { return "lock 'n'"; }
+    @Override String channel() { return "ch"; }
+    @Override Metrics.Primitive metrics() { return Metrics.Primitive.NOOP; }
+
+    @Override
+    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+      return attempts.getAndIncrement() == 0 ? first
+          : CompletableFuture.completedFuture(new Engine.Attempt(false, 0, 30_000));
+    }
+
+    @Override LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+      throw new AssertionError("nothing is granted here");
+    }
+    @Override void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) { }
+    @Override void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) { withdrawn.incrementAndGet(); }
+    @Override String leaseKey(AsyncAcquisition<LockHold> w) { return "k"; }
+  }
+
+  @Test
+  void aHeadCancelledWhileItSubscribesGivesTheSubscriptionBack() throws Exception {
+    Env env = new Env();
+    Side side = new Side();
+    AsyncGate<LockHold> gate = new AsyncGate<>(env, side);
+    CompletableFuture<LockHold> acquisition = gate.acquire(Engine.Call.untimed(false), 1);
+    assertEquals(1, side.attempts.get(), "the head's first attempt, sent without a subscription");
+
+    // refused: the head goes on to subscribe, on the replying thread, and is held there
+    Thread replying = new Thread(() -> side.first.complete(new Engine.Attempt(false, 0, 30_000)), "replying");
+    replying.start();
+    assertTrue(env.subscribing.await(30, TimeUnit.SECONDS), "the head subscribes after its refusal");
+
+    acquisition.cancel(false); // the caller gives up: the head leaves the gate, which is now empty
+    env.proceed.countDown();
+    replying.join(30_000);
+
+    assertEquals(1, env.opened.get(), "one subscription made");
+    assertEquals(1, env.closed.get(), "the subscription of a head that ended is given back");
+    assertNull(gate.describe(), "the gate is idle: no head, no queue, no subscription");
+    assertEquals(1, side.withdrawn.get(), "the refused head withdrew its waiting mark");
+  }
+}
