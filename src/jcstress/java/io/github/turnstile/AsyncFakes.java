@@ -2,7 +2,6 @@ package io.github.turnstile;
 
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -13,34 +12,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 final class AsyncFakes {
   private AsyncFakes() {}
 
-  /** Connected, never closed, no fault; subscriptions are confirmed at once. */
-  static final class Env implements AsyncAcquisition.Env {
-    final CompletableFuture<Void> faults = new CompletableFuture<>();
-    final CompletableFuture<Void> event = new CompletableFuture<>();
-
-    @Override public boolean closed() { return false; }
-    @Override public boolean connected() { return true; }
-    @Override public CompletableFuture<Void> faults() { return faults; }
-    @Override public AsyncAcquisition.Channel subscribe(String channel) {
-      return new AsyncAcquisition.Channel() {
-        @Override public CompletableFuture<Void> ready() { return CompletableFuture.completedFuture(null); }
-        @Override public CompletableFuture<Void> next() { return event; }
-        @Override public void close() { }
-      };
-    }
-    @Override public boolean stale(AsyncAcquisition.Channel c) { return false; }
-    @Override public void reset(AsyncAcquisition.Channel c) { }
-    @Override public void unreachable(Engine.Call call, long sinceNanos, String what, Throwable cause) { }
-    @Override public void suspect() { }
-    @Override public long commandTimeoutNanos() { return TimeUnit.MINUTES.toNanos(10); }
-    /** No re-check timer fires during a run: every completion happens on the actors' and arbiter's threads. */
-    @Override public long recheckNanos() { return TimeUnit.MINUTES.toNanos(10); }
-    @Override public long leaseMillis() { return 30_000; }
-    @Override public long ticker() { return System.nanoTime(); }
-    @Override public String newRequestId() { return "c:1"; }
-    @Override public int replicaAcks() { return 0; }
-    @Override public void awaitReplicas(String leaseKey) { }
-  }
+  /** Connected, never closed, no fault; subscriptions are confirmed at once (see {@link AsyncStubEnv}). */
+  static final class Env extends AsyncStubEnv {}
 
   /** Attempts answered by the scenario, in order; undos counted. */
   static final class Side extends AsyncAcquisition.Side<LockHold> {

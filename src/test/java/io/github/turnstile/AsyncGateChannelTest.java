@@ -21,16 +21,11 @@ import org.junit.jupiter.api.Test;
 class AsyncGateChannelTest {
 
   /** Stands in for the engine: subscriptions are counted, and {@code subscribe} can be held. */
-  static final class Env implements AsyncAcquisition.Env {
+  static final class Env extends AsyncStubEnv {
     final AtomicInteger opened = new AtomicInteger();
     final AtomicInteger closed = new AtomicInteger();
     final CountDownLatch subscribing = new CountDownLatch(1);
     final CountDownLatch proceed = new CountDownLatch(1);
-    final CompletableFuture<Void> event = new CompletableFuture<>();
-
-    @Override public boolean closed() { return false; }
-    @Override public boolean connected() { return true; }
-    @Override public CompletableFuture<Void> faults() { return new CompletableFuture<>(); }
 
     @Override
     public AsyncAcquisition.Channel subscribe(String channel) {
@@ -41,24 +36,8 @@ class AsyncGateChannelTest {
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
-      return new AsyncAcquisition.Channel() {
-        @Override public CompletableFuture<Void> ready() { return CompletableFuture.completedFuture(null); }
-        @Override public CompletableFuture<Void> next() { return event; }
-        @Override public void close() { closed.incrementAndGet(); }
-      };
+      return channel(closed::incrementAndGet);
     }
-
-    @Override public boolean stale(AsyncAcquisition.Channel c) { return false; }
-    @Override public void reset(AsyncAcquisition.Channel c) { }
-    @Override public void unreachable(Engine.Call call, long sinceNanos, String what, Throwable cause) { }
-    @Override public void suspect() { }
-    @Override public long commandTimeoutNanos() { return TimeUnit.MINUTES.toNanos(10); }
-    @Override public long recheckNanos() { return TimeUnit.MINUTES.toNanos(10); }
-    @Override public long leaseMillis() { return 30_000; }
-    @Override public long ticker() { return System.nanoTime(); }
-    @Override public String newRequestId() { return "c:1"; }
-    @Override public int replicaAcks() { return 0; }
-    @Override public void awaitReplicas(String leaseKey) { }
   }
 
   /** Every attempt is refused (another client holds the lock for 30 s); withdrawals counted. */

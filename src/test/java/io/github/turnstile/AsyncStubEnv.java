@@ -1,0 +1,46 @@
+package io.github.turnstile;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A Redis-free stand-in for the async acquisition's engine ({@link AsyncAcquisition.Env}):
+ * connected, never closed, no fault; subscriptions are confirmed at once and share one event
+ * ({@link #event}). No re-check timer fires during a test: every completion happens on the test's
+ * threads. Shared by the unit tests and the jcstress scenarios ({@code AsyncFakes}); a test
+ * overrides what it needs to control.
+ */
+class AsyncStubEnv implements AsyncAcquisition.Env {
+  final CompletableFuture<Void> faults = new CompletableFuture<>();
+  final CompletableFuture<Void> event = new CompletableFuture<>();
+
+  @Override public boolean closed() { return false; }
+  @Override public boolean connected() { return true; }
+  @Override public CompletableFuture<Void> faults() { return faults; }
+
+  @Override
+  public AsyncAcquisition.Channel subscribe(String channel) {
+    return channel(() -> { });
+  }
+
+  /** A confirmed channel on {@link #event} that runs {@code onClose} when closed. */
+  AsyncAcquisition.Channel channel(Runnable onClose) {
+    return new AsyncAcquisition.Channel() {
+      @Override public CompletableFuture<Void> ready() { return CompletableFuture.completedFuture(null); }
+      @Override public CompletableFuture<Void> next() { return event; }
+      @Override public void close() { onClose.run(); }
+    };
+  }
+
+  @Override public boolean stale(AsyncAcquisition.Channel c) { return false; }
+  @Override public void reset(AsyncAcquisition.Channel c) { }
+  @Override public void unreachable(Engine.Call call, long sinceNanos, String what, Throwable cause) { }
+  @Override public void suspect() { }
+  @Override public long commandTimeoutNanos() { return TimeUnit.MINUTES.toNanos(10); }
+  @Override public long recheckNanos() { return TimeUnit.MINUTES.toNanos(10); }
+  @Override public long leaseMillis() { return 30_000; }
+  @Override public long ticker() { return System.nanoTime(); }
+  @Override public String newRequestId() { return "c:1"; }
+  @Override public int replicaAcks() { return 0; }
+  @Override public void awaitReplicas(String leaseKey) { }
+}
