@@ -134,7 +134,12 @@ class QuietLogsTest {
       b.close();
     }
     Thread.sleep(200); // closes complete asynchronously
-    List<String> twice = at(Level.ALL, "io.lettuce").stream().filter(m -> m.contains("already closed")).toList();
+    // The second close this test is about logs "Connection is already closed". Lettuce's INFO
+    // "Closing channel because endpoint is already closed" is another event: a connection that
+    // became active after its client was closed, which Lettuce closes (once). It was seen once in
+    // CI (2026-11-27) and is not counted here (RELIABILITY, "QuietLogsTest").
+    List<String> twice = at(Level.ALL, "io.lettuce").stream()
+        .filter(m -> m.contains("Connection is already closed")).toList();
     assertEquals(List.of(), twice);
   }
 }
