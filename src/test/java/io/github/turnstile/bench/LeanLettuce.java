@@ -3,8 +3,6 @@ package io.github.turnstile.bench;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.metrics.CommandLatencyRecorder;
 import io.lettuce.core.resource.ClientResources;
-import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -14,8 +12,6 @@ import java.util.concurrent.TimeUnit;
  * here, through Micrometer). A baseline must not carry a cost that Turnstile does not.
  */
 public final class LeanLettuce {
-  private static final Map<RedisClient, ClientResources> RESOURCES = new ConcurrentHashMap<>();
-
   private LeanLettuce() {}
 
   /**
@@ -28,9 +24,7 @@ public final class LeanLettuce {
     ClientResources resources = ClientResources.builder()
         .commandLatencyRecorder(CommandLatencyRecorder.disabled())
         .build();
-    RedisClient client = RedisClient.create(resources, uri);
-    RESOURCES.put(client, resources);
-    return client;
+    return RedisClient.create(resources, uri);
   }
 
   /**
@@ -39,10 +33,8 @@ public final class LeanLettuce {
    * @param client the client
    */
   public static void shutdown(RedisClient client) {
+    ClientResources resources = client.getResources(); // its own (a client does not shut them down)
     client.shutdown(0, 2, TimeUnit.SECONDS);
-    ClientResources resources = RESOURCES.remove(client);
-    if (resources != null) {
-      resources.shutdown(0, 2, TimeUnit.SECONDS);
-    }
+    resources.shutdown(0, 2, TimeUnit.SECONDS);
   }
 }
