@@ -253,8 +253,7 @@ final class AsyncSides {
     CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       // a blocking waiter of this client may wait on the wake list: keep the client's mark for it
       String flags = RedisLock.acquireFlags(w.refused, false, subscribed, lock.threadsWaiting());
-      return engine.<List<Object>>eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
-              new String[] {lock.lockKey, lock.fenceKey}, w.owner, w.request, engine.leaseArg, flags)
+      return lock.acquireCall(w.owner, w.request, flags)
           .thenApply(reply -> {
             Engine.Attempt a = RedisLock.parseAttempt(reply);
             if (a.acquired && reply.size() > 2 && (Long) reply.get(2) == 1L) {

@@ -22,7 +22,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
   private final String prefix;
   private final String writeKey;
   private final String fenceKey;
-  private final String[] sharedKeys;
   private final WriteSide writeLock;
   private final ReadSide readLock;
 
@@ -32,8 +31,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     this.prefix = "{" + engine.options.keyPrefix() + ":" + name + "}:rw:";
     this.writeKey = prefix + "w";
     this.fenceKey = prefix + "fence";
-    this.sharedKeys = new String[] {writeKey, fenceKey, prefix + "readers", prefix + "wwait",
-        prefix + "rwait", prefix + "wq", prefix + "state"};
     this.writeLock = new WriteSide();
     this.readLock = new ReadSide();
   }
@@ -62,10 +59,22 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
   private <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
       String flags) {
-    String[] keys = java.util.Arrays.copyOf(sharedKeys, 8);
-    keys[7] = prefix + "rd:" + request;
-    return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg,
-        number == 0 ? "0" : Long.toString(number), flags, engine.publishCommand());
+    // only the write key: rwlock.lua derives the others from it (and the read lease key from the
+    // request); the optional arguments are sent up to the last one that differs from its default
+    String publish = engine.publishCommand();
+    String[] keys = {writeKey};
+    if (!"PUBLISH".equals(publish)) {
+      return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg, Long.toString(number),
+          flags, publish);
+    }
+    if (!flags.isEmpty()) {
+      return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg, Long.toString(number),
+          flags);
+    }
+    if (number != 0) {
+      return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg, Long.toString(number));
+    }
+    return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg);
   }
 
   @Override

@@ -245,7 +245,9 @@ public final class LeastPrivilege {
             String[] names = local.group(1).split("\\s*,\\s*");
             String[] values = stripComment(local.group(2)).split("\\s*,\\s*");
             for (int i = 0; i < Math.min(names.length, values.length); i++) {
-                if (found.contains(values[i].trim())) {
+                // "ARGV[4] or 'PUBLISH'": the argument, or a default when it is absent
+                String value = values[i].trim().replaceFirst("\\s+or\\s+'[A-Z]+'$", "");
+                if (found.contains(value)) {
                     found.add(names[i].trim());
                 }
             }

@@ -1,0 +1,199 @@
+package io.github.turnstile;
+
+import static io.github.turnstile.TestSupport.unique;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.turnstile.testing.RedisServerProcess;
+import io.github.turnstile.testing.TestRedis;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.api.StatefulRedisConnection;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Lock;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * An uncontended acquisition costs Redis only what it must (issue 25): each lock and read/write
+ * lock script call sends one key (the scripts derive the others from it) and no argument left at
+ * its default, and an uncontended pair runs no command for waiters. Redis's slow log, with a
+ * threshold of 0, records every command with its arguments; INFO commandstats counts the commands
+ * the scripts ran. Counted, never timed. Runs on its own redis-server (standalone: PUBLISH, the
+ * publish command's default, is not sent).
+ */
+class LeanCallsTest {
+  private static RedisServerProcess server;
+  private static TestRedis redis;
+  private static RedisClient observer;
+  private static StatefulRedisConnection<String, String> connection;
+
+  @BeforeAll
+  static void start() {
+    server = RedisServerProcess.start();
+    redis = TestRedis.of(server.uri(), server.host(), server.port(), "process");
+    observer = RedisClient.create(server.uri());
+    connection = observer.connect();
+    connection.sync().configSet("slowlog-max-len", "1000");
+    connection.sync().configSet("slowlog-log-slower-than", "-1");
+  }
+
+  @AfterAll
+  static void stop() {
+    connection.close();
+    observer.shutdown();
+    server.close();
+  }
+
+  /** What Redis did during an action: the scripts' calls with their arguments, and every command run. */
+  private record Window(Map<String, List<List<String>>> calls, Map<String, Long> commands) {
+    /** The EVALSHAs of {@code script}, oldest first, each as its arguments after the SHA. */
+    List<List<String>> of(Script script) {
+      return calls.getOrDefault(script.sha, List.of());
+    }
+  }
+
+  /**
+   * Runs {@code action} with every command recorded (slow log threshold 0 µs, command stats
+   * reset), again if another script ran meanwhile (the watchdog's identity record or a renewal,
+   * whose commands would be counted too): at most 10 times.
+   */
+  private static Window during(Runnable action, Script... expected) {
+    Set<String> shas = new java.util.HashSet<>();
+    for (Script s : expected) {
+      shas.add(s.sha);
+    }
+    Window w = null;
+    for (int attempt = 0; attempt < 10; attempt++) {
+      connection.sync().slowlogReset();
+      connection.sync().configResetstat();
+      connection.sync().configSet("slowlog-log-slower-than", "0");
+      action.run();
+      connection.sync().configSet("slowlog-log-slower-than", "-1");
+      Map<String, Long> commands = new TreeMap<>(TestSupport.commandStats(redis));
+      // the observer's own commands (Redis 7 counts CONFIG SET as "config|set")
+      commands.keySet().removeIf(c -> c.startsWith("config") || c.startsWith("slowlog") || c.equals("info")
+          || c.equals("evalsha") || c.equals("eval"));
+      Map<String, List<List<String>>> calls = new java.util.HashMap<>();
+      boolean others = false;
+      for (Object entry : connection.sync().slowlogGet(1000)) {
+        List<String> args = new ArrayList<>();
+        for (Object a : (List<?>) ((List<?>) entry).get(3)) {
+          args.add(a.toString());
+        }
+        if (args.get(0).equalsIgnoreCase("evalsha") || args.get(0).equalsIgnoreCase("eval")) {
+          if (!shas.contains(args.get(1))) {
+            others = true;
+          }
+          calls.computeIfAbsent(args.get(1), k -> new ArrayList<>()).add(0, args.subList(2, args.size()));
+        }
+      }
+      w = new Window(calls, commands);
+      if (!others) {
+        return w;
+      }
+    }
+    throw new AssertionError("another script ran beside the action in 10 attempts: " + w);
+  }
+
+  private static void sleepMillis(long millis) {
+    try {
+      Thread.sleep(millis);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new AssertionError(e);
+    }
+  }
+
+  private static void assertOneKey(List<List<String>> calls, String key, int args, String what) {
+    assertTrue(!calls.isEmpty(), what + ": no call recorded");
+    for (List<String> call : calls) {
+      assertEquals("1", call.get(0), what + ": keys sent, in " + call);
+      assertEquals(key, call.get(1), what + ": the key sent, in " + call);
+      assertEquals(args, call.size() - 2, what + ": arguments sent, in " + call);
+    }
+  }
+
+  @Test
+  void anUncontendedLockPairSendsOneKeyAndRunsNothingForWaiters() {
+    String name = unique("lean-lock");
+    try (Turnstile t = Turnstile.connect(server.uri())) {
+      Lock lock = t.lock(name);
+      lock.lock(); // the first grant writes the fence: not the pair measured
+      lock.unlock();
+      Window w = during(() -> {
+        lock.lock();
+        lock.unlock();
+      }, Script.LOCK_ACQUIRE, Script.LOCK_RELEASE);
+      String key = "{turnstile:" + name + "}:lock";
+      assertOneKey(w.of(Script.LOCK_ACQUIRE), key, 3, "acquire (owner, request, lease)");
+      assertOneKey(w.of(Script.LOCK_RELEASE), key, 3, "release (request, token, ttl)");
+      Map<String, Long> run = new TreeMap<>(w.commands());
+      // the grant: HMGET, TIME, HSET, PEXPIRE (and a SET of the fence when its token enters a new
+      // 33 ms window, which a slow machine may see); the release: HMGET, HDEL. Nothing for waiters.
+      long fence = run.getOrDefault("set", 0L);
+      assertTrue(fence <= 1, "fence writes: " + run);
+      run.remove("set");
+      assertEquals(Map.of("hmget", 2L, "time", 1L, "hset", 1L, "pexpire", 1L, "hdel", 1L), run,
+          "commands of one uncontended pair");
+      // a lock not taken for more than a window (2^15 µs): its grant writes the fence, and still
+      // reads the server time once
+      Window later = during(() -> {
+        sleepMillis(40);
+        lock.lock();
+        lock.unlock();
+      }, Script.LOCK_ACQUIRE, Script.LOCK_RELEASE);
+      assertEquals(Map.of("hmget", 2L, "time", 1L, "set", 1L, "hset", 1L, "pexpire", 1L, "hdel", 1L),
+          later.commands(), "commands of a pair on a lock idle for 40 ms");
+    }
+  }
+
+  @Test
+  void anAsyncLockPairSendsOneKey() {
+    String name = unique("lean-async");
+    try (Turnstile t = Turnstile.connect(server.uri())) {
+      DistributedLock lock = t.lock(name);
+      lock.lockAsync().join().release().toCompletableFuture().join();
+      Window w = during(() -> lock.lockAsync().join().release().toCompletableFuture().join(),
+          Script.LOCK_ACQUIRE, Script.LOCK_RELEASE);
+      String key = "{turnstile:" + name + "}:lock";
+      assertOneKey(w.of(Script.LOCK_ACQUIRE), key, 3, "async acquire");
+      assertOneKey(w.of(Script.LOCK_RELEASE), key, 3, "async release");
+    }
+  }
+
+  @Test
+  void readWriteLockCallsSendOneKey() {
+    String name = unique("lean-rw");
+    try (Turnstile t = Turnstile.connect(server.uri())) {
+      DistributedReadWriteLock rw = t.readWriteLock(name);
+      rw.readLock().lock();
+      rw.readLock().unlock();
+      rw.writeLock().lock();
+      rw.writeLock().unlock();
+      Window reads = during(() -> {
+        rw.readLock().lock();
+        rw.readLock().unlock();
+      }, Script.RWLOCK);
+      String key = "{turnstile:" + name + "}:rw:w";
+      // read (op, owner, request, lease), runlock (the same)
+      assertOneKey(reads.of(Script.RWLOCK), key, 4, "read and runlock");
+      assertEquals(0L, reads.commands().getOrDefault("publish", 0L) + reads.commands().getOrDefault("rpush", 0L),
+          "nothing for waiters when nobody waits: " + reads.commands());
+      List<List<String>> writes = during(() -> {
+        rw.writeLock().lock();
+        rw.writeLock().unlock();
+      }, Script.RWLOCK).of(Script.RWLOCK);
+      assertEquals(2, writes.size(), "write and wunlock: " + writes);
+      assertOneKey(writes.subList(0, 1), key, 4, "write (op, owner, request, lease)");
+      // wunlock sends the hold's fencing token, an argument past the lease
+      assertOneKey(writes.subList(1, 2), key, 5, "wunlock (op, owner, request, lease, token)");
+    }
+  }
+}
