@@ -60,11 +60,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
         engine.metrics.primitive("lock", name));
   }
 
-  /**
-   * A lock whose keys start with {@code keyBase} (which carries the hash tag). lock_acquire.lua,
-   * lock_release.lua and lock_pass.lua are sent only the lock key and derive the others from it
-   * (its name less "lock", then "fence", "wake" or "ch"): these names must stay in step with them.
-   */
+  /** A lock whose keys start with {@code keyBase} (which carries the hash tag). */
   RedisLock(Engine engine, String name, String keyBase, String describe, Metrics.Primitive metrics) {
     this(engine, name, keyBase + ":lock", keyBase + ":fence", keyBase + ":wake", keyBase + ":ch", describe,
         metrics);
@@ -434,7 +430,8 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     // out: its release is sent again then (idempotent: "already released" if the hand-off held)
     engine.replayOnRecovery(lockKey, leaseEnd, () -> release(l.requestId, l.token));
     CompletableFuture<List<Object>> f = engine.eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
-        new String[] {lockKey}, engine.ownerId(next.thread), next.request, engine.leaseArg, "", l.requestId);
+        new String[] {lockKey, fenceKey}, engine.ownerId(next.thread), next.request, engine.leaseArg, "",
+        l.requestId);
     List<Object> reply;
     try {
       reply = engine.awaitWhileUp(f, describe + " unlock");
@@ -477,7 +474,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
 
   /** A release after which another thread of this client goes on waiting (it registers as waiting). */
   private CompletableFuture<Long> releaseAndWait(String request, long token) {
-    return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, new String[] {lockKey}, request,
+    return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey}, request,
         Long.toString(token), engine.leaseArg, engine.publishCommand(), engine.clientId);
   }
 
@@ -490,7 +487,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
   CompletableFuture<Long> release(String request, long token) {
     // the publish command is optional, PUBLISH when absent: sent only when it is another
     String publish = engine.publishCommand();
-    String[] keys = {lockKey};
+    String[] keys = {lockKey, wakeKey};
     return "PUBLISH".equals(publish)
         ? engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, keys, request, Long.toString(token),
             engine.leaseArg)
@@ -519,12 +516,12 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
   }
 
   /**
-   * Runs lock_acquire.lua for {@code owner}'s {@code request}. Only the lock key is sent (the script
-   * derives the fence key from it), and the flags argument only when there are flags: each key and
-   * argument costs Redis work on every call, whether or not the script reads it.
+   * Runs lock_acquire.lua for {@code owner}'s {@code request}, with the flags argument only when
+   * there are flags: each argument costs Redis work on every call, whether or not the script reads
+   * it. (Every key the script may touch is sent: see DESIGN §3 on slot migrations.)
    */
   CompletableFuture<List<Object>> acquireCall(String owner, String request, String flags) {
-    String[] keys = {lockKey};
+    String[] keys = {lockKey, fenceKey};
     return flags.isEmpty()
         ? engine.eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI, keys, owner, request, engine.leaseArg)
         : engine.eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI, keys, owner, request, engine.leaseArg, flags);
@@ -575,7 +572,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
 
   @Override
   public void passWakeup() {
-    engine.eval(Script.LOCK_PASS, ScriptOutputType.INTEGER, new String[] {lockKey}, engine.leaseArg);
+    engine.eval(Script.LOCK_PASS, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey}, engine.leaseArg);
   }
 
   /**

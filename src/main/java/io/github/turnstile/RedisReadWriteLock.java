@@ -22,6 +22,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
   private final String prefix;
   private final String writeKey;
   private final String fenceKey;
+  private final String[] sharedKeys;
   private final WriteSide writeLock;
   private final ReadSide readLock;
 
@@ -31,6 +32,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     this.prefix = "{" + engine.options.keyPrefix() + ":" + name + "}:rw:";
     this.writeKey = prefix + "w";
     this.fenceKey = prefix + "fence";
+    this.sharedKeys = new String[] {writeKey, fenceKey, prefix + "readers", prefix + "wwait",
+        prefix + "rwait", prefix + "wq", prefix + "state"};
     this.writeLock = new WriteSide();
     this.readLock = new ReadSide();
   }
@@ -59,10 +62,12 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
   private <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
       String flags) {
-    // only the write key: rwlock.lua derives the others from it (and the read lease key from the
-    // request); the optional arguments are sent up to the last one that differs from its default
+    // the optional arguments are sent up to the last one that differs from its default (each
+    // argument costs Redis work on every call); the keys of this
+    // request and of the primitive are all sent (DESIGN §3, slot migrations)
     String publish = engine.publishCommand();
-    String[] keys = {writeKey};
+    String[] keys = java.util.Arrays.copyOf(sharedKeys, 8);
+    keys[7] = prefix + "rd:" + request;
     if (!"PUBLISH".equals(publish)) {
       return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg, Long.toString(number),
           flags, publish);

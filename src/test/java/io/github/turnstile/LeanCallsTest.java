@@ -21,12 +21,13 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * An uncontended acquisition costs Redis only what it must (issue 25): each lock and read/write
- * lock script call sends one key (the scripts derive the others from it) and no argument left at
- * its default, and an uncontended pair runs no command for waiters. Redis's slow log, with a
- * threshold of 0, records every command with its arguments; INFO commandstats counts the commands
- * the scripts ran. Counted, never timed. Runs on its own redis-server (standalone: PUBLISH, the
- * publish command's default, is not sent).
+ * An uncontended acquisition costs Redis only what it must (issue 25): no lock or read/write lock
+ * script call sends an optional argument left at its default, the keys sent are the primitive's
+ * (every key the script may touch is declared, so that a migrating slot refuses the call before it
+ * runs: DESIGN §3), and an uncontended pair runs no command for waiters and reads the server time
+ * once per grant. Redis's slow log, with a threshold of 0, records every command with its
+ * arguments; INFO commandstats counts the commands the scripts ran. Counted, never timed. Runs on
+ * its own redis-server (standalone: PUBLISH, the publish command's default, is not sent).
  */
 class LeanCallsTest {
   private static RedisServerProcess server;
@@ -111,17 +112,17 @@ class LeanCallsTest {
     }
   }
 
-  private static void assertOneKey(List<List<String>> calls, String key, int args, String what) {
+  private static void assertSent(List<List<String>> calls, List<String> keys, int args, String what) {
     assertTrue(!calls.isEmpty(), what + ": no call recorded");
     for (List<String> call : calls) {
-      assertEquals("1", call.get(0), what + ": keys sent, in " + call);
-      assertEquals(key, call.get(1), what + ": the key sent, in " + call);
-      assertEquals(args, call.size() - 2, what + ": arguments sent, in " + call);
+      assertEquals(Integer.toString(keys.size()), call.get(0), what + ": keys sent, in " + call);
+      assertEquals(keys, call.subList(1, 1 + keys.size()), what + ": the keys sent, in " + call);
+      assertEquals(args, call.size() - 1 - keys.size(), what + ": arguments sent, in " + call);
     }
   }
 
   @Test
-  void anUncontendedLockPairSendsOneKeyAndRunsNothingForWaiters() {
+  void anUncontendedLockPairSendsNoDefaultsAndRunsNothingForWaiters() {
     String name = unique("lean-lock");
     try (Turnstile t = Turnstile.connect(server.uri())) {
       Lock lock = t.lock(name);
@@ -131,9 +132,11 @@ class LeanCallsTest {
         lock.lock();
         lock.unlock();
       }, Script.LOCK_ACQUIRE, Script.LOCK_RELEASE);
-      String key = "{turnstile:" + name + "}:lock";
-      assertOneKey(w.of(Script.LOCK_ACQUIRE), key, 3, "acquire (owner, request, lease)");
-      assertOneKey(w.of(Script.LOCK_RELEASE), key, 3, "release (request, token, ttl)");
+      String base = "{turnstile:" + name + "}:";
+      assertSent(w.of(Script.LOCK_ACQUIRE), List.of(base + "lock", base + "fence"), 3,
+          "acquire (owner, request, lease; no flags)");
+      assertSent(w.of(Script.LOCK_RELEASE), List.of(base + "lock", base + "wake"), 3,
+          "release (request, token, ttl; no publish command)");
       Map<String, Long> run = new TreeMap<>(w.commands());
       // the grant: HMGET, TIME, HSET, PEXPIRE (and a SET of the fence when its token enters a new
       // 33 ms window, which a slow machine may see); the release: HMGET, HDEL. Nothing for waiters.
@@ -155,21 +158,21 @@ class LeanCallsTest {
   }
 
   @Test
-  void anAsyncLockPairSendsOneKey() {
+  void anAsyncLockPairSendsNoDefaults() {
     String name = unique("lean-async");
     try (Turnstile t = Turnstile.connect(server.uri())) {
       DistributedLock lock = t.lock(name);
       lock.lockAsync().join().release().toCompletableFuture().join();
       Window w = during(() -> lock.lockAsync().join().release().toCompletableFuture().join(),
           Script.LOCK_ACQUIRE, Script.LOCK_RELEASE);
-      String key = "{turnstile:" + name + "}:lock";
-      assertOneKey(w.of(Script.LOCK_ACQUIRE), key, 3, "async acquire");
-      assertOneKey(w.of(Script.LOCK_RELEASE), key, 3, "async release");
+      String base = "{turnstile:" + name + "}:";
+      assertSent(w.of(Script.LOCK_ACQUIRE), List.of(base + "lock", base + "fence"), 3, "async acquire");
+      assertSent(w.of(Script.LOCK_RELEASE), List.of(base + "lock", base + "wake"), 3, "async release");
     }
   }
 
   @Test
-  void readWriteLockCallsSendOneKey() {
+  void readWriteLockCallsSendNoDefaults() {
     String name = unique("lean-rw");
     try (Turnstile t = Turnstile.connect(server.uri())) {
       DistributedReadWriteLock rw = t.readWriteLock(name);
@@ -181,9 +184,17 @@ class LeanCallsTest {
         rw.readLock().lock();
         rw.readLock().unlock();
       }, Script.RWLOCK);
-      String key = "{turnstile:" + name + "}:rw:w";
-      // read (op, owner, request, lease), runlock (the same)
-      assertOneKey(reads.of(Script.RWLOCK), key, 4, "read and runlock");
+      String p = "{turnstile:" + name + "}:rw:";
+      List<String> shared = List.of(p + "w", p + "fence", p + "readers", p + "wwait", p + "rwait", p + "wq",
+          p + "state");
+      // read (op, owner, request, lease), runlock (the same); the 8th key is the request's lease
+      List<List<String>> calls = reads.of(Script.RWLOCK);
+      assertEquals(2, calls.size(), "read and runlock: " + calls);
+      for (List<String> call : calls) {
+        List<String> keys = new ArrayList<>(shared);
+        keys.add(p + "rd:" + call.get(11));
+        assertSent(List.of(call), keys, 4, "read and runlock");
+      }
       assertEquals(0L, reads.commands().getOrDefault("publish", 0L) + reads.commands().getOrDefault("rpush", 0L),
           "nothing for waiters when nobody waits: " + reads.commands());
       List<List<String>> writes = during(() -> {
@@ -191,9 +202,12 @@ class LeanCallsTest {
         rw.writeLock().unlock();
       }, Script.RWLOCK).of(Script.RWLOCK);
       assertEquals(2, writes.size(), "write and wunlock: " + writes);
-      assertOneKey(writes.subList(0, 1), key, 4, "write (op, owner, request, lease)");
-      // wunlock sends the hold's fencing token, an argument past the lease
-      assertOneKey(writes.subList(1, 2), key, 5, "wunlock (op, owner, request, lease, token)");
+      for (int i = 0; i < 2; i++) {
+        List<String> keys = new ArrayList<>(shared);
+        keys.add(p + "rd:" + writes.get(i).get(11));
+        // write: op, owner, request, lease; wunlock sends the hold's fencing token after them
+        assertSent(writes.subList(i, i + 1), keys, i == 0 ? 4 : 5, i == 0 ? "write" : "wunlock");
+      }
     }
   }
 }

@@ -223,7 +223,7 @@ class ReplayIdempotencyTest {
 
   private static long release(Engine engine, RedisLock lock, String request, long token) {
     return engine.awaitQuietly(engine.<Long>eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER,
-        new String[] {lock.lockKey}, request, Long.toString(token), "30000"), "release");
+        new String[] {lock.lockKey, lock.wakeKey}, request, Long.toString(token), "30000"), "release");
   }
 
   /** End to end: the acquire's reply is lost, the connection is cut, Lettuce re-sends it. */

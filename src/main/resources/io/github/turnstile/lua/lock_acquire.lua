@@ -4,9 +4,7 @@
 --                      (of the holder, or of the last hold after its release), e expiry mark,
 --                      q "waiting marks may exist", p "publish at release", w:<client> waiting
 --                      marks; PX = the holder's lease
--- Derived from KEYS[1] (its name less the trailing "lock"; same hash tag, so same slot), touched
--- only when needed and so not sent as keys (each key sent costs Redis work on every call):
---          fence       {prefix:name}:fence  above every token issued, never expires
+-- KEYS[2]  fence       {prefix:name}:fence  above every token issued, never expires
 -- ARGV[1]  owner id    "<clientId>:<threadId>" (an async hold: "<clientId>:h<n>")
 -- ARGV[2]  request id  "<clientId>:<seq>", the same for every copy of one acquisition attempt
 -- ARGV[3]  lease, milliseconds
@@ -32,7 +30,7 @@
 -- Fencing token = max(t + 1, server time in µs), or max(fence + 1, time) when the hold record is
 -- gone. The fence holds the end of the 2^15 µs window of the latest token; it is written only
 -- when a token enters a later window than t's, so a grant seldom writes it (see DESIGN §3).
-local lock = KEYS[1]
+local lock, fence = KEYS[1], KEYS[2]
 local owner, req, lease = ARGV[1], ARGV[2], ARGV[3]
 local flags, from = ARGV[4] or '', ARGV[5]
 local WINDOW = 32768 -- µs (2^15: exact in doubles); at most half the least lease (100 ms)
@@ -57,10 +55,6 @@ if not from then
   end
 end
 
-local function fence_key()
-  return string.sub(lock, 1, -5) .. 'fence'
-end
-
 local function client_of(id)
   return string.match(id, '^[^:]*') -- ids start with "<client id>:"
 end
@@ -80,7 +74,7 @@ local function next_token(prev)
   else
     -- no record: every token issued before is below the fence (or equal to it, when an older
     -- version of this script wrote it); without a fence (first use, data lost) the clock decides
-    local fv = redis.call('GET', fence_key())
+    local fv = redis.call('GET', fence)
     last = fv and tonumber(fv) or -1
   end
   local token
@@ -92,7 +86,7 @@ local function next_token(prev)
   end
   local window = math.floor(now / WINDOW)
   if not prev or window > math.floor(last / WINDOW) then
-    redis.call('SET', fence_key(), string.format('%.0f', (window + 1) * WINDOW))
+    redis.call('SET', fence, string.format('%.0f', (window + 1) * WINDOW))
   end
   return token
 end

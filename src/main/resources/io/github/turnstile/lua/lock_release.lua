@@ -1,9 +1,7 @@
 -- lock_release.lua: release one acquisition, and wake a waiter only if one may wait.
 --
 -- KEYS[1]  lock hash   {prefix:name}:lock
--- Derived from KEYS[1] (its name less the trailing "lock"; same slot), touched only to wake:
---          wake list   {prefix:name}:wake    at most one wake token; waiters BLPOP it
---          channel     {prefix:name}:ch
+-- KEYS[2]  wake list   {prefix:name}:wake    at most one wake token; waiters BLPOP it
 -- ARGV[1]  request id of the acquisition being released
 -- ARGV[2]  its fencing token, or 0 when unknown (the cancel of an attempt whose reply never came)
 -- ARGV[3]  ttl (ms) of the lock record after a release that someone waits for, and of an
@@ -26,7 +24,7 @@
 --
 -- Also used to cancel an acquire whose reply never arrived: it is sent on the same connection
 -- after the acquire, so Redis runs it after the acquire if the acquire ever runs.
-local lock = KEYS[1]
+local lock, wake = KEYS[1], KEYS[2]
 local req, ttl = ARGV[1], ARGV[3]
 local waiting = ARGV[5]
 if waiting == '' then
@@ -41,15 +39,13 @@ if f[1] == req and not f[2] and not waiting then
 end
 
 local function wake_up(p)
-  local base = string.sub(lock, 1, -5)
-  local wake = base .. 'wake'
   if redis.call('LLEN', wake) == 0 then
     redis.call('RPUSH', wake, '1')
     redis.call('PEXPIRE', wake, ttl)
   end
   if p then
     local publish = ARGV[4] or 'PUBLISH'
-    redis.call(publish, base .. 'ch', '1')
+    redis.call(publish, string.sub(lock, 1, -5) .. 'ch', '1')
   end
 end
 

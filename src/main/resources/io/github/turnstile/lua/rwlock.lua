@@ -5,23 +5,17 @@
 --                                      (token) of the writer or of the last write hold, e (the
 --                                      first write token granted after a write record was found
 --                                      gone). PX = the writer's lease
--- Derived from KEYS[1], the prefix "{p:n}:rw:" being its name less the trailing "w" (same hash tag,
--- so same slot). They are not sent: each key sent costs Redis work on every call, used or not.
---          fence    {p:n}:rw:fence    the last fencing token issued (every acquisition, read or
+-- KEYS[2]  fence    {p:n}:rw:fence    the last fencing token issued (every acquisition, read or
 --                                      write, gets one)
---          readers  {p:n}:rw:readers  zset: read request -> server ms its lease is known to last
---          wwait    {p:n}:rw:wwait    zset: waiting write request -> server ms of its last attempt
---          rwait    {p:n}:rw:rwait    zset: waiting read request -> server ms of its last attempt
---          wq       {p:n}:rw:wq       wake list of waiting writers (at most one token)
---          state    {p:n}:rw:state    hash: admit = server ms of the last write release that had
+-- KEYS[3]  readers  {p:n}:rw:readers  zset: read request -> server ms its lease is known to last
+-- KEYS[4]  wwait    {p:n}:rw:wwait    zset: waiting write request -> server ms of its last attempt
+-- KEYS[5]  rwait    {p:n}:rw:rwait    zset: waiting read request -> server ms of its last attempt
+-- KEYS[6]  wq       {p:n}:rw:wq       wake list of waiting writers (at most one token)
+-- KEYS[7]  state    {p:n}:rw:state    hash: admit = server ms of the last write release that had
 --                                      readers waiting (readers waiting since then may pass
 --                                      writers); wp = a writer waits by pub/sub
---          rd       {p:n}:rw:rd:<req> this read request's lease (<req> = ARGV[3]): hash
---                                      {r = req, t = token}, PX lease; its release removes r and
---                                      leaves t until the lease ends. The lease keys of other
---                                      readers are named the same way from their requests.
---          rch, wch {p:n}:rw:rch, {p:n}:rw:wch  the readers' channel (waiting readers are always
---                                      subscribed to it) and the writers' channel
+-- KEYS[8]  rd       {p:n}:rw:rd:<req> this read request's lease: hash {r = req, t = token}, PX
+--                                      lease; its release removes r and leaves t until the lease ends
 -- ARGV[1]  op       read | write | runlock | wunlock | rcancel | wcancel | wpass | count
 -- ARGV[2]  owner    "<clientId>:<threadId>"
 -- ARGV[3]  request  "<clientId>:<seq>"
@@ -37,19 +31,22 @@
 --          at most a needless publish on the readers' channel at a write release)
 -- ARGV[7]  optional: the publish command: PUBLISH (when absent), or SPUBLISH on a Redis 7 Cluster
 --
+-- Derived from KEYS[1] (so not sent with every call): the prefix "{p:n}:rw:" (the lease keys of
+-- other readers are prefix .. "rd:" .. request: same slot), the readers' channel prefix .. "rch"
+-- (waiting readers are always subscribed to it) and the writers' channel prefix .. "wch".
+--
 -- Policy (phase-fair): a waiting writer stops new readers; a write release admits every reader
 -- that was already waiting, even past waiting writers; the last reader out wakes one writer.
 -- Waiting entries are refreshed by every attempt (waiters re-attempt at least every lease/2) and
 -- count only while younger than one lease, so a dead waiter stops mattering within a lease.
 -- Nothing is done for waiters when none waits: the waiting sets are counted (ZCARD) first.
 
-local w = KEYS[1]
+local w, fence, readers, wwait, rwait, wq, state, rd =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local op, owner, req, leasems = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local publish = ARGV[7] or 'PUBLISH'
 local lease = tonumber(leasems) -- arithmetic; leasems (the argument) for PEXPIRE: no number formatting
 local prefix = string.sub(w, 1, -2) -- "{p:n}:rw:"
-local fence, readers, wwait, rwait, wq, state, rd = prefix .. 'fence', prefix .. 'readers',
-  prefix .. 'wwait', prefix .. 'rwait', prefix .. 'wq', prefix .. 'state', prefix .. 'rd:' .. req
 
 -- The read ops, the frequent ones of a read-mostly lock, are written out first, before any helper
 -- is defined (each call of this script would otherwise create them all): a read release, and a
