@@ -63,8 +63,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
   private <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
       String flags) {
     // the optional arguments are sent up to the last one that differs from its default (each
-    // argument costs Redis work on every call); the keys of this
-    // request and of the primitive are all sent (DESIGN §3, slot migrations)
+    // argument costs Redis work on every call); every key is sent (DESIGN §3, slot migrations)
     String publish = engine.publishCommand();
     String[] keys = java.util.Arrays.copyOf(sharedKeys, 8);
     keys[7] = prefix + "rd:" + request;
