@@ -214,8 +214,6 @@ final class AsyncAcquisition<H extends Hold> {
    * known); set from its gate when it enqueues and by refusals (guarded by the gate's lock).
    */
   volatile long readSince;
-  /** A read attempt of this acquisition was answered with a refusal: it has a waiting entry (rwlock.lua "w"). */
-  volatile boolean readRefused;
 
   AsyncAcquisition(Env env, Side<H> side, AsyncGate<H> gate, int permits, Engine.Call call) {
     this.env = env;

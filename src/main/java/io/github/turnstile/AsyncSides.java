@@ -404,11 +404,10 @@ final class AsyncSides {
     CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       AsyncGate<LockHold> g = gate.get();
       long since = w.readSince;
-      return rw.read(w.owner, w.request, since, w.readRefused)
+      return rw.read(w.owner, w.request, since)
           .thenApply(rw::reclaims)
           .thenApply(r -> {
             if ((Long) r.get(0) == 0L) {
-              w.readRefused = true;
               g.readRefused(w, (Long) r.get(2));
             } else {
               g.readGranted(since);

@@ -52,12 +52,9 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     return op(type, op, owner, request, number, subscribed ? "s" : "");
   }
 
-  /**
-   * The read op: {@code waited} = an answered attempt of this request was refused, so it has a
-   * waiting entry that its grant must remove (rwlock.lua ARGV[6] "w").
-   */
-  CompletableFuture<List<Object>> read(String owner, String request, long since, boolean waited) {
-    return op(ScriptOutputType.MULTI, "read", owner, request, since, waited ? "w" : "");
+  /** The read op; {@code since} is when this JVM's readers started waiting (0: not waiting). */
+  CompletableFuture<List<Object>> read(String owner, String request, long since) {
+    return op(ScriptOutputType.MULTI, "read", owner, request, since, "");
   }
 
   private <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
@@ -272,12 +269,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     private volatile long waitingSince;
     private volatile long releases; // happens-before edge for local release -> acquire (see RedisLock)
     /**
-     * The requests of this side (waiting calls, not tryLock()) with an answered refusal, so a
-     * waiting entry in Redis: their grant removes it (see {@link #read}); dropped at the grant or
-     * when the call gives up.
-     */
-    private final java.util.Set<String> refused = ConcurrentHashMap.newKeySet();
-    /**
      * A hint: the last answer to a waiting call's read attempt was a refusal, or a grant past a
      * waiting writer (an admitted reader). New readers then go to the gate rather than attempt
      * first (that attempt would be refused); a grant with no writer waiting clears it.
@@ -340,7 +331,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
      * past waiting writers; a refusal does not mark this JVM's readers as waiting.
      */
     CompletableFuture<Engine.Attempt> bargingAttempt(String requestId) {
-      return read(engine.ownerId(Thread.currentThread()), requestId, -1, false)
+      return read(engine.ownerId(Thread.currentThread()), requestId, -1)
           .thenApply(RedisReadWriteLock.this::reclaims)
           .thenApply(RedisLock::parseAttempt);
     }
@@ -449,7 +440,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     public void granted(String request, long token, long sentAtNanos) {
-      refused.remove(request);
       long seen = releases; // volatile read: happens-after earlier local releases
       Thread me = Thread.currentThread();
       Lease l = new Lease(prefix + "rd:" + request, request, engine.leaseMillis, token, me.getName(),
@@ -461,7 +451,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     /** Withdraws the waiting entry (and undoes a grant the caller will not use). */
     @Override
     public void gaveUp(String request) {
-      refused.remove(request);
       op(ScriptOutputType.INTEGER, "rcancel", "", request, 0);
     }
 
@@ -542,12 +531,11 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     public CompletableFuture<Engine.Attempt> attempt(String requestId, boolean subscribed) {
-      return read(engine.ownerId(Thread.currentThread()), requestId, waitingSince, refused.contains(requestId))
+      return read(engine.ownerId(Thread.currentThread()), requestId, waitingSince)
           .thenApply(RedisReadWriteLock.this::reclaims)
           .thenApply(r -> {
             writerAhead = (Long) r.get(0) == 0L || (Long) r.get(2) == 1L;
             if ((Long) r.get(0) == 0L) {
-              refused.add(requestId);
               if (waitingSince == 0) {
                 waitingSince = (Long) r.get(2);
               }

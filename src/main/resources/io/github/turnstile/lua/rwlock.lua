@@ -25,10 +25,7 @@
 --          ReentrantReadWriteLock's does); wunlock: the fencing token of the write hold released
 --          (0 = unknown)
 -- ARGV[6]  optional ("" when absent): write: flags, "s" if the writer waits by pub/sub (a refusal
---          sets state field wp); read: "w" if an answered attempt of this request was refused (so
---          it has a waiting entry in rwait, which its grant removes); "" otherwise (an entry left
---          by a refusal whose reply was lost is not removed: it ages out within a lease, costing
---          at most a needless publish on the readers' channel at a write release)
+--          sets state field wp)
 -- ARGV[7]  optional: the publish command: PUBLISH (when absent), or SPUBLISH on a Redis 7 Cluster
 --
 -- Derived from KEYS[1] (so not sent with every call): the prefix "{p:n}:rw:" (the lease keys of
@@ -102,9 +99,11 @@ if op == 'read' then
   redis.call('HSET', rd, 'r', req, 't', token)
   redis.call('PEXPIRE', rd, leasems)
   redis.call('ZADD', readers, ms + lease, req)
-  if ARGV[6] == 'w' then
-    redis.call('ZREM', rwait, req) -- an earlier attempt of this request was refused: its entry
-  end
+  -- this request's waiting entry, if an earlier attempt of it was refused: always removed. The
+  -- client cannot know of every refusal: a copy sent again after a reconnect (Lettuce re-sends
+  -- what was in flight) answers for both, and the first may have been refused. An entry left
+  -- behind made write releases admit readers that never came, and not wake the waiting writer.
+  redis.call('ZREM', rwait, req)
   -- 3rd element: 1 if granted past a live waiting writer (an admitted reader), so the client
   -- knows a new reader of its would be refused
   return {1, token, (first and #first > 0) and 1 or 0, 0}
