@@ -826,6 +826,23 @@ final class Engine implements AutoCloseable {
   }
 
   /**
+   * Returns {@code args} without its trailing optional arguments that hold their defaults: a script
+   * defaults a missing trailing argument, and Redis does work for each argument sent, read or not.
+   * {@code defaults} are the defaults of the last {@code defaults.length} arguments, in order; an
+   * argument that differs from its default is sent with every argument before it.
+   *
+   * @return {@code args} itself when nothing can be left out, else a shorter copy
+   */
+  static String[] withoutDefaults(String[] args, String... defaults) {
+    int first = args.length - defaults.length;
+    int n = args.length;
+    while (n > first && args[n - 1].equals(defaults[n - 1 - first])) {
+      n--;
+    }
+    return n == args.length ? args : java.util.Arrays.copyOf(args, n);
+  }
+
+  /**
    * Runs a script by EVALSHA, falling back to EVAL (which also loads it) on NOSCRIPT. An ACL
    * refusal (of the EVALSHA, or of a command inside the script) fails it with an
    * {@link AclRefusal} that names the refused command.

@@ -485,14 +485,9 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
    * unknown (the cancel of an attempt whose reply never came, whose answer nobody reads).
    */
   CompletableFuture<Long> release(String request, long token) {
-    // the publish command is optional, PUBLISH when absent: sent only when it is another
-    String publish = engine.publishCommand();
-    String[] keys = {lockKey, wakeKey};
-    return "PUBLISH".equals(publish)
-        ? engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, keys, request, Long.toString(token),
-            engine.leaseArg)
-        : engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, keys, request, Long.toString(token),
-            engine.leaseArg, publish);
+    return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey},
+        Engine.withoutDefaults(new String[] {request, Long.toString(token), engine.leaseArg,
+            engine.publishCommand()}, "PUBLISH"));
   }
 
   // ---------------------------------------------------------------- Engine.Contender
@@ -516,15 +511,13 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
   }
 
   /**
-   * Runs lock_acquire.lua for {@code owner}'s {@code request}, with the flags argument only when
-   * there are flags: each argument costs Redis work on every call, whether or not the script reads
-   * it. (Every key the script may touch is sent: see DESIGN §3 on slot migrations.)
+   * Runs lock_acquire.lua for {@code owner}'s {@code request}; the flags argument is sent only when
+   * there are flags (see {@link Engine#withoutDefaults}). Every key the script may touch is sent
+   * (DESIGN §3, slot migrations).
    */
   CompletableFuture<List<Object>> acquireCall(String owner, String request, String flags) {
-    String[] keys = {lockKey, fenceKey};
-    return flags.isEmpty()
-        ? engine.eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI, keys, owner, request, engine.leaseArg)
-        : engine.eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI, keys, owner, request, engine.leaseArg, flags);
+    return engine.eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI, new String[] {lockKey, fenceKey},
+        Engine.withoutDefaults(new String[] {owner, request, engine.leaseArg, flags}, ""));
   }
 
   /**

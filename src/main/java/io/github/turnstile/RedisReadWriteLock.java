@@ -59,23 +59,12 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
   private <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
       String flags) {
-    // the optional arguments are sent up to the last one that differs from its default (each
-    // argument costs Redis work on every call); every key is sent (DESIGN §3, slot migrations)
-    String publish = engine.publishCommand();
+    // every key is sent (DESIGN §3, slot migrations); number, flags and the publish command only
+    // up to the last that differs from its default
     String[] keys = java.util.Arrays.copyOf(sharedKeys, 8);
     keys[7] = prefix + "rd:" + request;
-    if (!"PUBLISH".equals(publish)) {
-      return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg, Long.toString(number),
-          flags, publish);
-    }
-    if (!flags.isEmpty()) {
-      return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg, Long.toString(number),
-          flags);
-    }
-    if (number != 0) {
-      return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg, Long.toString(number));
-    }
-    return engine.eval(Script.RWLOCK, type, keys, op, owner, request, engine.leaseArg);
+    return engine.eval(Script.RWLOCK, type, keys, Engine.withoutDefaults(new String[] {op, owner, request,
+        engine.leaseArg, Long.toString(number), flags, engine.publishCommand()}, "0", "", "PUBLISH"));
   }
 
   @Override

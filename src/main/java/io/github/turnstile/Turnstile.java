@@ -150,8 +150,8 @@ public final class Turnstile implements AutoCloseable {
    *
    * <p>Lettuce's own per-command latency histograms are off: Lettuce turns them on whenever
    * LatencyUtils and HdrHistogram are on the class path (Micrometer brings both), and then wraps
-   * and times every command. Nothing reads them here: Turnstile's
-   * metrics ({@link TurnstileOptions}) time acquisitions, not commands.
+   * and times every command. Nothing reads them here: Turnstile's metrics ({@link TurnstileOptions})
+   * time acquisitions, not commands.
    * (Package-private for a test.)
    */
   static ClientResources ownedResources() {
