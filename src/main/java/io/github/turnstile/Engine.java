@@ -471,15 +471,7 @@ final class Engine implements AutoCloseable {
     // A failover can lose writes that the old primary acknowledged but had not yet replicated.
     // Releases are idempotent by request id, so the recent ones are sent again: a lost release
     // would otherwise leave the hold to expire with its lease while waiters wait for it.
-    long now = System.nanoTime();
-    for (java.util.Map.Entry<String, Replays> e : replays.entrySet()) {
-      Replays r = e.getValue();
-      List<Runnable> again = r.live(now);
-      if (again.isEmpty()) {
-        replays.remove(e.getKey(), r);
-      }
-      again.forEach(Runnable::run);
-    }
+    replays.live(System.nanoTime()).forEach(Runnable::run);
     for (Runnable hook : recoveryHooks) {
       hook.run();
     }
@@ -491,110 +483,23 @@ final class Engine implements AutoCloseable {
   /** Releases waiting for a reply, to be sent again at the next recovery event (see {@link #retrying}). */
   private final java.util.Set<Runnable> pendingRetries = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
-  /** How many releases per hold key are kept to send again after a recovery (see {@link Replays}). */
-  static final int REPLAYS_PER_KEY = 64;
-
-  /**
-   * The latest releases of one hold key (at most {@value #REPLAYS_PER_KEY}), each to send again
-   * after a recovery until its lease would have run out anyway. A failover loses every write the
-   * old primary had not replicated, and on a hot lock that can be a run of local hand-offs: the new
-   * primary then has the hold the run began with, whose release is that many entries back. Keeping
-   * only the latest two left such a hold to expire with its lease while every waiter waited
-   * (LostWritesTest). Releases are keyed by request id, so sending every kept one again is safe:
-   * each removes only its own hold, and answers "already released" otherwise.
-   */
-  private static final class Replays {
-    /** No {@code synchronized} in Turnstile: it would pin virtual threads. */
-    private final ReentrantLock lock = new ReentrantLock();
-    private long[] until = new long[2];
-    private Runnable[] resend = new Runnable[2];
-    private int next;
-    private int size;
-
-    void add(long untilNanos, Runnable r) {
-      lock.lock();
-      try {
-        addLocked(untilNanos, r);
-      } finally {
-        lock.unlock();
-      }
-    }
-
-    private void addLocked(long untilNanos, Runnable r) {
-      if (size == resend.length && size < REPLAYS_PER_KEY) {
-        // grow, oldest first (a hot key reaches 64 entries; most keys keep a few)
-        long[] u = new long[size * 2];
-        Runnable[] rs = new Runnable[size * 2];
-        for (int i = 0; i < size; i++) {
-          u[i] = until[(next + i) % size];
-          rs[i] = resend[(next + i) % size];
-        }
-        until = u;
-        resend = rs;
-        next = size;
-      }
-      until[next] = untilNanos;
-      resend[next] = r;
-      next = (next + 1) % resend.length;
-      size = Math.min(size + 1, resend.length);
-    }
-
-    /** Returns the kept releases whose lease has not run out, oldest first; drops the rest. */
-    List<Runnable> live(long now) {
-      lock.lock();
-      try {
-        return liveLocked(now);
-      } finally {
-        lock.unlock();
-      }
-    }
-
-    private List<Runnable> liveLocked(long now) {
-      List<Runnable> out = new ArrayList<>(size);
-      int first = (next - size + resend.length) % resend.length;
-      for (int i = 0; i < size; i++) {
-        int at = (first + i) % resend.length;
-        if (now - until[at] < 0) {
-          out.add(resend[at]);
-        } else {
-          resend[at] = null;
-        }
-      }
-      return out;
-    }
-
-    boolean expired(long now) {
-      lock.lock();
-      try {
-        for (int i = 0; i < resend.length; i++) {
-          if (resend[i] != null && now - until[i] < 0) {
-            return false;
-          }
-        }
-        return true;
-      } finally {
-        lock.unlock();
-      }
-    }
-  }
-
-  /** The latest releases per hold key, sent again on recovery (see {@link #recovered()}). */
-  private final java.util.concurrent.ConcurrentHashMap<String, Replays> replays =
-      new java.util.concurrent.ConcurrentHashMap<>();
+  /** The latest releases, sent again on recovery (see {@link #recovered()}). */
+  private final ReplayLog replays = new ReplayLog();
   /** Run on recovery: primitives with state to reconcile after a failover (a semaphore's count). */
   private final java.util.Set<Runnable> recoveryHooks = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   /**
    * Remembers a release of the hold at {@code key}, to be sent again ({@code resend}) after a
-   * recovery until {@code untilNanos}: the latest {@value #REPLAYS_PER_KEY} per key; keys whose
-   * releases have all run out are dropped.
+   * recovery until {@code untilNanos} ({@link ReplayLog}: the latest {@value ReplayLog#PER_KEY} per
+   * key and {@value ReplayLog#MAX} in all; O(1) amortized).
    */
   void replayOnRecovery(String key, long untilNanos, Runnable resend) {
-    if (replays.size() > 4096) {
-      long now = System.nanoTime();
-      replays.values().removeIf(r -> r.expired(now));
-    }
-    replays.computeIfAbsent(key, k -> new Replays()).add(untilNanos, resend);
+    replays.add(key, untilNanos, resend, System.nanoTime());
+  }
+
+  /** The release log (tests). */
+  ReplayLog replayLog() {
+    return replays;
   }
 
   /** Adds or removes a hook run after every recovery. */
