@@ -50,6 +50,8 @@ final class ReadWriteBenchmark {
     long violations;
     double commandsPerOp;
     double cpuMicrosPerOp;
+    double userMicrosPerOp;
+    double readEventsPerOp;
     Map<String, Long> commands = Map.of();
     long ops;
   }
@@ -234,6 +236,8 @@ final class ReadWriteBenchmark {
       r.violations = violations.get();
       r.commandsPerOp = (double) CommandStats.total(cmds) / Math.max(1, reads.get() + writes.get());
       r.cpuMicrosPerOp = cpuAfter.microsPerOp(cpuBefore, reads.get() + writes.get());
+      r.userMicrosPerOp = (cpuAfter.user - cpuBefore.user) * 1e6 / Math.max(1, reads.get() + writes.get());
+      r.readEventsPerOp = (double) (cpuAfter.reads - cpuBefore.reads) / Math.max(1, reads.get() + writes.get());
       r.commands = cmds;
       r.ops = reads.get() + writes.get();
       System.out.printf(Locale.ROOT, "[bench] %-10s rw %d%% reads: %.0f ops/s (%.0f reads/s, %.0f writes/s)%n",
@@ -272,6 +276,8 @@ final class ReadWriteBenchmark {
     row(results, "exclusion violations", r -> Long.toString(r.violations));
     row(results, "Redis cmds/op (incl. Lua)", r -> String.format(Locale.ROOT, "%.2f", r.commandsPerOp));
     row(results, "Redis CPU/op (us)", r -> String.format(Locale.ROOT, "%.1f", r.cpuMicrosPerOp));
+    row(results, "  of which user (us)", r -> String.format(Locale.ROOT, "%.1f", r.userMicrosPerOp));
+    row(results, "Redis read events/op", r -> String.format(Locale.ROOT, "%.2f", r.readEventsPerOp));
     if (results.size() == 2 && results.get(1).opsPerSecond > 0) {
       System.out.printf(Locale.ROOT, "Turnstile / Redisson read-mostly throughput: %.2f, Redis CPU/op: %.2f%n",
           results.get(0).opsPerSecond / results.get(1).opsPerSecond,

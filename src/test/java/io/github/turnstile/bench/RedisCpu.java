@@ -18,9 +18,15 @@ import io.lettuce.core.api.sync.RedisCommands;
 final class RedisCpu {
   /** CPU seconds, user + system. */
   final double seconds;
+  /** CPU seconds in user mode (the rest of {@link #seconds} is the kernel's: mostly network I/O). */
+  final double user;
+  /** Read events the server handled ({@code INFO stats total_reads_processed}; -1 if absent). */
+  final long reads;
 
-  private RedisCpu(double seconds) {
-    this.seconds = seconds;
+  private RedisCpu(double user, double sys, long reads) {
+    this.seconds = user + sys;
+    this.user = user;
+    this.reads = reads;
   }
 
   /**
@@ -42,7 +48,13 @@ final class RedisCpu {
     if (Double.isNaN(user) || Double.isNaN(sys)) {
       throw new IllegalStateException("no used_cpu_user/used_cpu_sys in INFO cpu");
     }
-    return new RedisCpu(user + sys);
+    long reads = -1;
+    for (String line : redis.info("stats").split("\r?\n")) {
+      if (line.startsWith("total_reads_processed:")) {
+        reads = Long.parseLong(line.substring("total_reads_processed:".length()).trim());
+      }
+    }
+    return new RedisCpu(user, sys, reads);
   }
 
   /**
