@@ -62,9 +62,14 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     // every key is sent (DESIGN §3, slot migrations); number, flags and the publish command only
     // up to the last that differs from its default
     String[] keys = java.util.Arrays.copyOf(sharedKeys, 8);
-    keys[7] = prefix + "rd:" + request;
+    keys[7] = readLeaseKey(request);
     return engine.eval(Script.RWLOCK, type, keys, Engine.withoutDefaults(new String[] {op, owner, request,
         engine.leaseArg, Long.toString(number), flags, engine.publishCommand()}, "0", "", "PUBLISH"));
+  }
+
+  /** A read request's lease key (rwlock.lua KEYS[8]): hash tag shared with the other keys. */
+  private String readLeaseKey(String request) {
+    return prefix + "rd:" + request;
   }
 
   @Override
@@ -431,7 +436,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     public void granted(String request, long token, long sentAtNanos) {
       long seen = releases; // volatile read: happens-after earlier local releases
       Thread me = Thread.currentThread();
-      Lease l = new Lease(prefix + "rd:" + request, request, engine.leaseMillis, token, me.getName(),
+      Lease l = new Lease(readLeaseKey(request), request, engine.leaseMillis, token, me.getName(),
           sentAtNanos, this::leaseLost, metrics).on(Inspection.Kind.READ_WRITE_LOCK, name, me.getId());
       holds.put(me, new Hold(l));
       engine.watchdog.register(l);
@@ -487,7 +492,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (!h.lease.end()) {
         throw lost(h.lease);
       }
-      engine.replayOnRecovery(prefix + "rd:" + request, leaseEnd,
+      engine.replayOnRecovery(readLeaseKey(request), leaseEnd,
           () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0));
       Long result = engine.release(released, describe + " unlock");
       if (result == null) {
@@ -540,7 +545,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     public String leaseKey(String requestId) {
-      return prefix + "rd:" + requestId;
+      return readLeaseKey(requestId);
     }
 
     /** Readers consume no wake tokens: they wait by pub/sub (see {@link #wakeKey()}). */

@@ -234,12 +234,13 @@ final class ReadWriteBenchmark {
       r.writeP99Millis = w.percentile(0.99) / 1e6;
       r.maxReaders = maxReaders.get();
       r.violations = violations.get();
-      r.commandsPerOp = (double) CommandStats.total(cmds) / Math.max(1, reads.get() + writes.get());
-      r.cpuMicrosPerOp = cpuAfter.microsPerOp(cpuBefore, reads.get() + writes.get());
-      r.userMicrosPerOp = (cpuAfter.user - cpuBefore.user) * 1e6 / Math.max(1, reads.get() + writes.get());
-      r.readEventsPerOp = (double) (cpuAfter.reads - cpuBefore.reads) / Math.max(1, reads.get() + writes.get());
+      long ops = reads.get() + writes.get();
+      r.commandsPerOp = (double) CommandStats.total(cmds) / Math.max(1, ops);
+      r.cpuMicrosPerOp = cpuAfter.microsPerOp(cpuBefore, ops);
+      r.userMicrosPerOp = (cpuAfter.user - cpuBefore.user) * 1e6 / Math.max(1, ops);
+      r.readEventsPerOp = (double) (cpuAfter.reads - cpuBefore.reads) / Math.max(1, ops);
       r.commands = cmds;
-      r.ops = reads.get() + writes.get();
+      r.ops = ops;
       System.out.printf(Locale.ROOT, "[bench] %-10s rw %d%% reads: %.0f ops/s (%.0f reads/s, %.0f writes/s)%n",
           label, READ_PERCENT, r.opsPerSecond, r.readsPerSecond, r.writesPerSecond);
       return r;
