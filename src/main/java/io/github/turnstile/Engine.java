@@ -823,6 +823,15 @@ final class Engine implements AutoCloseable {
   }
 
   /**
+   * How long a lock record may outlive its holder's lease (lock_acquire.lua's {@code SPARE}): a
+   * grant sets the record's expiry to lease + 34 ms and names it in field {@code d}, so that later
+   * grants in the same 2^15 µs token window need no {@code PEXPIRE} (DESIGN §3). A write of a lock
+   * record's expiry by its holder sets lease + 34 ms too: from a time no earlier than the grant's,
+   * it never ends before {@code d}.
+   */
+  static final long RECORD_SPARE_MILLIS = 34;
+
+  /**
    * With {@link TurnstileOptions#replicaAcks()} set, waits until that many replicas of the node
    * serving {@code leaseKey} have everything this node has done up to now, including the
    * acquisition that just wrote {@code leaseKey}; otherwise returns at once.
@@ -830,9 +839,10 @@ final class Engine implements AutoCloseable {
    * <p>{@code WAIT} counts the writes of its own connection, and the main connection, shared by
    * every thread, must not block. So on a connection of the acknowledgement pool (never the
    * waiters' pool, so acknowledgements do not queue behind waiters) it sends a write,
-   * {@code PEXPIRE leaseKey lease} (the lease is the hold's own key, just written, so this only
-   * renews it), then {@code WAIT replicas timeout}, pipelined. Replication is one ordered stream
-   * per node, so acknowledging this later write acknowledges the acquisition too.
+   * {@code PEXPIRE leaseKey lease+34ms} (the lease is the hold's own key, just written, so this
+   * only renews it; the 34 ms are {@link #RECORD_SPARE_MILLIS}), then {@code WAIT replicas
+   * timeout}, pipelined. Replication is one ordered stream per node, so acknowledging this later
+   * write acknowledges the acquisition too.
    *
    * @throws NotReplicated if fewer replicas acknowledged within the timeout
    * @throws TurnstileException if Redis failed or no connection was free in time
@@ -854,7 +864,7 @@ final class Engine implements AutoCloseable {
     }
     long timeoutMillis = options.replicaAckTimeout().toMillis();
     RedisClusterAsyncCommands<String, String> on = conn.connection.async();
-    CompletableFuture<Boolean> renewed = on.pexpire(leaseKey, leaseMillis).toCompletableFuture();
+    CompletableFuture<Boolean> renewed = on.pexpire(leaseKey, leaseMillis + RECORD_SPARE_MILLIS).toCompletableFuture();
     CompletableFuture<Long> acked = on.waitForReplication(replicas, timeoutMillis).toCompletableFuture();
     long acks;
     try {

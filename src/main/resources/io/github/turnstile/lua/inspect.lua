@@ -22,9 +22,9 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local kind = ARGV[1]
 if kind == 'lock' then
-  local f = redis.call('HMGET', KEYS[1], 'o', 't', 'r', 'q', 'e', 'p', 'x')
+  local f = redis.call('HMGET', KEYS[1], 'o', 't', 'r', 'q', 'e', 'p', 'x', 'd')
   local present = 0
-  for i = 1, 7 do
+  for i = 1, 8 do
     if f[i] then present = present + 1 end
   end
   local marks = redis.call('HLEN', KEYS[1]) - present

@@ -3,7 +3,8 @@
 -- KEYS[1]  lock hash   {prefix:name}:lock   o owner (only while held), r request and t fencing token
 --                      (of the holder, or of the last hold after its release), e expiry mark,
 --                      q "waiting marks may exist", p "publish at release", w:<client> waiting
---                      marks; PX = the holder's lease
+--                      marks, d the record's expiry (unix ms; only while it expires exactly then,
+--                      DESIGN §3); expiry = the holder's lease, and at most SPARE more
 -- KEYS[2]  fence       {prefix:name}:fence  above every token issued, never expires
 -- ARGV[1]  owner id    "<clientId>:<threadId>" (an async hold: "<clientId>:h<n>")
 -- ARGV[2]  request id  "<clientId>:<seq>", the same for every copy of one acquisition attempt
@@ -34,11 +35,12 @@ local lock, fence = KEYS[1], KEYS[2]
 local owner, req, lease = ARGV[1], ARGV[2], ARGV[3]
 local flags, from = ARGV[4] or '', ARGV[5]
 local WINDOW = 32768 -- µs (2^15: exact in doubles); at most half the least lease (100 ms)
+local SPARE = 34 -- ms a grant's record may outlive its lease (d): one window (32.8 ms), and 1 ms as d is in whole ms
 
 local f
 local tm -- the server time, read once per call (TIME)
 if not from then
-  f = redis.call('HMGET', lock, 'o', 't', 'q')
+  f = redis.call('HMGET', lock, 'o', 't', 'q', 'd')
   if not f[1] and f[2] and not f[3] then
     -- The usual grant, written out: free, nobody waits, the record of the last hold is there and
     -- the token stays in its window (the flags matter on no path of this one). Otherwise the
@@ -48,11 +50,25 @@ if not from then
     local last = tonumber(f[2])
     if now > last and math.floor(now / WINDOW) == math.floor(last / WINDOW) then
       local token = tm[1] .. string.sub('00000' .. tm[2], -6)
-      redis.call('HSET', lock, 'o', owner, 'r', req, 't', token)
-      redis.call('PEXPIRE', lock, lease)
+      -- the record's expiry (d) already gives this grant its lease, and at most SPARE more: no
+      -- PEXPIRE (d is present only while the record expires exactly then)
+      local left = f[4] and tonumber(f[4]) * 1000 - now
+      if left and left >= tonumber(lease) * 1000 and left <= (tonumber(lease) + SPARE) * 1000 then
+        redis.call('HSET', lock, 'o', owner, 'r', req, 't', token)
+      else
+        local d = string.format('%.0f', math.floor(now / 1000) + tonumber(lease) + SPARE)
+        redis.call('HSET', lock, 'o', owner, 'r', req, 't', token, 'd', d)
+        redis.call('PEXPIREAT', lock, d)
+      end
       return {1, token}
     end
   end
+end
+
+-- The record's expiry for a grant at server time tm: unix ms, a decimal string (field d and
+-- PEXPIREAT). Lease plus SPARE, so that grants later in the same window need not write it again.
+local function deadline(t)
+  return string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(lease) + SPARE)
 end
 
 local function client_of(id)
@@ -102,11 +118,13 @@ local function grant(t, q, same)
     g = redis.call('HMGET', lock, 'w:' .. me, 'p', 'e', 'x', 'r')
   end
   local token = next_token(t)
+  local d = deadline(tm)
   if t then
-    redis.call('HSET', lock, 'o', owner, 'r', req, 't', token)
+    redis.call('HSET', lock, 'o', owner, 'r', req, 't', token, 'd', d)
   else
-    redis.call('HSET', lock, 'o', owner, 'r', req, 't', token, 'e', token)
+    redis.call('HSET', lock, 'o', owner, 'r', req, 't', token, 'e', token, 'd', d)
   end
+  redis.call('PEXPIREAT', lock, d)
   if not q then
     return token, 0, same
   end
@@ -117,9 +135,9 @@ local function grant(t, q, same)
   if g[5] and client_of(g[5]) == me then
     same = 1
   end
-  -- fields besides other clients' marks: o r t q, and e p x (an older version's field) when
+  -- fields besides other clients' marks: o r t q d, and e p x (an older version's field) when
   -- present, and this client's mark when kept
-  local base = 4
+  local base = 5
   if g[3] or not t then
     base = base + 1
   end
@@ -176,6 +194,8 @@ if o then
     return {0, redis.call('PTTL', lock)}
   end
   if redis.call('HGET', lock, 'r') == req then
+    -- a re-sent copy of the grant: its lease again, from now; d goes (this expiry is not d)
+    redis.call('HDEL', lock, 'd')
     redis.call('PEXPIRE', lock, lease)
     return {1, t}
   end
@@ -185,7 +205,6 @@ if not t and string.find(flags, 'h', 1, true) then
   reclaimed = 1
 end
 local token, others, same = grant(t, q, 0)
-redis.call('PEXPIRE', lock, lease)
 if reclaimed == 0 and others == 0 and same == 0 then
   return {1, token}
 end

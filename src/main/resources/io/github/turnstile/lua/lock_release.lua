@@ -54,10 +54,11 @@ if f[1] == req then
   if not g[1] then
     return 2
   end
+  -- d goes too: the record's expiry is set to ttl below, and d would no longer be it
   if g[2] then
-    redis.call('HDEL', lock, 'o', 'p')
+    redis.call('HDEL', lock, 'o', 'p', 'd')
   else
-    redis.call('HDEL', lock, 'o')
+    redis.call('HDEL', lock, 'o', 'd')
   end
   if waiting then
     redis.call('HSET', lock, 'w:' .. waiting, '1', 'q', '1')

@@ -38,8 +38,12 @@ for i = 1, #ARGV / 2 do
   else
     local key = KEYS[k]
     k = k + 1
-    if redis.call('HGET', key, 'r') == r then
+    local f = redis.call('HMGET', key, 'r', 'd')
+    if f[1] == r then
       redis.call('PEXPIRE', key, ARGV[2 * i])
+      if f[2] then
+        redis.call('HDEL', key, 'd') -- a lock record's expiry is no longer d (lock_acquire.lua)
+      end
       out[i] = 1
     else
       out[i] = 0

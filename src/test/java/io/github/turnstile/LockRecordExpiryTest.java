@@ -1,0 +1,208 @@
+package io.github.turnstile;
+
+import static io.github.turnstile.TestSupport.unique;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.turnstile.testing.RedisServerProcess;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.ScriptOutputType;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.api.sync.RedisCommands;
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A lock record's expiry (DESIGN §3, field {@code d}): every grant leaves the record at least its
+ * lease and at most {@link Engine#RECORD_SPARE_MILLIS} more, and while field {@code d} is present
+ * the record expires exactly then. A grant in the same 2^15 µs token window as the grant that wrote
+ * {@code d} sends no {@code PEXPIRE}; so whatever else writes the record's expiry (a renewal, a
+ * re-sent grant, a release that someone waits for) must remove {@code d}, or the next such grant
+ * would keep an expiry shorter than its lease. Each case is set up by calling the scripts as the
+ * client would, on its own redis-server (7.0 or later: {@code PEXPIRETIME}). Server times only;
+ * nothing is timed against the wall clock.
+ */
+class LockRecordExpiryTest {
+  private static final long LEASE = 5_000;
+  private static final long WINDOW_MICROS = 32_768;
+  /** d (or ""), PEXPIRETIME and the server time in ms, read at one instant. */
+  private static final String SNAPSHOT = "local t = redis.call('TIME')\n"
+      + "return {redis.call('HGET', KEYS[1], 'd') or '', redis.call('PEXPIRETIME', KEYS[1]),"
+      + " tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}";
+
+  private static RedisServerProcess server;
+  private static RedisClient observer;
+  private static StatefulRedisConnection<String, String> connection;
+
+  @BeforeAll
+  static void start() {
+    server = RedisServerProcess.start();
+    observer = RedisClient.create(server.uri());
+    connection = observer.connect();
+  }
+
+  @AfterAll
+  static void stop() {
+    connection.close();
+    observer.shutdown();
+    server.close();
+  }
+
+  private static RedisCommands<String, String> redis() {
+    return connection.sync();
+  }
+
+  private static long serverMillis() {
+    List<String> t = redis().time();
+    return Long.parseLong(t.get(0)) * 1000 + Long.parseLong(t.get(1)) / 1000;
+  }
+
+  /**
+   * Checks the record right after a grant that was sent at server time {@code sentAt} (ms): it
+   * expires no earlier than a lease after that, no later than a lease and the spare after now, and
+   * exactly at d when d is present.
+   */
+  private static void assertExpiry(String key, long sentAt, String what) {
+    List<Object> s = redis().eval(SNAPSHOT, ScriptOutputType.MULTI, key);
+    String d = (String) s.get(0);
+    long expiry = (Long) s.get(1);
+    long now = (Long) s.get(2);
+    assertTrue(expiry >= sentAt + LEASE, what + ": the record expires at " + expiry
+        + ", before a lease after the grant was sent (" + sentAt + " + " + LEASE + ")");
+    assertTrue(expiry <= now + LEASE + Engine.RECORD_SPARE_MILLIS, what + ": the record expires at "
+        + expiry + ", more than a lease and " + Engine.RECORD_SPARE_MILLIS + " ms after " + now);
+    if (!d.isEmpty()) {
+      assertEquals(expiry, Long.parseLong(d), what + ": field d is not the record's expiry");
+    }
+  }
+
+  private static Turnstile connect() {
+    return Turnstile.connect(server.uri(),
+        TurnstileOptions.builder().leaseTime(Duration.ofMillis(LEASE)).build());
+  }
+
+  private static boolean sameWindow(long token1, long token2) {
+    return token1 / WINDOW_MICROS == token2 / WINDOW_MICROS;
+  }
+
+  @Test
+  void everyGrantLeavesItsLeaseAndAtMostTheSpare() throws Exception {
+    try (Turnstile t = connect()) {
+      RedisLock lock = (RedisLock) t.lock(unique("expiry"));
+      for (int i = 0; i < 300; i++) {
+        if (i % 50 == 49) {
+          Thread.sleep(40); // the next grant in a new window
+        }
+        long sentAt = serverMillis();
+        lock.lock();
+        try {
+          assertExpiry(lock.lockKey, sentAt, "grant " + i);
+        } finally {
+          lock.unlock();
+        }
+      }
+    }
+  }
+
+  /**
+   * The case the watchdog makes when a tick comes right after a grant: a renewal resets the
+   * record's expiry to the lease from now. It removes d, so a grant right after, in the same
+   * window, writes the expiry again.
+   */
+  @Test
+  void aRenewalRemovesDSoTheNextGrantWritesTheExpiry() throws Exception {
+    try (Turnstile t = connect()) {
+      RedisLock lock = (RedisLock) t.lock(unique("expiry-renewed"));
+      int inOneWindow = 0;
+      for (int i = 0; i < 30; i++) {
+        lock.lock();
+        long first;
+        try {
+          first = lock.fencingToken();
+          String request = redis().hget(lock.lockKey, "r");
+          List<Long> renewed = redis().eval(Script.RENEW.body, ScriptOutputType.MULTI,
+              new String[] {lock.lockKey}, request, "200"); // shorter than the lease: shows
+          assertEquals(List.of(1L), renewed, "renewal " + i);
+          assertFalse(redis().hexists(lock.lockKey, "d"), "renewal " + i + " left field d");
+        } finally {
+          lock.unlock();
+        }
+        long sentAt = serverMillis();
+        lock.lock();
+        try {
+          assertExpiry(lock.lockKey, sentAt, "the grant after renewal " + i);
+          if (sameWindow(first, lock.fencingToken())) {
+            inOneWindow++;
+          }
+        } finally {
+          lock.unlock();
+        }
+      }
+      Assumptions.assumeTrue(inOneWindow > 0, "no grant after a renewal fell in its window (a slow machine)");
+    }
+  }
+
+  /** A re-sent copy of a grant gives the lease again from now: it removes d too. */
+  @Test
+  void aReSentGrantRemovesD() throws Exception {
+    try (Turnstile t = connect()) {
+      RedisLock lock = (RedisLock) t.lock(unique("expiry-resent"));
+      int inOneWindow = 0;
+      for (int i = 0; i < 30; i++) {
+        lock.lock();
+        long first;
+        try {
+          first = lock.fencingToken();
+          List<String> held = redis().hmget(lock.lockKey, "o", "r").stream().map(kv -> kv.getValue()).toList();
+          List<Object> replay = redis().eval(Script.LOCK_ACQUIRE.body, ScriptOutputType.MULTI,
+              new String[] {lock.lockKey, lock.lockKey.replace(":lock", ":fence")}, held.get(0), held.get(1),
+              "200");
+          assertEquals(1L, replay.get(0), "the copy of grant " + i);
+          assertEquals(Long.toString(first), replay.get(1).toString(), "the copy of grant " + i + ": its token");
+          assertFalse(redis().hexists(lock.lockKey, "d"), "the copy of grant " + i + " left field d");
+        } finally {
+          lock.unlock();
+        }
+        long sentAt = serverMillis();
+        lock.lock();
+        try {
+          assertExpiry(lock.lockKey, sentAt, "the grant after copy " + i);
+          if (sameWindow(first, lock.fencingToken())) {
+            inOneWindow++;
+          }
+        } finally {
+          lock.unlock();
+        }
+      }
+      Assumptions.assumeTrue(inOneWindow > 0, "no grant after a copy fell in its window (a slow machine)");
+    }
+  }
+
+  /** A release that someone may wait for sets the record's expiry to its ttl: it removes d. */
+  @Test
+  void aReleaseThatWakesRemovesD() throws Exception {
+    try (Turnstile t = connect()) {
+      RedisLock lock = (RedisLock) t.lock(unique("expiry-waited"));
+      lock.lock();
+      try {
+        assertTrue(redis().hexists(lock.lockKey, "d"), "a grant writes field d");
+        redis().hset(lock.lockKey, "q", "1"); // a waiting mark may exist
+      } finally {
+        lock.unlock();
+      }
+      assertFalse(redis().hexists(lock.lockKey, "d"), "the release left field d");
+      long sentAt = serverMillis();
+      lock.lock();
+      try {
+        assertExpiry(lock.lockKey, sentAt, "the grant after it");
+      } finally {
+        lock.unlock();
+      }
+    }
+  }
+}
