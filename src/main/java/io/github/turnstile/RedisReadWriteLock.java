@@ -259,8 +259,30 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     private final ReentrantLock gate = new ReentrantLock(true);
     private final ConcurrentHashMap<Thread, Hold> holds = new ConcurrentHashMap<>();
     private final CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
-    /** Server ms when this JVM's readers began waiting, 0 if none waits; written by the gate holder. */
-    private volatile long waitingSince;
+    /**
+     * Phase fairness across this JVM's waiting readers (rwlock.lua, op read: a reader waiting since
+     * before the last write release that had readers waiting passes waiting writers). The server
+     * time (ms) since which the readers now queued at the gate wait, 0 when not known: set by a
+     * refusal, ended by the first grant made with it (the readers it stood for were admitted) and
+     * when the gate empties. Each reader takes its own copy when it arrives ({@link #since}) and
+     * sends that: a reader that arrives after the admission starts without one. With one time for
+     * the whole JVM, reset only when the gate emptied, a steady stream of readers kept sending the
+     * first refusal's time and passed waiting writers for as long as the gate stayed occupied
+     * (RELIABILITY, "Readers past a waiting writer for seconds"); the async gate had the same
+     * defect, fixed before ({@link AsyncGate}).
+     */
+    private final java.util.concurrent.atomic.AtomicLong waitingSince = new java.util.concurrent.atomic.AtomicLong();
+    /**
+     * The last time {@link #waitingSince} was set, and how many readers had arrived by then
+     * ({@link #arrivals}): a reader that arrived before it and has no time of its own (it arrived
+     * while none was known) waits since then, even after the time has ended. Guarded by this side.
+     */
+    private long lastSince;
+    private long lastSinceArrivals;
+    /** Readers that entered {@link #acquireNew}: each reader's place in arrival order. */
+    private final java.util.concurrent.atomic.AtomicLong arrivals = new java.util.concurrent.atomic.AtomicLong();
+    /** The calling reader's {arrival, its waiting-since time (0: none)}; set on arrival. */
+    private final ThreadLocal<long[]> since = ThreadLocal.withInitial(() -> new long[2]);
     private volatile long releases; // happens-before edge for local release -> acquire (see RedisLock)
     /**
      * A hint: the last answer to a waiting call's read attempt was a refusal, or a grant past a
@@ -399,6 +421,9 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     private boolean acquireNew(Engine.Call call) throws InterruptedException {
       String request = engine.newRequestId();
+      long[] mine = since.get();
+      mine[0] = arrivals.incrementAndGet();
+      mine[1] = waitingSince.get(); // waits with the readers that wait now, if any
       if (writeLock.isHeldByCurrentThread()
           || (!gate.isLocked() && !gate.hasQueuedThreads() && !writerAhead
               && !writeLock.local.busyElsewhere(Thread.currentThread()))) {
@@ -451,7 +476,38 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     @Override
     public void leavingGate() {
       if (!gate.hasQueuedThreads()) {
-        waitingSince = 0; // nobody of this JVM waits to read any more
+        waitingSince.set(0); // nobody of this JVM waits to read any more
+      }
+    }
+
+    /** For tests: whether a reader of this JVM is queued at the gate behind its holder. */
+    boolean gateQueued() {
+      return gate.hasQueuedThreads();
+    }
+
+    /**
+     * The waiting-since time the calling reader sends: its own; else, if it arrived before the
+     * last time was set, that time; else 0 (it has not waited).
+     */
+    private long sinceOf(long[] mine) {
+      if (mine[1] != 0) {
+        return mine[1];
+      }
+      synchronized (this) {
+        return mine[0] <= lastSinceArrivals ? lastSince : 0;
+      }
+    }
+
+    /** A refusal at server time {@code nowMs} of a reader that sent {@code sent}: it waits. */
+    private void readRefused(long[] mine, long sent, long nowMs) {
+      if (mine[1] == 0) {
+        mine[1] = sent != 0 ? sent : nowMs;
+      }
+      synchronized (this) {
+        if (waitingSince.compareAndSet(0, mine[1])) {
+          lastSince = mine[1];
+          lastSinceArrivals = arrivals.get();
+        }
       }
     }
 
@@ -525,14 +581,18 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     public CompletableFuture<Engine.Attempt> attempt(String requestId, boolean subscribed) {
-      return read(engine.ownerId(Thread.currentThread()), requestId, waitingSince)
+      long[] mine = since.get();
+      long sent = sinceOf(mine);
+      return read(engine.ownerId(Thread.currentThread()), requestId, sent)
           .thenApply(RedisReadWriteLock.this::reclaims)
           .thenApply(r -> {
             writerAhead = (Long) r.get(0) == 0L || (Long) r.get(2) == 1L;
             if ((Long) r.get(0) == 0L) {
-              if (waitingSince == 0) {
-                waitingSince = (Long) r.get(2);
-              }
+              readRefused(mine, sent, (Long) r.get(2));
+            } else if (sent != 0) {
+              // the first grant made with the JVM's time ends it: readers arriving from now on
+              // start without one (those that arrived before keep theirs)
+              waitingSince.compareAndSet(sent, 0);
             }
             return RedisLock.parseAttempt(r);
           });
