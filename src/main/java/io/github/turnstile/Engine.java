@@ -823,13 +823,13 @@ final class Engine implements AutoCloseable {
   }
 
   /**
-   * How long a lock record may outlive its holder's lease (lock_acquire.lua's {@code SPARE}): a
-   * grant sets the record's expiry to lease + 34 ms and names it in field {@code d}, so that later
-   * grants in the same 2^15 µs token window need no {@code PEXPIRE} (DESIGN §3). A write of a lock
-   * record's expiry by its holder sets lease + 34 ms too: from a time no earlier than the grant's,
-   * it never ends before {@code d}.
+   * How long a lock record may outlive its holder's lease: a grant sets the record's expiry to a
+   * lease after the end of its token's 2^15 µs window (at most 32.8 ms and 3 ms of rounding after
+   * the grant), so that later grants in that window need no {@code PEXPIRE} (lock_acquire.lua,
+   * field {@code d}; DESIGN §3). A write of a lock record's expiry right after its grant sets
+   * lease + 36 ms too: from a time no earlier than the window's start, it never ends before that.
    */
-  static final long RECORD_SPARE_MILLIS = 34;
+  static final long RECORD_SPARE_MILLIS = 36;
 
   /**
    * With {@link TurnstileOptions#replicaAcks()} set, waits until that many replicas of the node
@@ -839,8 +839,8 @@ final class Engine implements AutoCloseable {
    * <p>{@code WAIT} counts the writes of its own connection, and the main connection, shared by
    * every thread, must not block. So on a connection of the acknowledgement pool (never the
    * waiters' pool, so acknowledgements do not queue behind waiters) it sends a write,
-   * {@code PEXPIRE leaseKey lease+34ms} (the lease is the hold's own key, just written, so this
-   * only renews it; the 34 ms are {@link #RECORD_SPARE_MILLIS}), then {@code WAIT replicas
+   * {@code PEXPIRE leaseKey lease+36ms} (the lease is the hold's own key, just written, so this
+   * only renews it; the 36 ms are {@link #RECORD_SPARE_MILLIS}), then {@code WAIT replicas
    * timeout}, pipelined. Replication is one ordered stream per node, so acknowledging this later
    * write acknowledges the acquisition too.
    *

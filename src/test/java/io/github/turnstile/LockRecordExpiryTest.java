@@ -19,21 +19,22 @@ import org.junit.jupiter.api.Test;
 
 /**
  * A lock record's expiry (DESIGN §3, field {@code d}): every grant leaves the record at least its
- * lease and at most {@link Engine#RECORD_SPARE_MILLIS} more, and while field {@code d} is present
- * the record expires exactly then. A grant in the same 2^15 µs token window as the grant that wrote
- * {@code d} sends no {@code PEXPIRE}; so whatever else writes the record's expiry (a renewal, a
- * re-sent grant, a release that someone waits for) must remove {@code d}, or the next such grant
- * would keep an expiry shorter than its lease. Each case is set up by calling the scripts as the
- * client would, on its own redis-server (7.0 or later: {@code PEXPIRETIME}). Server times only;
- * nothing is timed against the wall clock.
+ * lease and at most {@link Engine#RECORD_SPARE_MILLIS} more. While field {@code d} equals a lease,
+ * the record expires no earlier than that lease after the end of the 2^15 µs window of its token
+ * {@code t}, and a grant in that window with that lease sends no {@code PEXPIRE}. So whatever else
+ * writes the record's expiry (a renewal, a re-sent grant, a release that someone waits for) or
+ * moves its token to another window (a local hand-off) must clear {@code d}, or the next such grant
+ * would keep an expiry shorter than its lease. Each case is set up through the client or by
+ * calling the scripts as the client would, on its own redis-server (7.0 or later:
+ * {@code PEXPIRETIME}). Server times only; nothing is timed against the wall clock.
  */
 class LockRecordExpiryTest {
   private static final long LEASE = 5_000;
   private static final long WINDOW_MICROS = 32_768;
-  /** d (or ""), PEXPIRETIME and the server time in ms, read at one instant. */
+  /** d (or ""), PEXPIRETIME, the server time in ms and the record's token, read at one instant. */
   private static final String SNAPSHOT = "local t = redis.call('TIME')\n"
       + "return {redis.call('HGET', KEYS[1], 'd') or '', redis.call('PEXPIRETIME', KEYS[1]),"
-      + " tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}";
+      + " tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), redis.call('HGET', KEYS[1], 't')}";
 
   private static RedisServerProcess server;
   private static RedisClient observer;
@@ -64,8 +65,8 @@ class LockRecordExpiryTest {
 
   /**
    * Checks the record right after a grant that was sent at server time {@code sentAt} (ms): it
-   * expires no earlier than a lease after that, no later than a lease and the spare after now, and
-   * exactly at d when d is present.
+   * expires no earlier than a lease after that, no later than a lease and the spare after now,
+   * and, when d is the lease, no earlier than a lease after the end of its token's window.
    */
   private static void assertExpiry(String key, long sentAt, String what) {
     List<Object> s = redis().eval(SNAPSHOT, ScriptOutputType.MULTI, key);
@@ -76,8 +77,11 @@ class LockRecordExpiryTest {
         + ", before a lease after the grant was sent (" + sentAt + " + " + LEASE + ")");
     assertTrue(expiry <= now + LEASE + Engine.RECORD_SPARE_MILLIS, what + ": the record expires at "
         + expiry + ", more than a lease and " + Engine.RECORD_SPARE_MILLIS + " ms after " + now);
-    if (!d.isEmpty()) {
-      assertEquals(expiry, Long.parseLong(d), what + ": field d is not the record's expiry");
+    if (d.equals(Long.toString(LEASE))) {
+      long token = Long.parseLong((String) s.get(3));
+      long windowEnd = (token / WINDOW_MICROS + 1) * WINDOW_MICROS;
+      assertTrue(expiry * 1000 >= windowEnd + LEASE * 1000, what + ": d says the record expires a lease"
+          + " after its token's window (ending at " + windowEnd + " µs), but it expires at " + expiry);
     }
   }
 
@@ -180,6 +184,66 @@ class LockRecordExpiryTest {
         }
       }
       Assumptions.assumeTrue(inOneWindow > 0, "no grant after a copy fell in its window (a slow machine)");
+    }
+  }
+
+  /**
+   * A local hand-off moves the hold to another thread of the client with a new token, and does not
+   * touch the expiry: when that token is in a later window, d no longer holds for it, so the
+   * hand-off sets d to "-" and the next grant writes the expiry.
+   */
+  @Test
+  void aHandOffClearsD() throws Exception {
+    try (Turnstile t = connect()) {
+      RedisLock lock = (RedisLock) t.lock(unique("expiry-handed"));
+      java.util.concurrent.ExecutorService other = java.util.concurrent.Executors.newSingleThreadExecutor();
+      try {
+        int handedIntoALaterWindow = 0;
+        for (int i = 0; i < 10; i++) {
+          lock.lock();
+          long first = lock.fencingToken();
+          java.util.concurrent.CountDownLatch held = new java.util.concurrent.CountDownLatch(1);
+          java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+          long[] second = new long[1];
+          Thread[] waiter = new Thread[1];
+          java.util.concurrent.Future<?> successor = other.submit(() -> {
+            waiter[0] = Thread.currentThread();
+            lock.lock();
+            try {
+              second[0] = lock.fencingToken();
+              held.countDown();
+              release.await();
+            } finally {
+              lock.unlock();
+            }
+            return null;
+          });
+          TestSupport.await("the other thread waiting", Duration.ofSeconds(60),
+              () -> lock.threadsWaiting() && waiter[0] != null
+                  && (waiter[0].getState() == Thread.State.WAITING || waiter[0].getState() == Thread.State.TIMED_WAITING));
+          Thread.sleep(40); // the successor's token in a later window than the first
+          lock.unlock(); // hands it to the other thread
+          held.await();
+          assertTrue(second[0] > first, "a new token");
+          if (second[0] / WINDOW_MICROS != first / WINDOW_MICROS) {
+            handedIntoALaterWindow++;
+            String d = redis().hget(lock.lockKey, "d");
+            assertTrue(d == null || !d.equals(Long.toString(LEASE)), "hand-off " + i + " left d = " + d);
+          }
+          release.countDown();
+          successor.get();
+          long sentAt = serverMillis();
+          lock.lock();
+          try {
+            assertExpiry(lock.lockKey, sentAt, "the grant after hand-off " + i);
+          } finally {
+            lock.unlock();
+          }
+        }
+        assertTrue(handedIntoALaterWindow > 0, "no hand-off: the other thread got the lock otherwise");
+      } finally {
+        other.shutdownNow();
+      }
     }
   }
 

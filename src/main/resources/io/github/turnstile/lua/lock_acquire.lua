@@ -3,8 +3,9 @@
 -- KEYS[1]  lock hash   {prefix:name}:lock   o owner (only while held), r request and t fencing token
 --                      (of the holder, or of the last hold after its release), e expiry mark,
 --                      q "waiting marks may exist", p "publish at release", w:<client> waiting
---                      marks, d the record's expiry (unix ms; only while it expires exactly then,
---                      DESIGN §3); expiry = the holder's lease, and at most SPARE more
+--                      marks, d = the lease the record's expiry was set with, at the end of the
+--                      token window of t (DESIGN §3; "-" when not); expiry = the holder's lease,
+--                      and at most one window (and 3 ms) more
 -- KEYS[2]  fence       {prefix:name}:fence  above every token issued, never expires
 -- ARGV[1]  owner id    "<clientId>:<threadId>" (an async hold: "<clientId>:h<n>")
 -- ARGV[2]  request id  "<clientId>:<seq>", the same for every copy of one acquisition attempt
@@ -35,7 +36,6 @@ local lock, fence = KEYS[1], KEYS[2]
 local owner, req, lease = ARGV[1], ARGV[2], ARGV[3]
 local flags, from = ARGV[4] or '', ARGV[5]
 local WINDOW = 32768 -- µs (2^15: exact in doubles); at most half the least lease (100 ms)
-local SPARE = 34 -- ms a grant's record may outlive its lease (d): one window (32.8 ms), and 1 ms as d is in whole ms
 
 local f
 local tm -- the server time, read once per call (TIME)
@@ -50,25 +50,27 @@ if not from then
     local last = tonumber(f[2])
     if now > last and math.floor(now / WINDOW) == math.floor(last / WINDOW) then
       local token = tm[1] .. string.sub('00000' .. tm[2], -6)
-      -- the record's expiry (d) already gives this grant its lease, and at most SPARE more: no
-      -- PEXPIRE (d is present only while the record expires exactly then)
-      local left = f[4] and tonumber(f[4]) * 1000 - now
-      if left and left >= tonumber(lease) * 1000 and left <= (tonumber(lease) + SPARE) * 1000 then
+      if f[4] == lease then
+        -- the record expires a lease after the end of this window (d), or later: this grant has
+        -- its lease, and at most one window more. No expiry write
         redis.call('HSET', lock, 'o', owner, 'r', req, 't', token)
       else
-        local d = string.format('%.0f', math.floor(now / 1000) + tonumber(lease) + SPARE)
-        redis.call('HSET', lock, 'o', owner, 'r', req, 't', token, 'd', d)
-        redis.call('PEXPIREAT', lock, d)
+        redis.call('HSET', lock, 'o', owner, 'r', req, 't', token, 'd', lease)
+        -- a lease after the end of this window (past_window below, written out)
+        redis.call('PEXPIRE', lock, string.format('%.0f', math.floor((math.floor(now / WINDOW) + 1) * WINDOW / 1000) + 2
+          - math.floor(now / 1000) + tonumber(lease)))
       end
       return {1, token}
     end
   end
 end
 
--- The record's expiry for a grant at server time tm: unix ms, a decimal string (field d and
--- PEXPIREAT). Lease plus SPARE, so that grants later in the same window need not write it again.
-local function deadline(t)
-  return string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(lease) + SPARE)
+-- The PEXPIRE argument (ms, a decimal string) that makes the record expire a lease after the end
+-- of a token window (µs), at server time now (µs): whole ms, rounded up, and 1 ms more for the
+-- time between the script's start (PEXPIRE's base on Redis 7.2 and later) and its TIME. A plain
+-- PEXPIRE, not PEXPIREAT: the least-privilege ACL grants PEXPIRE (docs/ACL.md).
+local function past_window(now, window_end)
+  return string.format('%.0f', math.floor(window_end / 1000) + 2 - math.floor(now / 1000) + tonumber(lease))
 end
 
 local function client_of(id)
@@ -76,9 +78,10 @@ local function client_of(id)
 end
 
 -- The next token after prev (the record's t; false if the record is gone), as a decimal string
--- (no Lua double is ever formatted in exponent form). Writes the fence, the end of the token's
--- window, when the token is in a later window than prev (or prev is unknown): every token issued
--- is then below the fence.
+-- (no Lua double is ever formatted in exponent form), and the end of its window (µs) when the token
+-- is the server time (nil when the clock is behind and the counter went on). Writes the fence, the
+-- end of the token's window, when the token is in a later window than prev (or prev is unknown):
+-- every token issued is then below the fence.
 local function next_token(prev)
   if not tm then
     tm = redis.call('TIME')
@@ -93,9 +96,10 @@ local function next_token(prev)
     local fv = redis.call('GET', fence)
     last = fv and tonumber(fv) or -1
   end
-  local token
+  local token, timed
   if now > last then
     token = tm[1] .. string.sub('00000' .. tm[2], -6)
+    timed = true
   else
     now = last + 1 -- the clock is behind: the counter goes on
     token = string.format('%.0f', now)
@@ -104,7 +108,7 @@ local function next_token(prev)
   if not prev or window > math.floor(last / WINDOW) then
     redis.call('SET', fence, string.format('%.0f', (window + 1) * WINDOW))
   end
-  return token
+  return token, timed and (window + 1) * WINDOW
 end
 
 -- Writes the grant to this request. The waiting state (marks, publish flag) is read only when
@@ -117,14 +121,20 @@ local function grant(t, q, same)
     me = client_of(owner)
     g = redis.call('HMGET', lock, 'w:' .. me, 'p', 'e', 'x', 'r')
   end
-  local token = next_token(t)
-  local d = deadline(tm)
+  -- the expiry: a lease after the end of the token's window (d = lease), so that later grants in
+  -- the window need not write it; a lease from now when the clock is behind (d = "-")
+  local token, window_end = next_token(t)
+  local d = window_end and lease or '-'
   if t then
     redis.call('HSET', lock, 'o', owner, 'r', req, 't', token, 'd', d)
   else
     redis.call('HSET', lock, 'o', owner, 'r', req, 't', token, 'e', token, 'd', d)
   end
-  redis.call('PEXPIREAT', lock, d)
+  if window_end then
+    redis.call('PEXPIRE', lock, past_window(tonumber(tm[1]) * 1000000 + tonumber(tm[2]), window_end))
+  else
+    redis.call('PEXPIRE', lock, lease)
+  end
   if not q then
     return token, 0, same
   end
@@ -169,8 +179,9 @@ if from then
   -- (the successor's lease ends when the handing one would have, until the watchdog renews it).
   -- The waiting state is not read: others = q (a stale q costs at most one release in Redis when
   -- the streak reaches its limit; the next full grant clears it)
+  -- d = "-": the token may enter a later window than the expiry was set for
   local token = next_token(f[3])
-  redis.call('HSET', lock, 'o', owner, 'r', req, 't', token)
+  redis.call('HSET', lock, 'o', owner, 'r', req, 't', token, 'd', '-')
   return {1, token, 0, f[4] and 1 or 0, 1}
 end
 
@@ -194,7 +205,7 @@ if o then
     return {0, redis.call('PTTL', lock)}
   end
   if redis.call('HGET', lock, 'r') == req then
-    -- a re-sent copy of the grant: its lease again, from now; d goes (this expiry is not d)
+    -- a re-sent copy of the grant: its lease again, from now; d goes (it does not hold for that)
     redis.call('HDEL', lock, 'd')
     redis.call('PEXPIRE', lock, lease)
     return {1, t}

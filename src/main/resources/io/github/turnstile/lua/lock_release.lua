@@ -54,7 +54,7 @@ if f[1] == req then
   if not g[1] then
     return 2
   end
-  -- d goes too: the record's expiry is set to ttl below, and d would no longer be it
+  -- d goes too: the record's expiry is set to ttl below, for which d does not hold (lock_acquire.lua)
   if g[2] then
     redis.call('HDEL', lock, 'o', 'p', 'd')
   else

@@ -42,7 +42,7 @@ for i = 1, #ARGV / 2 do
     if f[1] == r then
       redis.call('PEXPIRE', key, ARGV[2 * i])
       if f[2] then
-        redis.call('HDEL', key, 'd') -- a lock record's expiry is no longer d (lock_acquire.lua)
+        redis.call('HDEL', key, 'd') -- a lock record's d no longer holds for this expiry (lock_acquire.lua)
       end
       out[i] = 1
     else
