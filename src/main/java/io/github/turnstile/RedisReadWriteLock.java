@@ -275,10 +275,12 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     /**
      * The last time {@link #waitingSince} was set, and how many readers had arrived by then
      * ({@link #arrivals}): a reader that arrived before it and has no time of its own (it arrived
-     * while none was known) waits since then, even after the time has ended. Guarded by this side.
+     * while none was known) waits since then, even after the time has ended. Guarded by
+     * {@link #sinceLock} (no {@code synchronized}: virtual threads).
      */
     private long lastSince;
     private long lastSinceArrivals;
+    private final ReentrantLock sinceLock = new ReentrantLock();
     /** Readers that entered {@link #acquireNew}: each reader's place in arrival order. */
     private final java.util.concurrent.atomic.AtomicLong arrivals = new java.util.concurrent.atomic.AtomicLong();
     /** The calling reader's {arrival, its waiting-since time (0: none)}; set on arrival. */
@@ -493,8 +495,11 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (mine[1] != 0) {
         return mine[1];
       }
-      synchronized (this) {
+      sinceLock.lock();
+      try {
         return mine[0] <= lastSinceArrivals ? lastSince : 0;
+      } finally {
+        sinceLock.unlock();
       }
     }
 
@@ -503,11 +508,14 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (mine[1] == 0) {
         mine[1] = sent != 0 ? sent : nowMs;
       }
-      synchronized (this) {
+      sinceLock.lock();
+      try {
         if (waitingSince.compareAndSet(0, mine[1])) {
           lastSince = mine[1];
           lastSinceArrivals = arrivals.get();
         }
+      } finally {
+        sinceLock.unlock();
       }
     }
 

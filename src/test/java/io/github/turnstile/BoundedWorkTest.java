@@ -282,10 +282,10 @@ class BoundedWorkTest {
       }
       server.command("SLOWLOG", "RESET");
       long scripts = calls(server, "evalsha");
-      long keyChecks = calls(server, "hget"); // renew.lua: one HGET per lease
+      long keyChecks = calls(server, "hmget"); // renew.lua: one HMGET per lease
       Thread.sleep(2000); // more than a lease
       scripts = calls(server, "evalsha") - scripts;
-      keyChecks = calls(server, "hget") - keyChecks;
+      keyChecks = calls(server, "hmget") - keyChecks;
       for (DistributedLock l : held) {
         assertTrue(l.isHeldByCurrentThread(), l + " lost");
         l.unlock();
