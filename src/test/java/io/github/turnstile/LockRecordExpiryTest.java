@@ -113,6 +113,45 @@ class LockRecordExpiryTest {
     }
   }
 
+  /** A write of the record's expiry made while the lock is held, given the lock and its token. */
+  private interface ExpiryWrite {
+    void run(RedisLock lock, long token, String what);
+  }
+
+  /**
+   * 30 times: takes the lock, makes {@code write} (which must clear d), releases, and takes the
+   * lock again at once, mostly in the same token window: that grant must still leave the record
+   * its lease.
+   */
+  private static void grantAfter(String name, String what, ExpiryWrite write) throws Exception {
+    try (Turnstile t = connect()) {
+      RedisLock lock = (RedisLock) t.lock(unique(name));
+      int inOneWindow = 0;
+      for (int i = 0; i < 30; i++) {
+        lock.lock();
+        long first;
+        try {
+          first = lock.fencingToken();
+          write.run(lock, first, what + " " + i);
+          assertFalse(redis().hexists(lock.lockKey, "d"), what + " " + i + " left field d");
+        } finally {
+          lock.unlock();
+        }
+        long sentAt = serverMillis();
+        lock.lock();
+        try {
+          assertExpiry(lock.lockKey, sentAt, "the grant after " + what + " " + i);
+          if (sameWindow(first, lock.fencingToken())) {
+            inOneWindow++;
+          }
+        } finally {
+          lock.unlock();
+        }
+      }
+      Assumptions.assumeTrue(inOneWindow > 0, "no grant after a " + what + " fell in its window (a slow machine)");
+    }
+  }
+
   /**
    * The case the watchdog makes when a tick comes right after a grant: a renewal resets the
    * record's expiry to the lease from now. It removes d, so a grant right after, in the same
@@ -120,71 +159,24 @@ class LockRecordExpiryTest {
    */
   @Test
   void aRenewalRemovesDSoTheNextGrantWritesTheExpiry() throws Exception {
-    try (Turnstile t = connect()) {
-      RedisLock lock = (RedisLock) t.lock(unique("expiry-renewed"));
-      int inOneWindow = 0;
-      for (int i = 0; i < 30; i++) {
-        lock.lock();
-        long first;
-        try {
-          first = lock.fencingToken();
-          String request = redis().hget(lock.lockKey, "r");
-          List<Long> renewed = redis().eval(Script.RENEW.body, ScriptOutputType.MULTI,
-              new String[] {lock.lockKey}, request, "200"); // shorter than the lease: shows
-          assertEquals(List.of(1L), renewed, "renewal " + i);
-          assertFalse(redis().hexists(lock.lockKey, "d"), "renewal " + i + " left field d");
-        } finally {
-          lock.unlock();
-        }
-        long sentAt = serverMillis();
-        lock.lock();
-        try {
-          assertExpiry(lock.lockKey, sentAt, "the grant after renewal " + i);
-          if (sameWindow(first, lock.fencingToken())) {
-            inOneWindow++;
-          }
-        } finally {
-          lock.unlock();
-        }
-      }
-      Assumptions.assumeTrue(inOneWindow > 0, "no grant after a renewal fell in its window (a slow machine)");
-    }
+    grantAfter("expiry-renewed", "renewal", (lock, token, what) -> {
+      String request = redis().hget(lock.lockKey, "r");
+      List<Long> renewed = redis().eval(Script.RENEW.body, ScriptOutputType.MULTI,
+          new String[] {lock.lockKey}, request, "200"); // shorter than the lease: shows
+      assertEquals(List.of(1L), renewed, what);
+    });
   }
 
   /** A re-sent copy of a grant gives the lease again from now: it removes d too. */
   @Test
   void aReSentGrantRemovesD() throws Exception {
-    try (Turnstile t = connect()) {
-      RedisLock lock = (RedisLock) t.lock(unique("expiry-resent"));
-      int inOneWindow = 0;
-      for (int i = 0; i < 30; i++) {
-        lock.lock();
-        long first;
-        try {
-          first = lock.fencingToken();
-          List<String> held = redis().hmget(lock.lockKey, "o", "r").stream().map(kv -> kv.getValue()).toList();
-          List<Object> replay = redis().eval(Script.LOCK_ACQUIRE.body, ScriptOutputType.MULTI,
-              new String[] {lock.lockKey, lock.lockKey.replace(":lock", ":fence")}, held.get(0), held.get(1),
-              "200");
-          assertEquals(1L, replay.get(0), "the copy of grant " + i);
-          assertEquals(Long.toString(first), replay.get(1).toString(), "the copy of grant " + i + ": its token");
-          assertFalse(redis().hexists(lock.lockKey, "d"), "the copy of grant " + i + " left field d");
-        } finally {
-          lock.unlock();
-        }
-        long sentAt = serverMillis();
-        lock.lock();
-        try {
-          assertExpiry(lock.lockKey, sentAt, "the grant after copy " + i);
-          if (sameWindow(first, lock.fencingToken())) {
-            inOneWindow++;
-          }
-        } finally {
-          lock.unlock();
-        }
-      }
-      Assumptions.assumeTrue(inOneWindow > 0, "no grant after a copy fell in its window (a slow machine)");
-    }
+    grantAfter("expiry-resent", "copy of a grant", (lock, token, what) -> {
+      List<String> held = redis().hmget(lock.lockKey, "o", "r").stream().map(kv -> kv.getValue()).toList();
+      List<Object> replay = redis().eval(Script.LOCK_ACQUIRE.body, ScriptOutputType.MULTI,
+          new String[] {lock.lockKey, lock.lockKey.replace(":lock", ":fence")}, held.get(0), held.get(1), "200");
+      assertEquals(1L, replay.get(0), what);
+      assertEquals(Long.toString(token), replay.get(1).toString(), what + ": its token");
+    });
   }
 
   /**
