@@ -275,11 +275,11 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     /**
      * The last time {@link #waitingSince} was set, and how many readers had arrived by then
      * ({@link #arrivals}): a reader that arrived before it and has no time of its own (it arrived
-     * while none was known) waits since then, even after the time has ended. Guarded by
-     * {@link #sinceLock} (no {@code synchronized}: virtual threads).
+     * while none was known) waits since then, even after the time has ended. {time, arrivals},
+     * replaced whole under {@link #sinceLock} (no {@code synchronized}: virtual threads), read
+     * without it (every attempt of a reader that has not waited reads it).
      */
-    private long lastSince;
-    private long lastSinceArrivals;
+    private volatile long[] lastSince = {0, 0};
     private final ReentrantLock sinceLock = new ReentrantLock();
     /** Readers that entered {@link #acquireNew}: each reader's place in arrival order. */
     private final java.util.concurrent.atomic.AtomicLong arrivals = new java.util.concurrent.atomic.AtomicLong();
@@ -495,12 +495,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (mine[1] != 0) {
         return mine[1];
       }
-      sinceLock.lock();
-      try {
-        return mine[0] <= lastSinceArrivals ? lastSince : 0;
-      } finally {
-        sinceLock.unlock();
-      }
+      long[] last = lastSince;
+      return mine[0] <= last[1] ? last[0] : 0;
     }
 
     /** A refusal at server time {@code nowMs} of a reader that sent {@code sent}: it waits. */
@@ -511,8 +507,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       sinceLock.lock();
       try {
         if (waitingSince.compareAndSet(0, mine[1])) {
-          lastSince = mine[1];
-          lastSinceArrivals = arrivals.get();
+          lastSince = new long[] {mine[1], arrivals.get()};
         }
       } finally {
         sinceLock.unlock();

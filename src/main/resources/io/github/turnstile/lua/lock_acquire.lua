@@ -66,11 +66,12 @@ if not from then
 end
 
 -- The PEXPIRE argument (ms, a decimal string) that makes the record expire a lease after the end
--- of a token window (µs), at server time now (µs): whole ms, rounded up, and 1 ms more for the
--- time between the script's start (PEXPIRE's base on Redis 7.2 and later) and its TIME. A plain
+-- of the token window of server time now (µs): whole ms, rounded up, and 1 ms more for the time
+-- between the script's start (PEXPIRE's base on Redis 7.2 and later) and its TIME. A plain
 -- PEXPIRE, not PEXPIREAT: the least-privilege ACL grants PEXPIRE (docs/ACL.md).
-local function past_window(now, window_end)
-  return string.format('%.0f', math.floor(window_end / 1000) + 2 - math.floor(now / 1000) + tonumber(lease))
+local function past_window(now)
+  return string.format('%.0f', math.floor((math.floor(now / WINDOW) + 1) * WINDOW / 1000) + 2
+    - math.floor(now / 1000) + tonumber(lease))
 end
 
 local function client_of(id)
@@ -78,8 +79,8 @@ local function client_of(id)
 end
 
 -- The next token after prev (the record's t; false if the record is gone), as a decimal string
--- (no Lua double is ever formatted in exponent form), and the end of its window (µs) when the token
--- is the server time (nil when the clock is behind and the counter went on). Writes the fence, the
+-- (no Lua double is ever formatted in exponent form), and the server time (µs) when the token is
+-- that time (nil when the clock is behind and the counter went on). Writes the fence, the
 -- end of the token's window, when the token is in a later window than prev (or prev is unknown):
 -- every token issued is then below the fence.
 local function next_token(prev)
@@ -108,7 +109,7 @@ local function next_token(prev)
   if not prev or window > math.floor(last / WINDOW) then
     redis.call('SET', fence, string.format('%.0f', (window + 1) * WINDOW))
   end
-  return token, timed and (window + 1) * WINDOW
+  return token, timed and now
 end
 
 -- Writes the grant to this request. The waiting state (marks, publish flag) is read only when
@@ -123,15 +124,15 @@ local function grant(t, q, same)
   end
   -- the expiry: a lease after the end of the token's window (d = lease), so that later grants in
   -- the window need not write it; a lease from now when the clock is behind (d = "-")
-  local token, window_end = next_token(t)
-  local d = window_end and lease or '-'
+  local token, now = next_token(t)
+  local d = now and lease or '-'
   if t then
     redis.call('HSET', lock, 'o', owner, 'r', req, 't', token, 'd', d)
   else
     redis.call('HSET', lock, 'o', owner, 'r', req, 't', token, 'e', token, 'd', d)
   end
-  if window_end then
-    redis.call('PEXPIRE', lock, past_window(tonumber(tm[1]) * 1000000 + tonumber(tm[2]), window_end))
+  if now then
+    redis.call('PEXPIRE', lock, past_window(now))
   else
     redis.call('PEXPIRE', lock, lease)
   end
