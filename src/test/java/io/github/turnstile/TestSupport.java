@@ -47,6 +47,22 @@ final class TestSupport {
     }
   }
 
+  /** Like {@link #await} but returns false at the timeout instead of failing. */
+  static boolean awaitOrFalse(Duration timeout, BooleanSupplier condition) {
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() - deadline > 0) {
+        return false;
+      }
+      try {
+        Thread.sleep(5);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
+      }
+    }
+    return true;
+  }
+
   /** Waits until the thread is parked or blocked (waiting in Turnstile), failing after 30 s (a starved machine). */
   static void awaitWaiting(Thread t) {
     await("thread " + t.getName() + " to wait", Duration.ofSeconds(30), () -> {
