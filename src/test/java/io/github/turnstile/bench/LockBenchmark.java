@@ -517,27 +517,59 @@ public final class LockBenchmark {
    */
   private static void pairRounds(List<Impl> impls, String uri, RedisCommands<String, String> redis, String runId) {
     List<String> labels = new ArrayList<>();
-    List<Lock> locks = new ArrayList<>();
+    List<Runnable> pairs = new ArrayList<>();
     List<Client> clients = new ArrayList<>();
     try {
       for (Impl impl : impls) {
         Client c = impl.connect(uri);
         clients.add(c);
         labels.add(impl.label());
-        locks.add(c.lock("bench:" + runId + ":rounds:" + impl.label()));
+        Lock lock = c.lock("bench:" + runId + ":rounds:" + impl.label());
+        pairs.add(() -> {
+          lock.lock();
+          lock.unlock();
+        });
+      }
+      if (impls.stream().anyMatch(i -> i.label().equals("Turnstile"))) {
+        // References that split Turnstile's pair (PERFORMANCE.md, issue 25): its two scripts sent
+        // by plain Lettuce (the client's share is what Turnstile adds to this), and two scripts
+        // that only return 1, with the same keys and arguments (the floor of any pair whose
+        // acquire and release are one script each: what EVALSHA costs beyond a PING)
+        String tag = "{bench:" + runId + ":raw}";
+        String[] acquireKeys = {tag + ":lock", tag + ":fence"};
+        String[] releaseKeys = {tag + ":lock", tag + ":wake"};
+        String acquire = redis.scriptLoad(resource("lock_acquire.lua"));
+        String release = redis.scriptLoad(resource("lock_release.lua"));
+        String one = redis.scriptLoad("return 1");
+        AtomicLong seq = new AtomicLong();
+        labels.add("scripts raw");
+        pairs.add(() -> {
+          String request = "c1:" + seq.incrementAndGet();
+          redis.evalsha(acquire, io.lettuce.core.ScriptOutputType.MULTI, acquireKeys, "c1:1", request, "30000");
+          redis.evalsha(release, io.lettuce.core.ScriptOutputType.INTEGER, releaseKeys, request, "0", "30000");
+        });
+        labels.add("'return 1' x2");
+        pairs.add(() -> {
+          String request = "c1:" + seq.incrementAndGet();
+          redis.evalsha(one, io.lettuce.core.ScriptOutputType.INTEGER, acquireKeys, "c1:1", request, "30000");
+          redis.evalsha(one, io.lettuce.core.ScriptOutputType.INTEGER, releaseKeys, request, "0", "30000");
+        });
       }
       labels.add("2 PINGs");
-      locks.add(null);
+      pairs.add(() -> {
+        redis.ping();
+        redis.ping();
+      });
       int n = labels.size();
       double[][] rate = new double[n][PAIR_ROUNDS];
       double[][] cpu = new double[n][PAIR_ROUNDS];
       for (int i = 0; i < n; i++) {
-        pairSlice(locks.get(i), redis, 300); // warm-up
+        loop(pairs.get(i), redis, 300); // warm-up
       }
       for (int round = 0; round < PAIR_ROUNDS; round++) {
         for (int k = 0; k < n; k++) {
           int i = (k + round) % n;
-          double[] m = pairSlice(locks.get(i), redis, PAIR_ROUND_MILLIS);
+          double[] m = loop(pairs.get(i), redis, PAIR_ROUND_MILLIS);
           rate[i][round] = m[0];
           cpu[i][round] = m[1];
         }
@@ -576,15 +608,13 @@ public final class LockBenchmark {
     }
   }
 
-  /** One slice of the pair loop on {@code lock} (two PINGs when null): {pairs/s, Redis CPU µs/pair}. */
-  private static double[] pairSlice(Lock lock, RedisCommands<String, String> redis, long millis) {
-    return loop(lock == null ? () -> {
-      redis.ping();
-      redis.ping();
-    } : () -> {
-      lock.lock();
-      lock.unlock();
-    }, redis, millis);
+  /** A script of Turnstile's, read from the class path. */
+  private static String resource(String name) {
+    try (java.io.InputStream in = LockBenchmark.class.getResourceAsStream("/io/github/turnstile/lua/" + name)) {
+      return new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+    } catch (java.io.IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
   }
 
   /**
