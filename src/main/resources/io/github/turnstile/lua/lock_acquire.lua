@@ -46,10 +46,12 @@ if not from then
     -- the token stays in its window (the flags matter on no path of this one). Otherwise the
     -- general path below goes on with the time read here.
     tm = redis.call('TIME')
-    local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-    local last = tonumber(f[2])
-    if now > last and math.floor(now / WINDOW) == math.floor(last / WINDOW) then
-      local token = tm[1] .. string.sub('00000' .. tm[2], -6)
+    -- (arithmetic on the decimal strings converts them: no tonumber or math.floor calls here)
+    local now = tm[1] * 1000000 + tm[2]
+    local last = f[2] + 0
+    if now > last and now - now % WINDOW == last - last % WINDOW then
+      local us = tm[2]
+      local token = tm[1] .. (#us == 6 and us or string.sub('00000' .. us, -6))
       if f[4] == lease then
         -- the record expires a lease after the end of this window (d), or later: this grant has
         -- its lease, and at most one window more. No expiry write
