@@ -17,6 +17,7 @@ import org.junit.jupiter.api.Test;
  * seconds and microseconds, padding the microseconds to six digits. Its usual grant does that with
  * string arithmetic of its own (no {@code tonumber}, no {@code math.floor}: fewer Lua calls); a
  * microsecond part under 100,000 takes the padding branch, which a grant meets about once in ten.
+ * A read grant of a read/write lock ({@code rwlock.lua}) builds its token the same way.
  * Server times only; nothing is timed against the wall clock.
  */
 class FencingTokenTimeTest {
@@ -46,32 +47,43 @@ class FencingTokenTimeTest {
   @Test
   void everyTokenIsTheServerTimeOfItsGrant() {
     try (Turnstile t = Turnstile.connect(server.uri())) {
-      DistributedLock lock = t.lock(unique("token-time"));
-      int padded = 0;
-      int unpadded = 0;
-      long last = 0;
-      for (int i = 0; i < 20_000 && (padded < 3 || unpadded < 3); i++) {
-        long before = serverMicros();
-        lock.lock();
-        long token;
-        try {
-          token = lock.fencingToken();
-        } finally {
-          lock.unlock();
-        }
-        long after = serverMicros();
-        assertTrue(before <= token && token <= after, "grant " + i + ": token " + token
-            + " is not the server time between " + before + " and " + after);
-        assertTrue(token > last, "grant " + i + ": token " + token + " after " + last);
-        last = token;
-        if (token % 1_000_000 < 100_000) {
-          padded++;
-        } else {
-          unpadded++;
-        }
-      }
-      assertTrue(padded >= 3 && unpadded >= 3, "grants with a microsecond part under 100,000: " + padded
-          + ", over: " + unpadded);
+      checkTokens(t.lock(unique("token-time")));
     }
+  }
+
+  /** The same for a read/write lock's read grants ({@code rwlock.lua}, op {@code read}). */
+  @Test
+  void everyReadTokenIsTheServerTimeOfItsGrant() {
+    try (Turnstile t = Turnstile.connect(server.uri())) {
+      checkTokens(t.readWriteLock(unique("read-token-time")).readLock());
+    }
+  }
+
+  private static void checkTokens(DistributedLock lock) {
+    int padded = 0;
+    int unpadded = 0;
+    long last = 0;
+    for (int i = 0; i < 20_000 && (padded < 3 || unpadded < 3); i++) {
+      long before = serverMicros();
+      lock.lock();
+      long token;
+      try {
+        token = lock.fencingToken();
+      } finally {
+        lock.unlock();
+      }
+      long after = serverMicros();
+      assertTrue(before <= token && token <= after, "grant " + i + ": token " + token
+          + " is not the server time between " + before + " and " + after);
+      assertTrue(token > last, "grant " + i + ": token " + token + " after " + last);
+      last = token;
+      if (token % 1_000_000 < 100_000) {
+        padded++;
+      } else {
+        unpadded++;
+      }
+    }
+    assertTrue(padded >= 3 && unpadded >= 3, "grants with a microsecond part under 100,000: " + padded
+        + ", over: " + unpadded);
   }
 }

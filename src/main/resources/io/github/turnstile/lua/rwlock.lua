@@ -42,8 +42,7 @@ local w, fence, readers, wwait, rwait, wq, state, rd =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local op, owner, req, leasems = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local publish = ARGV[7] or 'PUBLISH'
-local lease = tonumber(leasems) -- arithmetic; leasems (the argument) for PEXPIRE: no number formatting
-local prefix = string.sub(w, 1, -2) -- "{p:n}:rw:"
+local lease = leasems + 0 -- arithmetic; leasems (the argument) for PEXPIRE: no number formatting
 
 -- The read ops, the frequent ones of a read-mostly lock, are written out first, before any helper
 -- is defined (each call of this script would otherwise create them all): a read release, and a
@@ -59,7 +58,7 @@ if op == 'runlock' and redis.call('HDEL', rd, 'r') == 1 then -- r is only ever t
     redis.call('PEXPIRE', wq, leasems)
   end
   if redis.call('HDEL', state, 'wp') == 1 then
-    redis.call(publish, prefix .. 'wch', '1')
+    redis.call(publish, string.sub(w, 1, -2) .. 'wch', '1')
   end
   return 1
 end
@@ -71,28 +70,29 @@ if op == 'read' then
   end
   local o = redis.call('HGET', w, 'o')
   local tm = redis.call('TIME')
-  local ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-  local half = math.floor(lease / 2) -- hints are capped at lease / 2
+  -- (arithmetic on the decimal strings converts them: no tonumber or math.floor calls on a grant)
+  local us = tm[2]
+  local ms = tm[1] * 1000 + (us - us % 1000) / 1000
   if o and o ~= owner then
     redis.call('ZADD', rwait, ms, req)
-    return {0, math.max(0, math.min(redis.call('PTTL', w), half)), ms, 0}
+    return {0, math.max(0, math.min(redis.call('PTTL', w), math.floor(lease / 2))), ms, 0} -- hints: lease / 2 at most
   end
-  local since = tonumber(ARGV[5] or '0')
   -- the first live waiting writer, found without removing the dead ones (the write ops do that):
   -- one call both tells whether one waits and gives the hint. The admission is read only for a
   -- reader that has waited (since ~= 0): a first-time reader never passes a waiting writer.
   local first = nil
   if not o then
     first = redis.call('ZRANGEBYSCORE', wwait, ms - lease, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-    if #first > 0 and (since == 0 or since > tonumber(redis.call('HGET', state, 'admit') or '0')) then
+    local since = #first > 0 and tonumber(ARGV[5] or '0')
+    if since and (since == 0 or since > tonumber(redis.call('HGET', state, 'admit') or '0')) then
       redis.call('ZADD', rwait, ms, req)
-      return {0, math.max(0, math.min(tonumber(first[2]) + lease - ms, half)), ms, 0}
+      return {0, math.max(0, math.min(tonumber(first[2]) + lease - ms, math.floor(lease / 2))), ms, 0}
     end
   end
   -- the token as next_token below: max(fence + 1, server time in µs)
-  local token = tm[1] .. string.sub('00000' .. tm[2], -6)
+  local token = tm[1] .. (#us == 6 and us or string.sub('00000' .. us, -6))
   local prev = redis.call('SET', fence, token, 'GET')
-  if prev and tonumber(prev) >= tonumber(token) then
+  if prev and prev + 0 >= token + 0 then
     token = string.format('%.0f', tonumber(prev) + 1)
     redis.call('SET', fence, token)
   end
@@ -108,6 +108,8 @@ if op == 'read' then
   -- knows a new reader of its would be refused
   return {1, token, (first and #first > 0) and 1 or 0, 0}
 end
+
+local prefix = string.sub(w, 1, -2) -- "{p:n}:rw:"
 
 -- Dead readers dropped by this call (reclaim_readers). The read and write ops report it as the
 -- 4th element of their reply, and count as the 3rd, for the client's metrics and log; the other
