@@ -99,7 +99,7 @@ final class AsyncAcquisition<H extends Hold> {
     int replicaAcks();
 
     /** Blocks until the replicas acknowledged (see {@link Engine#awaitReplicas}). */
-    void awaitReplicas(String leaseKey);
+    void awaitReplicas(String leaseKey, String request);
   }
 
   /** A subscription to a wake-up channel (see {@link Subscriptions.Sub}). */
@@ -167,6 +167,11 @@ final class AsyncAcquisition<H extends Hold> {
 
     /** The key whose existence is the hold {@code w} took (for {@code WAIT}, replicaAcks). */
     abstract String leaseKey(AsyncAcquisition<H> w);
+
+    /** The request id in field {@code r} of {@link #leaseKey}, or null if it has none (see {@link Engine.Contender#leaseRequest}). */
+    String leaseRequest(AsyncAcquisition<H> w) {
+      return w.request;
+    }
   }
 
   /** Runs the blocking WAIT of replicaAcks off the reply threads; its threads live only while a WAIT does. */
@@ -660,7 +665,7 @@ final class AsyncAcquisition<H extends Hold> {
       deliver(a, sentAt);
       return;
     }
-    CompletableFuture.runAsync(() -> env.awaitReplicas(side.leaseKey(this)), ACKS).whenComplete((v, e) -> {
+    CompletableFuture.runAsync(() -> env.awaitReplicas(side.leaseKey(this), side.leaseRequest(this)), ACKS).whenComplete((v, e) -> {
       if (e == null) {
         deliver(a, sentAt);
         return;

@@ -118,8 +118,8 @@ final class AsyncSides {
     }
 
     @Override
-    public void awaitReplicas(String leaseKey) {
-      engine.awaitReplicas(leaseKey);
+    public void awaitReplicas(String leaseKey, String request) {
+      engine.awaitReplicas(leaseKey, request);
     }
   }
 

@@ -111,6 +111,17 @@ final class Engine implements AutoCloseable {
     String leaseKey(String requestId);
 
     /**
+     * Returns the request id that field {@code r} of {@link #leaseKey} names while
+     * {@code requestId} holds; null if that key is no such hash (a semaphore call's memo, whose
+     * existence alone is the record).
+     *
+     * @return the request id in field {@code r} of the lease key, or null if it has none
+     */
+    default String leaseRequest(String requestId) {
+      return requestId;
+    }
+
+    /**
      * Returns the list that releases push wake tokens to, or null if this contender waits only by pub/sub.
      *
      * @return the list that releases push wake tokens to, or null if this contender waits only by pub/sub
@@ -826,8 +837,7 @@ final class Engine implements AutoCloseable {
    * How long a lock record may outlive its holder's lease: a grant sets the record's expiry to a
    * lease after the end of its token's 2^15 µs window (at most 32.8 ms and 3 ms of rounding after
    * the grant), so that later grants in that window need no {@code PEXPIRE} (lock_acquire.lua,
-   * field {@code d}; DESIGN §3). A write of a lock record's expiry right after its grant sets
-   * lease + 36 ms too: from a time no earlier than the window's start, it never ends before that.
+   * field {@code d}; DESIGN §3).
    */
   static final long RECORD_SPARE_MILLIS = 36;
 
@@ -838,16 +848,22 @@ final class Engine implements AutoCloseable {
    *
    * <p>{@code WAIT} counts the writes of its own connection, and the main connection, shared by
    * every thread, must not block. So on a connection of the acknowledgement pool (never the
-   * waiters' pool, so acknowledgements do not queue behind waiters) it sends a write,
-   * {@code PEXPIRE leaseKey lease+36ms} (the lease is the hold's own key, just written, so this
-   * only renews it; the 36 ms are {@link #RECORD_SPARE_MILLIS}), then {@code WAIT replicas
-   * timeout}, pipelined. Replication is one ordered stream per node, so acknowledging this later
-   * write acknowledges the acquisition too.
+   * waiters' pool, so acknowledgements do not queue behind waiters) it sends a write, then
+   * {@code WAIT replicas timeout}, pipelined. Replication is one ordered stream per node, so
+   * acknowledging this later write acknowledges the acquisition too. The write renews the hold's
+   * own lease, just written: where the lease key names its request ({@code request} not null),
+   * by {@code renew.lua} for that one lease, which writes only if field {@code r} is still
+   * {@code request} (a holder paused past its lease between the grant and this must not set the
+   * expiry of another's hold, and must learn it lost); sent by {@code EVAL}, so that it runs
+   * before the {@code WAIT} whatever the script cache holds. Otherwise (a semaphore call's memo)
+   * {@code PEXPIRE leaseKey lease}.
    *
+   * @param request the request id in field {@code r} of {@code leaseKey}, or null if it has none
    * @throws NotReplicated if fewer replicas acknowledged within the timeout
-   * @throws TurnstileException if Redis failed or no connection was free in time
+   * @throws TurnstileException if Redis failed, no connection was free in time, or the hold is
+   *     gone or no longer this request's
    */
-  void awaitReplicas(String leaseKey) {
+  void awaitReplicas(String leaseKey, String request) {
     int replicas = options.replicaAcks();
     if (replicas == 0) {
       return;
@@ -864,7 +880,10 @@ final class Engine implements AutoCloseable {
     }
     long timeoutMillis = options.replicaAckTimeout().toMillis();
     RedisClusterAsyncCommands<String, String> on = conn.connection.async();
-    CompletableFuture<Boolean> renewed = on.pexpire(leaseKey, leaseMillis + RECORD_SPARE_MILLIS).toCompletableFuture();
+    CompletableFuture<Boolean> renewed = request == null
+        ? on.pexpire(leaseKey, leaseMillis).toCompletableFuture()
+        : on.<List<Object>>eval(Script.RENEW.body, ScriptOutputType.MULTI, new String[] {leaseKey}, request, leaseArg)
+            .toCompletableFuture().thenApply(r -> Long.valueOf(1).equals(r.get(0)));
     CompletableFuture<Long> acked = on.waitForReplication(replicas, timeoutMillis).toCompletableFuture();
     long acks;
     try {
@@ -872,7 +891,8 @@ final class Engine implements AutoCloseable {
       acks = awaitQuietly(acked, "replica acknowledgement");
       this.acks.release(conn);
       if (!held) {
-        throw new TurnstileException("the hold vanished before its replica acknowledgement");
+        throw new TurnstileException("the hold vanished (expired or taken by another request) before its"
+            + " replica acknowledgement");
       }
     } catch (RuntimeException e) {
       if (!(e instanceof TurnstileException && renewed.isDone() && acked.isDone())) {
@@ -896,7 +916,7 @@ final class Engine implements AutoCloseable {
       return;
     }
     try {
-      awaitReplicas(c.leaseKey(requestId));
+      awaitReplicas(c.leaseKey(requestId), c.leaseRequest(requestId));
     } catch (RuntimeException e) {
       c.cancel(requestId);
       throw new TurnstileException(c.describe() + " was acquired, but " + e.getMessage()
@@ -925,7 +945,7 @@ final class Engine implements AutoCloseable {
       return true;
     }
     try {
-      awaitReplicas(c.leaseKey(request));
+      awaitReplicas(c.leaseKey(request), c.leaseRequest(request));
       return true;
     } catch (RuntimeException e) {
       if (!cutsAcknowledgement(e)) {

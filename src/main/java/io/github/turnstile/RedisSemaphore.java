@@ -440,6 +440,12 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     return memoPrefix + (r == null ? "-" : Integer.toString(r.slot)); // the grant wrote it (its memo); WAIT's PEXPIRE only renews it
   }
 
+  /** None: the memo is a string (see {@link Engine#awaitReplicas}). */
+  @Override
+  public String leaseRequest(String requestId) {
+    return null;
+  }
+
   /**
    * The wake list while the waiter thread contends for one permit; none (pub/sub) for more: a
    * wake token goes to whoever has waited longest, and must be of use to it.
@@ -1570,6 +1576,11 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     String leaseKey(AsyncAcquisition<PermitHold> w) {
       Req r = (Req) w.sideState;
       return memoPrefix + (r == null ? "-" : Integer.toString(r.slot));
+    }
+
+    @Override
+    String leaseRequest(AsyncAcquisition<PermitHold> w) {
+      return null; // the memo is a string
     }
 
     @Override

@@ -42,5 +42,5 @@ class AsyncStubEnv implements AsyncAcquisition.Env {
   @Override public long ticker() { return System.nanoTime(); }
   @Override public String newRequestId() { return "c:1"; }
   @Override public int replicaAcks() { return 0; }
-  @Override public void awaitReplicas(String leaseKey) { }
+  @Override public void awaitReplicas(String leaseKey, String request) { }
 }

@@ -267,6 +267,48 @@ class ReplicaAcksTest {
   }
 
   /** Starts a replica of {@code primary} and waits until it is in sync. */
+  /**
+   * The acknowledgement's write checks that the hold is still this request's (RELIABILITY, "The
+   * replica acknowledgement's write did not check its hold"). A holder paused longer than its
+   * lease between its grant's reply and the acknowledgement finds another client's hold under the
+   * key: here the acknowledgement is sent for a request that no longer holds while another client
+   * holds, with a lease shorter than this client's. It used to be a bare {@code PEXPIRE}: it set
+   * the other hold's expiry to this client's lease and reported success. Now it fails, and the
+   * other hold keeps its own lease. The same for a read hold's lease key and a write lock's.
+   */
+  @Test
+  void anAcknowledgementForAHoldThatIsGoneFailsAndLeavesTheNextHoldAlone() throws Exception {
+    long otherLease = 2_000;
+    try (Turnstile other = Turnstile.connect(primary.uri(),
+        TurnstileOptions.builder().leaseTime(Duration.ofMillis(otherLease)).build())) {
+      String name = unique("acked-stale");
+      DistributedLock held = other.lock(name);
+      held.lock();
+      try {
+        String key = "{turnstile:" + name + "}:lock";
+        TurnstileException e = assertThrows(TurnstileException.class,
+            () -> acked.engine().awaitReplicas(key, acked.engine().newRequestId()));
+        assertTrue(e.getMessage().contains("vanished"), e.getMessage());
+        long pttl = Long.parseLong(primary.command("PTTL", key).trim());
+        assertTrue(pttl > 0 && pttl <= otherLease + Engine.RECORD_SPARE_MILLIS,
+            "the other client's hold keeps its own lease: PTTL " + pttl);
+        // the hold's own acknowledgement still succeeds, and gives it its lease again
+        acked.engine().awaitReplicas(key, primary.command("HGET", key, "r").trim());
+      } finally {
+        held.unlock();
+      }
+      DistributedReadWriteLock rw = other.readWriteLock(unique("acked-stale-rw"));
+      rw.readLock().lock();
+      try {
+        String readKey = primary.command("KEYS", "*acked-stale-rw*:rw:rd:*").trim();
+        assertThrows(TurnstileException.class, () -> acked.engine().awaitReplicas(readKey, "not-this-request"));
+        assertTrue(Long.parseLong(primary.command("PTTL", readKey).trim()) <= otherLease, "the read hold keeps its lease");
+      } finally {
+        rw.readLock().unlock();
+      }
+    }
+  }
+
   private static RedisServerProcess replicaOf(RedisServerProcess primary) {
     RedisServerProcess r = RedisServerProcess.start("--replicaof", primary.host(), Integer.toString(primary.port()));
     try {
