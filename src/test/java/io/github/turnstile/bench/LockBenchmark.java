@@ -513,7 +513,9 @@ public final class LockBenchmark {
    * synchronous PINGs) for {@code bench.pair.roundMillis}, in an order that rotates from round to
    * round, on clients connected once. On a shared machine the load drifts within seconds; taking
    * turns exposes every implementation to the same drift, and the medians over rounds (and the
-   * median of the per-round ratios) are what the targets are checked against.
+   * median of the per-round ratios) are what the targets are checked against. With Turnstile
+   * among them, two references take turns too: its two scripts sent by plain Lettuce ("scripts
+   * raw") and two scripts that only return 1 with the same keys and arguments ("'return 1' x2").
    */
   private static void pairRounds(List<Impl> impls, String uri, RedisCommands<String, String> redis, String runId) {
     List<String> labels = new ArrayList<>();
