@@ -56,7 +56,7 @@ class VirtualThreadsTest {
     try (JvmProcess child = JvmProcess.start(java.get().toString(), JvmProcess.testClasspath(),
         List.of("-Xmx512m", "-XX:FlightRecorderOptions:stackdepth=512"), VirtualThreadsMain.class,
         redis.uri(), Integer.toString(THREADS), "4", "3", "45")) {
-      String line = child.awaitLine("RESULT ", Duration.ofSeconds(60));
+      String line = child.awaitLine("RESULT ", Duration.ofSeconds(180)); // a burner run at load 15-19 needed more than 60 s
       System.out.println(String.join("\n", child.output()));
       Map<String, Long> r = new HashMap<>();
       Matcher m = RESULT.matcher(line);
