@@ -30,16 +30,8 @@ final class TestSupport {
    */
   static void await(String what, Duration timeout, BooleanSupplier condition) {
     long start = System.nanoTime();
-    long deadline = start + timeout.toNanos();
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() - deadline > 0) {
-        fail("timed out after " + timeout + " waiting for: " + what);
-      }
-      try {
-        Thread.sleep(5);
-      } catch (InterruptedException e) {
-        throw new AssertionError(e);
-      }
+    if (!awaitOrFalse(timeout, condition)) {
+      fail("timed out after " + timeout + " waiting for: " + what);
     }
     long ms = millisSince(start);
     if (ms > 1000) {
