@@ -1708,8 +1708,18 @@ final class Engine implements AutoCloseable {
 
   /** Delivers a lease-loss event to listeners on the event thread. */
   void notifyLost(LeaseLostEvent event, List<LeaseLossListener> listeners) {
+    logLost(event);
+    tellLost(event, listeners);
+  }
+
+  /** Logs a lease loss (a WARNING), on the thread that declared it. */
+  void logLost(LeaseLostEvent event) {
     LOG.log(Level.WARNING, "Turnstile lease lost: {0} (fencing token {1}, holder {2}): {3}",
         event.name(), Long.toString(event.fencingToken()), event.holder(), event.reason());
+  }
+
+  /** Tells the listeners of a lease loss, on the event thread. */
+  void tellLost(LeaseLostEvent event, List<LeaseLossListener> listeners) {
     try {
       events.execute(() -> {
         for (LeaseLossListener l : listeners) {

@@ -562,16 +562,23 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     } finally {
       local.lock().unlock();
     }
+    // The loss is logged before the registration is retired: once retired, its permits are free
+    // in Redis for other clients, and the log line is the instant the loss was declared (the
+    // semaphore fault run's checker ends holds there)
+    LeaseLostEvent event = n > 0
+        ? new LeaseLostEvent(name, 0, l.holder, reason + " (" + permits(n) + ")", l.lostAtMillis) : null;
+    if (event != null) {
+      engine.logLost(event);
+    }
     retire(dead);
     for (AsyncHold.Permits h : liveHolds) {
       if (h.lease() == l) {
         h.livenessLost(new LeaseLostEvent(name, 0, l.holder, reason, l.lostAtMillis));
       }
     }
-    if (n > 0) {
+    if (event != null) {
       metrics.leaseLost();
-      engine.notifyLost(new LeaseLostEvent(name, 0, l.holder, reason + " (" + permits(n) + ")", l.lostAtMillis),
-          lossListeners());
+      engine.tellLost(event, lossListeners());
     }
   }
 

@@ -172,4 +172,54 @@ class LeaseLossTest {
       assertEquals(1, events.size());
     }
   }
+
+  /**
+   * A semaphore's loss is declared (logged) before the registration's permits go back in Redis.
+   * The declaring thread is held inside the log line for 300 ms: the lost permits must not be
+   * free for another client meanwhile. The registration was retired first and the loss logged
+   * after, so a checker that ends holds at the log line saw another client take the permits
+   * while the loser still held them (the semaphore fault run at load 15, RELIABILITY).
+   */
+  @Test
+  void aSemaphoreLossIsLoggedBeforeItsPermitsGoBack(TestRedis redis) throws Exception {
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger("io.github.turnstile");
+    List<String> seen = new CopyOnWriteArrayList<>();
+    try (Turnstile holder = Turnstile.connect(redis.uri(), TurnstileOptions.builder()
+        .leaseTime(Duration.ofSeconds(30)).build()); Turnstile other = Turnstile.connect(redis.uri())) {
+      String name = unique("loss-order");
+      DistributedSemaphore sem = holder.semaphore(name, 3);
+      DistributedSemaphore theirs = other.semaphore(name, 3);
+      java.util.logging.Handler probe = new java.util.logging.Handler() {
+        @Override
+        public void publish(java.util.logging.LogRecord r) {
+          if (r.getMessage() != null && r.getMessage().startsWith("Turnstile lease lost")) {
+            try {
+              Thread.sleep(300); // the declaring thread stays here: whatever it does next waits
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+            }
+            seen.add("free for others while the loss was being logged: " + theirs.availablePermits());
+          }
+        }
+
+        @Override
+        public void flush() {}
+
+        @Override
+        public void close() {}
+      };
+      log.addHandler(probe);
+      try {
+        sem.acquire(2);
+        holder.engine().ticker = () -> System.nanoTime() + TimeUnit.SECONDS.toNanos(31); // past the lease
+        TestSupport.await("the loss logged", Duration.ofSeconds(10), () -> seen.size() == 1);
+        assertEquals(List.of("free for others while the loss was being logged: 1"), seen);
+        assertThrows(LockLostException.class, () -> sem.release(2));
+        TestSupport.await("the registration retired after the log line", Duration.ofSeconds(10),
+            () -> theirs.availablePermits() == 3);
+      } finally {
+        log.removeHandler(probe);
+      }
+    }
+  }
 }
