@@ -35,7 +35,9 @@ import org.junit.jupiter.api.Test;
  *
  * <p>{@link History} checks that the valid holders never held more than the capacity: a hold
  * runs from its acquire's return to its release, or to the instant its client declared its lease
- * lost (from the client's {@link LeaseLossListener}), whichever is first. At quiescence (within
+ * lost (the engine's log line, written before the registration's permits go back in Redis),
+ * whichever is first; a hold whose client declared a loss while its acquire was under way is not
+ * valid at all (its permits may have been counted before that loss). At quiescence (within
  * lease + 2 s) every permit is free and Redis attributes none to any client. And the run stays
  * live: after every fault some thread acquires within 2 leases + 1 s (the worst recovery).
  * When nobody acquired for 3 s, the run prints the fault log, what Redis records for the
@@ -108,8 +110,22 @@ class SemaphoreFaultRunTest {
     }
   }
 
-  /** One acquisition as its thread saw it: from the acquire's return to the release call. */
-  private record RawHold(Client client, int permits, long start, long end, boolean lostOnRelease) { }
+  /**
+   * One acquisition as its thread saw it: from the acquire's return to the release call, and when
+   * the acquire was called.
+   */
+  private record RawHold(Client client, int permits, long called, long start, long end, boolean lostOnRelease) {
+    /**
+     * The end of the hold's validity: its release, or the first loss its client declared after the
+     * acquire was <em>called</em>, whichever came first (no earlier than the start). A loss declared
+     * while the call was under way may be of the registration the permits were counted under (the
+     * client counts them before the thread returns, and the thread may return after the loss): such
+     * a hold is not counted as valid at all.
+     */
+    long validEnd() {
+      return Math.max(start, Math.min(end, client.lossAfter(called)));
+    }
+  }
 
   /**
    * Timestamps every lease loss on the thread that declares it: the engine logs "Turnstile lease
@@ -270,7 +286,7 @@ class SemaphoreFaultRunTest {
       // every loss event has been delivered by now: a hold is valid until its release, or until
       // its client declared its lease lost, whichever came first
       for (RawHold h : raw) {
-        history.add(h.client.label, 0, h.permits, h.start, Math.min(h.end, h.client.lossAfter(h.start)));
+        history.add(h.client.label, 0, h.permits, h.start, h.validEnd());
       }
       for (Client c : clients) {
         assertEquals(0, c.sem.heldPermits(), c.label + " holds nothing at quiescence");
@@ -351,7 +367,7 @@ class SemaphoreFaultRunTest {
     List<RawHold> holds = new ArrayList<>(raw);
     for (int i = 0; i < holds.size(); i++) {
       RawHold h = holds.get(i);
-      long end = Math.min(h.end, h.client.lossAfter(h.start));
+      long end = h.validEnd();
       events.add(new long[] {h.start, h.permits, i});
       events.add(new long[] {Math.max(h.start, end), -h.permits, i});
     }
@@ -363,7 +379,7 @@ class SemaphoreFaultRunTest {
         long at = e[0];
         System.out.println("over capacity at " + micros(at - started) + " us (" + current + " permits); valid holds then:");
         for (RawHold h : holds) {
-          long end = Math.min(h.end, h.client.lossAfter(h.start));
+          long end = h.validEnd();
           if (h.start - at <= 0 && end - at > 0) {
             System.out.println("  " + h.client.label + " " + h.permits + " permit(s) from " + micros(h.start - started)
                 + " to " + micros(h.end - started) + " us" + (h.lostOnRelease ? " (its release threw LockLostException)" : "")
@@ -373,7 +389,7 @@ class SemaphoreFaultRunTest {
           }
         }
         for (RawHold h : holds) {
-          long end = Math.min(h.end, h.client.lossAfter(h.start));
+          long end = h.validEnd();
           if (h.start - at <= 0 && end - at > 0) {
             h.client.reasons.forEach(x -> System.out.println("  " + h.client.label + " loss: " + x));
           }
@@ -555,6 +571,7 @@ class SemaphoreFaultRunTest {
       AtomicBoolean stop) {
     ThreadLocalRandom rnd = ThreadLocalRandom.current();
     while (!stop.get() && acquisitions.get() < target) {
+      long called = System.nanoTime();
       int kind = rnd.nextInt(8);
       int permits = kind == 0 ? 2 : 1;
       String op;
@@ -609,7 +626,7 @@ class SemaphoreFaultRunTest {
       } catch (TurnstileException e) {
         releaseUnreachable.incrementAndGet(); // completes in the background
       }
-      holds.add(new RawHold(c, permits, start, end, lost));
+      holds.add(new RawHold(c, permits, called, start, end, lost));
     }
   }
 
