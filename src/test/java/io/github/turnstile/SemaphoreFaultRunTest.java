@@ -36,8 +36,9 @@ import org.junit.jupiter.api.Test;
  * <p>{@link History} checks that the valid holders never held more than the capacity: a hold
  * runs from its acquire's return to its release, or to the instant its client declared its lease
  * lost (the engine's log line, written before the registration's permits go back in Redis),
- * whichever is first; a hold whose client declared a loss while its acquire was under way is not
- * valid at all (its permits may have been counted before that loss). At quiescence (within
+ * whichever is first; a hold whose release threw {@link LockLostException} after its client
+ * declared a loss while its acquire was under way is not valid at all (its permits were counted
+ * before that loss, and the thread returned after it). At quiescence (within
  * lease + 2 s) every permit is free and Redis attributes none to any client. And the run stays
  * live: after every fault some thread acquires within 2 leases + 1 s (the worst recovery).
  * When nobody acquired for 3 s, the run prints the fault log, what Redis records for the
@@ -117,13 +118,15 @@ class SemaphoreFaultRunTest {
   private record RawHold(Client client, int permits, long called, long start, long end, boolean lostOnRelease) {
     /**
      * The end of the hold's validity: its release, or the first loss its client declared after the
-     * acquire was <em>called</em>, whichever came first (no earlier than the start). A loss declared
-     * while the call was under way may be of the registration the permits were counted under (the
-     * client counts them before the thread returns, and the thread may return after the loss): such
-     * a hold is not counted as valid at all.
+     * acquire returned, whichever came first. One exception: a hold whose release threw
+     * {@link LockLostException} after its client declared a loss while the acquire was under way
+     * had its permits counted under the registration lost then (the client counts them before the
+     * thread returns, and the thread may return after the loss; permits counted later, under a new
+     * registration, would not have been lost at their release but for a later loss, which ends
+     * the hold anyway). Such a hold is not valid at all.
      */
     long validEnd() {
-      return Math.max(start, Math.min(end, client.lossAfter(called)));
+      return Math.max(start, Math.min(end, client.lossAfter(lostOnRelease ? called : start)));
     }
   }
 
