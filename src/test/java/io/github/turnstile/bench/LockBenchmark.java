@@ -56,6 +56,41 @@ public final class LockBenchmark {
   private static final int UNCONTENDED_SECONDS = Integer.getInteger("bench.uncontended.seconds", 3);
   private static final int PAIR_ROUNDS = Integer.getInteger("bench.pair.rounds", 7);
   private static final int PAIR_ROUND_MILLIS = Integer.getInteger("bench.pair.roundMillis", 1000);
+  /** Whether the pair in turns also runs the probes of PERFORMANCE.md's eighth look. */
+  private static final boolean PAIR_PROBES = Boolean.getBoolean("bench.pair.probes");
+
+  /**
+   * A probe, not a protocol: an acquire script for a lock whose hold is a field named by its
+   * request ({@code h:<request>}), which a plain {@code HDEL} releases. It reads the record with
+   * one {@code HGETALL} (the hold's field name is not known in advance), the clock, and writes the
+   * hold and the token. It measures what an uncontended release without a script would buy
+   * (PERFORMANCE.md, eighth look); waiters, replays and the fence are left out.
+   */
+  private static final String NATIVE_RELEASE_PROBE = """
+      local lock, owner, req, lease = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+      local a = redis.call('HGETALL', lock)
+      local t, q, held
+      for i = 1, #a, 2 do
+        local k = a[i]
+        if k == 't' then t = a[i + 1] elseif k == 'q' then q = a[i + 1]
+        elseif string.byte(k, 1) == 104 then held = k end
+      end
+      if held then return {0, redis.call('PTTL', lock)} end
+      local tm = redis.call('TIME')
+      local now = tm[1] * 1000000 + tm[2]
+      local us = tm[2]
+      local token = tm[1] .. (#us == 6 and us or string.sub('00000' .. us, -6))
+      if t and not q then
+        local last = t + 0
+        if now > last and now - now % 32768 == last - last % 32768 then
+          redis.call('HSET', lock, 'h:' .. req, owner, 'r', req, 't', token)
+          return {1, token}
+        end
+      end
+      redis.call('HSET', lock, 'h:' .. req, owner, 'r', req, 't', token, 'd', lease)
+      redis.call('PEXPIRE', lock, lease)
+      return {1, token}
+      """;
   private static final int CLIENTS = Integer.getInteger("bench.clients", 4);
   private static final int THREADS = Integer.getInteger("bench.threads", 4);
   private static final int PINGS = Integer.getInteger("bench.pings", 2000);
@@ -556,6 +591,32 @@ public final class LockBenchmark {
           redis.evalsha(one, io.lettuce.core.ScriptOutputType.INTEGER, acquireKeys, "c1:1", request, "30000");
           redis.evalsha(one, io.lettuce.core.ScriptOutputType.INTEGER, releaseKeys, request, "0", "30000");
         });
+        if (PAIR_PROBES) {
+          // PERFORMANCE.md, eighth look: the same 'return 1' with fewer keys and arguments, and a
+          // lock whose uncontended release is a plain HDEL
+          String[] lockKey = {tag + ":lock"};
+          labels.add("ret1 4+2 args");
+          pairs.add(() -> {
+            String request = "c1:" + seq.incrementAndGet();
+            redis.evalsha(one, io.lettuce.core.ScriptOutputType.INTEGER, lockKey, "c1:1", request, "30000");
+            redis.evalsha(one, io.lettuce.core.ScriptOutputType.INTEGER, lockKey, request);
+          });
+          labels.add("ret1 no args");
+          pairs.add(() -> {
+            redis.evalsha(one, io.lettuce.core.ScriptOutputType.INTEGER);
+            redis.evalsha(one, io.lettuce.core.ScriptOutputType.INTEGER);
+          });
+          String probe = redis.scriptLoad(NATIVE_RELEASE_PROBE);
+          String[] probeKey = {tag + ":probe"};
+          labels.add("HDEL release");
+          pairs.add(() -> {
+            String request = "c1:" + seq.incrementAndGet();
+            redis.evalsha(probe, io.lettuce.core.ScriptOutputType.MULTI, probeKey, "c1:1", request, "30000");
+            if (redis.hdel(probeKey[0], "h:" + request) != 1L) {
+              throw new IllegalStateException("the probe's hold was not there to release");
+            }
+          });
+        }
       }
       labels.add("2 PINGs");
       pairs.add(() -> {
