@@ -196,6 +196,8 @@ final class AsyncAcquisition<H extends Hold> {
   private boolean abandoned;
   private boolean finished;
   private boolean attempted;
+  /** An attempt has had its answer: later ones wait less for theirs (Engine#FIRST_REPLY_NANOS). */
+  private boolean answered;
   /** A copy of an attempt may have run without its reply being seen. */
   private boolean uncertain;
   /** The deadline passed before the head's first attempt was sent: it is sent all the same. */
@@ -459,7 +461,7 @@ final class AsyncAcquisition<H extends Hold> {
       }
     }
     if (rearm) {
-      armDeadline(Engine.MIN_REPLY_NANOS); // the first attempt gets its reply's minimum wait
+      armDeadline(Engine.FIRST_REPLY_NANOS); // the first attempt gets its reply's minimum wait
     }
     awaitReply(f, event, fault, sentAt, sentNanos, subscribed);
   }
@@ -564,8 +566,7 @@ final class AsyncAcquisition<H extends Hold> {
       CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
     Engine.Attempt a = null;
     Throwable error = null;
-    boolean answered = f.isDone();
-    if (answered) {
+    if (f.isDone()) {
       try {
         a = f.join();
       } catch (CompletionException | CancellationException e) {
@@ -584,6 +585,8 @@ final class AsyncAcquisition<H extends Hold> {
       wasAbandoned = abandoned;
       if (a == null) {
         uncertain = true; // failed or unanswered: it may have run, or may still run
+      } else {
+        this.answered = true;
       }
       unsure = uncertain;
       if (wasAbandoned) {
@@ -956,8 +959,10 @@ final class AsyncAcquisition<H extends Hold> {
       }
       if (inFlight != null) {
         long since = System.nanoTime() - inFlightSentNanos;
-        if (since < Engine.MIN_REPLY_NANOS) {
-          rearm = Engine.MIN_REPLY_NANOS - since; // a reply is waited for at least MIN_REPLY_NANOS
+        // a reply is waited for at least MIN_REPLY_NANOS, and FIRST_REPLY_NANOS until one came
+        long min = answered ? Engine.MIN_REPLY_NANOS : Engine.FIRST_REPLY_NANOS;
+        if (since < min) {
+          rearm = min - since;
         }
       } else if (head && !attempted) {
         deadlinePassed = true; // the head's first attempt is sent all the same (tryLock(0): one attempt)

@@ -157,8 +157,11 @@ public interface DistributedLock extends Lock {
    * the waiting time elapses and {@code false} is returned, also when Redis was unreachable
    * meanwhile; or the thread is interrupted and {@link InterruptedException} is thrown. The
    * waiting time is measured with {@link System#nanoTime()} and covers the whole wait, in this
-   * JVM's queue and in Redis together; the method returns within a few tens of milliseconds
-   * after it (a reply is awaited for at least 20 ms after it was sent). A time of zero or less
+   * JVM's queue and in Redis together. The method returns within a few tens of milliseconds after
+   * it, except that until Redis has answered one attempt of the call, the reply is awaited for at
+   * least 250 ms after the attempt was sent: a zero or short time still takes a free lock from a
+   * Redis that answers slowly (a busy host), and when Redis does not answer at all the method
+   * returns {@code false} after the greater of its time and about 250 ms. A time of zero or less
    * makes one attempt.
    *
    * @param time the maximum time to wait
@@ -230,9 +233,10 @@ public interface DistributedLock extends Lock {
    * exceptionally with {@link TimeoutException} and nothing is held, also when Redis was
    * unreachable meanwhile. The time covers the wait behind this JVM's other async acquisitions
    * and the wait in Redis together, measured with {@link System#nanoTime()}; the future completes
-   * within a few tens of milliseconds after it (a reply is awaited for at least 20 ms after it
-   * was sent). A time of zero or less makes one attempt, unless another async acquisition of
-   * this JVM is ahead of it.
+   * within a few tens of milliseconds after it, except that until Redis has answered one attempt,
+   * the reply is awaited for at least 250 ms after the attempt was sent (as for
+   * {@link #tryLock(long, TimeUnit)}). A time of zero or less makes one attempt, unless another
+   * async acquisition of this JVM is ahead of it.
    *
    * @param time the maximum time to wait
    * @param unit the unit of {@code time}

@@ -256,7 +256,10 @@ public abstract class DistributedSemaphore extends Semaphore {
    * is acquired ({@code true}); the time elapses ({@code false}, nothing held); the thread is
    * interrupted ({@link InterruptedException}, promptly, nothing held). An outage does not end the
    * wait early: if Redis is unreachable when the time runs out, {@code false} is returned. The time
-   * covers the local and the remote wait together.
+   * covers the local and the remote wait together. Until Redis has answered one attempt of the
+   * call, the reply is awaited for at least 250 ms after the attempt was sent, so that a zero or
+   * short timeout still takes a free permit from a Redis that answers slowly (as
+   * {@link DistributedLock#tryLock(long, TimeUnit)}).
    *
    * @param timeout the maximum time to wait
    * @param unit the unit of {@code timeout}

@@ -53,8 +53,20 @@ final class Engine implements AutoCloseable {
    * reads the close, and at its own timeout at the latest; until then it may take a wake token.
    */
   static final long NO_UNBLOCK_SLICE_NANOS = TimeUnit.SECONDS.toNanos(2);
-  /** The least time a reply is waited for, even when the caller's deadline is closer. */
+  /**
+   * The least time a reply is waited for, even when the caller's deadline is closer, once the
+   * call has had an answer from Redis (a refusal): a waiter's attempt near its deadline stretches
+   * the call by at most this much.
+   */
   static final long MIN_REPLY_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
+  /**
+   * The least time the reply to a call's attempt is waited for until the call has had an answer
+   * from Redis: a zero or short timeout still learns whether the primitive is free from a Redis
+   * that answers, on a busy host too (a free lock is taken, as the JDK's {@code tryLock(0, unit)}
+   * takes it; {@link #MIN_REPLY_NANOS} was too short for a loaded machine, RELIABILITY). A Redis
+   * that does not answer at all makes a timed call return at most this long after it began.
+   */
+  static final long FIRST_REPLY_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
   /** How often an outage is re-checked while no reconnect event arrives, and the pause between re-sends after a transient error. */
   private static final long RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
   /**
@@ -218,6 +230,8 @@ final class Engine implements AutoCloseable {
     private boolean unreachable;
     /** When the call began: its outage clock starts no earlier (see {@link Engine#unreachable}). */
     final long startNanos = System.nanoTime();
+    /** Whether an attempt of this call has had its answer (see {@link Engine#FIRST_REPLY_NANOS}). */
+    private boolean answered;
 
     private Call(boolean timed, long deadline, boolean interruptible) {
       this.timed = timed;
@@ -675,7 +689,7 @@ final class Engine implements AutoCloseable {
 
   /**
    * Waits for a command's reply on behalf of {@code call}, until the reply comes, the call's
-   * deadline passes (never before {@link #MIN_REPLY_NANOS} after sending), the command fails, or
+   * deadline passes (never before {@code minReplyNanos} after sending), the command fails, or
    * the command timeout passes without a reply. A connection that drops meanwhile makes Redis
    * count as unreachable at once. A command unanswered for the command timeout is given up on
    * (not cancelled: it may still run) and the caller sends it again: on a Cluster whose master
@@ -688,6 +702,12 @@ final class Engine implements AutoCloseable {
    * @throws TurnstileException when the command failed for good, or the outage tolerance is used up
    */
   <T> T awaitReply(CompletableFuture<T> f, Call call, String what)
+      throws InterruptedException, DeadlinePassed, Retry {
+    return awaitReply(f, call, what, MIN_REPLY_NANOS);
+  }
+
+  /** As {@link #awaitReply(CompletableFuture, Call, String)}, with the least wait for the reply. */
+  <T> T awaitReply(CompletableFuture<T> f, Call call, String what, long minReplyNanos)
       throws InterruptedException, DeadlinePassed, Retry {
     long sent = System.nanoTime();
     CompletableFuture<Void> fault = faults();
@@ -703,7 +723,7 @@ final class Engine implements AutoCloseable {
       long wait = Math.max(Math.min(commandTimeoutNanos - (now - sent), RECHECK_NANOS), RECHECK_NANOS);
       boolean deadlineBound = false;
       if (call.timed) {
-        long until = Math.max(call.deadline, sent + MIN_REPLY_NANOS);
+        long until = Math.max(call.deadline, sent + minReplyNanos);
         if (until - now <= wait) {
           wait = until - now;
           deadlineBound = true;
@@ -1081,7 +1101,8 @@ final class Engine implements AutoCloseable {
         CompletableFuture<Attempt> f = c.attempt(request, subscribed);
         Attempt a;
         try {
-          a = awaitReply(f, call, c.describe());
+          a = awaitReply(f, call, c.describe(), call.answered ? MIN_REPLY_NANOS : FIRST_REPLY_NANOS);
+          call.answered = true;
         } catch (Retry r) {
           uncertain = true;
           if (!pauseUnlessExpired(call)) {

@@ -372,6 +372,7 @@ class WaitingDefectsTest {
    *
    * <p>The proxy holds every byte back. The read side makes its direct attempt with the whole 5 s
    * command timeout; the write side waits another 100 ms for its withdrawal after its deadline.
+   * (The calls have 400 ms, more than the 250 ms a first attempt waits for its reply.)
    */
   @Test
   void readWriteTryLockKeepsItsDeadlineWhileRedisIsStalled() throws Exception {
@@ -381,14 +382,15 @@ class WaitingDefectsTest {
       DistributedReadWriteLock forRead = client.readWriteLock(unique("stalled-read"));
       DistributedReadWriteLock forWrite = client.readWriteLock(unique("stalled-write"));
       proxy.setPaused(true);
-      TimedCall<Boolean> read = TimedCall.start("readLock().tryLock(200 ms)",
-          () -> forRead.readLock().tryLock(200, TimeUnit.MILLISECONDS));
-      TimedCall<Boolean> write = TimedCall.start("writeLock().tryLock(200 ms)",
-          () -> forWrite.writeLock().tryLock(200, TimeUnit.MILLISECONDS));
+      // 400 ms: above the 250 ms a call's first attempt waits for its reply (Engine.FIRST_REPLY_NANOS)
+      TimedCall<Boolean> read = TimedCall.start("readLock().tryLock(400 ms)",
+          () -> forRead.readLock().tryLock(400, TimeUnit.MILLISECONDS));
+      TimedCall<Boolean> write = TimedCall.start("writeLock().tryLock(400 ms)",
+          () -> forWrite.writeLock().tryLock(400, TimeUnit.MILLISECONDS));
       read.await(6000);
       write.await(6000);
       proxy.setPaused(false);
-      assertAll(timedOut(read, 200), timedOut(write, 200));
+      assertAll(timedOut(read, 400), timedOut(write, 400));
     }
   }
 
@@ -417,13 +419,14 @@ class WaitingDefectsTest {
       TimedCall<Boolean> semWait = TimedCall.start("tryAcquire(1000 ms)", () -> sem.tryAcquire(1000, TimeUnit.MILLISECONDS));
       awaitBlockedClients(redis, 2); // both blocked in Redis
       proxy.setPaused(true);
-      TimedCall<Boolean> fresh = TimedCall.start("tryAcquire(200 ms) started during the stall",
-          () -> other.tryAcquire(200, TimeUnit.MILLISECONDS));
+      // 400 ms: above the 250 ms a call's first attempt waits for its reply (Engine.FIRST_REPLY_NANOS)
+      TimedCall<Boolean> fresh = TimedCall.start("tryAcquire(400 ms) started during the stall",
+          () -> other.tryAcquire(400, TimeUnit.MILLISECONDS));
       lockWait.await(6000);
       semWait.await(6000);
       fresh.await(6000);
       proxy.setPaused(false);
-      assertAll(timedOut(lockWait, 1000), timedOut(semWait, 1000), timedOut(fresh, 200));
+      assertAll(timedOut(lockWait, 1000), timedOut(semWait, 1000), timedOut(fresh, 400));
     }
   }
 
