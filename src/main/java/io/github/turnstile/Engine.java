@@ -1727,7 +1727,7 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /** Delivers a lease-loss event to listeners on the event thread. */
+  /** Logs a lease loss on this thread, and delivers its event to listeners on the event thread. */
   void notifyLost(LeaseLostEvent event, List<LeaseLossListener> listeners) {
     logLost(event);
     tellLost(event, listeners);
