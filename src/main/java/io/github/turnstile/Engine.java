@@ -1069,13 +1069,37 @@ final class Engine implements AutoCloseable {
     return a;
   }
 
-  /** Once the abandoned attempt completes: if it acquired, undo it. */
+  /**
+   * Once the abandoned attempt completes: if it acquired, undo it; and if Redis stopped its script
+   * part-way (an error raised by one of the script's calls, such as an ACL refusal of a command
+   * after the grant's first write), undo it too, since Redis does not roll back what the script
+   * wrote before the error. The undo is by request id: for an attempt that wrote nothing it
+   * changes nothing.
+   */
   static void cancelIfAcquired(CompletableFuture<Attempt> f, Contender c, String requestId) {
     f.whenComplete((r, err) -> {
-      if (r != null && r.acquired) {
+      if (r != null && r.acquired || err != null && stoppedPartWay(err)) {
         c.cancel(requestId);
       }
     });
+  }
+
+  /**
+   * Returns whether {@code error} is a script that Redis stopped part-way: an error raised inside
+   * the script, whose message names the script's line ({@code @user_script:<n>}, on Redis 6.2 to
+   * 7.x and Valkey). A refusal of the {@code EVALSHA} itself, or any error before the script ran,
+   * names no line.
+   *
+   * @return whether {@code error} is a script that Redis stopped part-way
+   */
+  static boolean stoppedPartWay(Throwable error) {
+    for (Throwable t = error; t != null; t = t.getCause() == t ? null : t.getCause()) {
+      String m = t.getMessage();
+      if (m != null && m.contains("@user_script")) {
+        return true;
+      }
+    }
+    return false;
   }
 
   // ---------------------------------------------------------------- acquisition

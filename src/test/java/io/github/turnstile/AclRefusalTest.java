@@ -146,6 +146,42 @@ class AclRefusalTest {
     }
   }
 
+  /**
+   * A grant that Redis stops part-way is undone. Without {@code PEXPIRE}, the first grant of a new
+   * lock writes its record ({@code HSET}) and is then refused at the expiry: Redis does not roll
+   * a script back, so the lock was left held, with no expiry, by a request whose caller got the
+   * refusal (RELIABILITY, "a script refused half-way by the ACL"). The attempt is now cancelled by
+   * its request id: a user with the whole line then takes the lock at once, by every kind of call.
+   */
+  @Test
+  void aGrantRefusedPartWayLeavesNothingHeld() throws Exception {
+    Turnstile t = restricted(without("+pexpire"));
+    List<Executable> kinds = new ArrayList<>();
+    List<String> names = new ArrayList<>();
+    for (int i = 0; i < 4; i++) {
+      names.add(unique("refused-part-way-" + i));
+    }
+    kinds.add(() -> t.lock(names.get(0)).tryLock());
+    kinds.add(() -> t.lock(names.get(1)).lock());
+    kinds.add(() -> t.lock(names.get(2)).tryLock(10, TimeUnit.SECONDS));
+    kinds.add(() -> {
+      try {
+        t.lock(names.get(3)).tryLockAsync(10, TimeUnit.SECONDS).get(10, TimeUnit.SECONDS);
+      } catch (java.util.concurrent.ExecutionException e) {
+        throw e.getCause();
+      }
+    });
+    for (int i = 0; i < kinds.size(); i++) {
+      assertRefused("pexpire", kinds.get(i));
+      String lockKey = ((RedisLock) t.lock(names.get(i))).lockKey;
+      TestSupport.await("the half-made grant " + i + " undone", Duration.ofSeconds(10),
+          () -> "0".equals(server.command("HEXISTS", lockKey, "o")));
+      DistributedLock theirs = full.lock(names.get(i));
+      assertTrue(theirs.tryLock(), "lock " + i + " free for a user with the whole line");
+      theirs.unlock();
+    }
+  }
+
   /** A semaphore waiter blocks on the wake list as a lock waiter does: without BLPOP it is refused at once. */
   @Test
   void semaphoreWaiterWithoutBlpop() throws Exception {
