@@ -260,6 +260,20 @@ final class AsyncAcquisition<H extends Hold> {
    *
    * @return whether this acquisition has ended (delivered, failed or abandoned)
    */
+  /** This acquisition's state, for diagnostics (a stuck drain in AsyncScaleTest). */
+  String describe() {
+    mu.lock();
+    try {
+      return "{request=" + request + " head=" + head + " attempted=" + attempted + " answered=" + answered
+          + " inFlight=" + (inFlight == null ? "none" : inFlight.isDone() ? "done" : "pending")
+          + " waitTimer=" + (waitTimer == null ? "none" : waitTimer.isDone() ? "done" : "armed")
+          + " uncertain=" + uncertain + " abandoned=" + abandoned + " finished=" + finished
+          + " result=" + (result.isDone() ? "done" : "pending") + "}";
+    } finally {
+      mu.unlock();
+    }
+  }
+
   boolean isOver() {
     mu.lock();
     try {

@@ -190,9 +190,10 @@ class AsyncScaleTest {
   }
 
   /**
-   * What a drain that did not finish left behind (it failed once in CI, 2026-11-27, at 300 s,
-   * not reproduced since): how many were granted, how many names still have pending
-   * acquisitions, and, for the first of them, the lock's state in Redis and in this JVM.
+   * What a drain that did not finish left behind (it failed in CI twice, 2026-11-27 and 28, at
+   * 300 s, not reproduced since): how many were granted, how many names still have pending
+   * acquisitions, and, for the first of them, the lock's state in Redis and in this JVM (its
+   * async gate: head, queue, channel).
    */
   private static String stuck(TestRedis redis, Turnstile waiters, DistributedLock[] locks, LockHold[] held,
       CompletableFuture<?>[] done, int granted) {
@@ -219,7 +220,8 @@ class AsyncScaleTest {
           .append("\n    HGETALL lock ").append(redis.command("HGETALL", tag + ":lock").replace('\n', ' '))
           .append(" PTTL ").append(redis.command("PTTL", tag + ":lock").trim())
           .append(" LLEN wake ").append(redis.command("LLEN", tag + ":wake").trim())
-          .append(" NUMSUB ").append(redis.command("PUBSUB", "NUMSUB", tag + ":ch").replace('\n', ' '));
+          .append(" NUMSUB ").append(redis.command("PUBSUB", "NUMSUB", tag + ":ch").replace('\n', ' '))
+          .append("\n    async gate ").append(((RedisLock) locks[i]).asyncState());
     }
     for (java.lang.management.ThreadInfo t : ManagementFactory.getThreadMXBean().dumpAllThreads(false, false)) {
       if (t.getThreadName().startsWith("turnstile") || t.getThreadName().startsWith("lettuce")) {
