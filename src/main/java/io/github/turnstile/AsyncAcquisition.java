@@ -196,8 +196,6 @@ final class AsyncAcquisition<H extends Hold> {
   private boolean abandoned;
   private boolean finished;
   private boolean attempted;
-  /** An attempt has had its answer: later ones wait less for theirs (Engine#FIRST_REPLY_NANOS). */
-  private boolean answered;
   /** A copy of an attempt may have run without its reply being seen. */
   private boolean uncertain;
   /** The deadline passed before the head's first attempt was sent: it is sent all the same. */
@@ -264,7 +262,7 @@ final class AsyncAcquisition<H extends Hold> {
   String describe() {
     mu.lock();
     try {
-      return "{request=" + request + " head=" + head + " attempted=" + attempted + " answered=" + answered
+      return "{request=" + request + " head=" + head + " attempted=" + attempted + " minReplyMs=" + call.minReplyNanos() / 1_000_000
           + " inFlight=" + (inFlight == null ? "none" : inFlight.isDone() ? "done" : "pending")
           + " waitTimer=" + (waitTimer == null ? "none" : waitTimer.isDone() ? "done" : "armed")
           + " uncertain=" + uncertain + " abandoned=" + abandoned + " finished=" + finished
@@ -475,7 +473,7 @@ final class AsyncAcquisition<H extends Hold> {
       }
     }
     if (rearm) {
-      armDeadline(Engine.FIRST_REPLY_NANOS); // the first attempt gets its reply's minimum wait
+      armDeadline(call.minReplyNanos()); // the first attempt gets its reply's minimum wait
     }
     awaitReply(f, event, fault, sentAt, sentNanos, subscribed);
   }
@@ -600,7 +598,7 @@ final class AsyncAcquisition<H extends Hold> {
       if (a == null) {
         uncertain = true; // failed or unanswered: it may have run, or may still run
       } else {
-        this.answered = true;
+        call.answered(); // under mu: onDeadline reads it there
       }
       unsure = uncertain;
       if (wasAbandoned) {
@@ -973,8 +971,7 @@ final class AsyncAcquisition<H extends Hold> {
       }
       if (inFlight != null) {
         long since = System.nanoTime() - inFlightSentNanos;
-        // a reply is waited for at least MIN_REPLY_NANOS, and FIRST_REPLY_NANOS until one came
-        long min = answered ? Engine.MIN_REPLY_NANOS : Engine.FIRST_REPLY_NANOS;
+        long min = call.minReplyNanos(); // read under mu, where onReply records an answer
         if (since < min) {
           rearm = min - since;
         }

@@ -68,7 +68,7 @@ final class AsyncGate<H extends Hold> {
       if (head == null && queue.isEmpty() && channel == null) {
         return null;
       }
-      return "head=" + (head == null ? "none" : head.isOver() ? "over " + head.describe() : "live " + head.describe())
+      return "head=" + (head == null ? "none" : head.describe())
           + " queued=" + queue.size() + " channel=" + (channel == null ? "none" : "held");
     } finally {
       lock.unlock();

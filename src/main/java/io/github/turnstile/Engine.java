@@ -233,6 +233,16 @@ final class Engine implements AutoCloseable {
     /** Whether an attempt of this call has had its answer (see {@link Engine#FIRST_REPLY_NANOS}). */
     private boolean answered;
 
+    /** Records that an attempt of this call had its answer from Redis. */
+    void answered() {
+      answered = true;
+    }
+
+    /** The least wait for an attempt's reply: {@link #FIRST_REPLY_NANOS} until one was answered. */
+    long minReplyNanos() {
+      return answered ? MIN_REPLY_NANOS : FIRST_REPLY_NANOS;
+    }
+
     private Call(boolean timed, long deadline, boolean interruptible) {
       this.timed = timed;
       this.deadline = deadline;
@@ -1125,8 +1135,8 @@ final class Engine implements AutoCloseable {
         CompletableFuture<Attempt> f = c.attempt(request, subscribed);
         Attempt a;
         try {
-          a = awaitReply(f, call, c.describe(), call.answered ? MIN_REPLY_NANOS : FIRST_REPLY_NANOS);
-          call.answered = true;
+          a = awaitReply(f, call, c.describe(), call.minReplyNanos());
+          call.answered();
         } catch (Retry r) {
           uncertain = true;
           if (!pauseUnlessExpired(call)) {
