@@ -253,11 +253,6 @@ final class AsyncAcquisition<H extends Hold> {
     return result;
   }
 
-  /**
-   * Returns whether this acquisition has ended (delivered, failed or abandoned).
-   *
-   * @return whether this acquisition has ended (delivered, failed or abandoned)
-   */
   /** This acquisition's state, for diagnostics (a stuck drain in AsyncScaleTest). */
   String describe() {
     mu.lock();
@@ -266,12 +261,34 @@ final class AsyncAcquisition<H extends Hold> {
           + " inFlight=" + (inFlight == null ? "none" : inFlight.isDone() ? "done" : "pending")
           + " waitTimer=" + (waitTimer == null ? "none" : waitTimer.isDone() ? "done" : "armed")
           + " uncertain=" + uncertain + " abandoned=" + abandoned + " finished=" + finished
-          + " result=" + (result.isDone() ? "done" : "pending") + "}";
+          + " result=" + (result.isDone() ? "done" : "pending")
+          + (head && request != null && !finished && !abandoned && inFlight == null && waitTimer == null ? " STRANDED" : "") + "}";
     } finally {
       mu.unlock();
     }
   }
 
+  /**
+   * Whether this acquisition is a head that is waiting on nothing: no attempt in flight, no timer
+   * armed, not over. Between two continuations that is momentary; at rest it is a stall (nothing
+   * will ever step it again), which the tests assert never happens.
+   *
+   * @return whether this acquisition is a head left with nothing to wake it
+   */
+  boolean stranded() {
+    mu.lock();
+    try {
+      return head && request != null && !finished && !abandoned && inFlight == null && waitTimer == null;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /**
+   * Returns whether this acquisition has ended (delivered, failed or abandoned).
+   *
+   * @return whether this acquisition has ended (delivered, failed or abandoned)
+   */
   boolean isOver() {
     mu.lock();
     try {
@@ -302,10 +319,20 @@ final class AsyncAcquisition<H extends Hold> {
   // ---------------------------------------------------------------- the loop
 
   private void step() {
+    guarded(this::tryStep);
+  }
+
+  /**
+   * Runs a continuation. Whatever it throws (an {@link Error} too) ends the acquisition with it,
+   * logged: a {@link CompletableFuture} callback's throw is otherwise swallowed, and the
+   * acquisition would be left with nothing armed to wake it, and its gate with it.
+   */
+  private void guarded(Runnable continuation) {
     try {
-      tryStep();
-    } catch (RuntimeException e) {
-      fail(e); // never strand the acquisition on a callback's exception (CompletableFuture swallows it)
+      continuation.run();
+    } catch (Throwable e) {
+      LOG.log(System.Logger.Level.WARNING, side.describe() + ": async acquisition failed unexpectedly", e);
+      fail(e);
     }
   }
 
@@ -391,14 +418,14 @@ final class AsyncAcquisition<H extends Hold> {
     if (!arm(t)) {
       return;
     }
-    CompletableFuture.anyOf(ch.ready(), t).whenComplete((v, e) -> {
+    CompletableFuture.anyOf(ch.ready(), t).whenComplete((v, e) -> guarded(() -> {
       if (!wake(t)) {
         return;
       }
-      if (isReady(ch)) {
-        step();
-      } else if (ch.ready().isDone()) {
-        subscriptionFailed(ch);
+      // One read decides: the confirmation may land between two reads, and "not ready" then
+      // "done" stranded the head (AsyncConfirmationRaceTest).
+      if (ch.ready().isDone()) {
+        step(); // confirmed: attempt; failed: tryStep sends it to subscriptionFailed
       } else if (System.nanoTime() - since < env.commandTimeoutNanos()) {
         if (deadlineUp()) {
           return;
@@ -416,7 +443,7 @@ final class AsyncAcquisition<H extends Hold> {
           pause(RECHECK_NANOS);
         }
       }
-    });
+    }));
   }
 
   private void subscriptionFailed(Channel ch) {
@@ -424,7 +451,8 @@ final class AsyncAcquisition<H extends Hold> {
     Throwable cause;
     try {
       ch.ready().join();
-      return; // not failed after all
+      step(); // not failed after all: go on (never return with nothing armed)
+      return;
     } catch (CompletionException | CancellationException e) {
       cause = Engine.unwrap(e);
     }
@@ -487,39 +515,34 @@ final class AsyncAcquisition<H extends Hold> {
       CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
     long left = env.commandTimeoutNanos() - (System.nanoTime() - sentNanos);
     CompletableFuture<Boolean> check = Timer.after(Math.max(0, Math.min(env.recheckNanos(), left)));
-    CompletableFuture.anyOf(f, check, fault).whenComplete((v, e) -> {
-      try {
-        Timer.cancel(check);
-        if (!f.isDone() && fault.isDone()) {
-          // A recovery event (a reconnect, a new Cluster topology) while the attempt waits: it may
-          // be queued for a connection that will not answer (a dead master's); send again, as
-          // Engine.awaitReply does
-          recovered(f, event, fault, sentAt, sentNanos, subscribed);
-          return;
-        }
-        if (!f.isDone() && System.nanoTime() - sentNanos < env.commandTimeoutNanos()) {
-          if (!env.connected()) {
-            try {
-              env.unreachable(call, System.nanoTime(), side.describe() + " (connection down, reconnecting)", null);
-            } catch (TurnstileException x) {
-              failInFlight(f, x); // the outage tolerance is used up; the reply, if any, is undone
-              return;
-            }
-          }
-          if (!isOverOrAbandoned()) {
-            awaitReply(f, event, fault, sentAt, sentNanos, subscribed);
+    CompletableFuture.anyOf(f, check, fault).whenComplete((v, e) -> guarded(() -> {
+      Timer.cancel(check);
+      if (!f.isDone() && fault.isDone()) {
+        // A recovery event (a reconnect, a new Cluster topology) while the attempt waits: it may
+        // be queued for a connection that will not answer (a dead master's); send again, as
+        // Engine.awaitReply does
+        recovered(f, event, fault, sentAt, sentNanos, subscribed);
+        return;
+      }
+      if (!f.isDone() && System.nanoTime() - sentNanos < env.commandTimeoutNanos()) {
+        if (!env.connected()) {
+          try {
+            env.unreachable(call, System.nanoTime(), side.describe() + " (connection down, reconnecting)", null);
+          } catch (TurnstileException x) {
+            failInFlight(f, x); // the outage tolerance is used up; the reply, if any, is undone
             return;
           }
-          // abandoned meanwhile: keep listening, the reply must still be undone
-          f.whenComplete((a, x) -> onReply(f, event, fault, sentAt, sentNanos, subscribed));
+        }
+        if (!isOverOrAbandoned()) {
+          awaitReply(f, event, fault, sentAt, sentNanos, subscribed);
           return;
         }
-        onReply(f, event, fault, sentAt, sentNanos, subscribed);
-      } catch (RuntimeException x) {
-        LOG.log(System.Logger.Level.WARNING, "async acquisition failed unexpectedly", x);
-        fail(x);
+        // abandoned meanwhile: keep listening, the reply must still be undone
+        f.whenComplete((a, x) -> guarded(() -> onReply(f, event, fault, sentAt, sentNanos, subscribed)));
+        return;
       }
-    });
+      onReply(f, event, fault, sentAt, sentNanos, subscribed);
+    }));
   }
 
   /** A recovery event came while {@code f} was in flight: its outcome is unknown; send again shortly. */
@@ -540,7 +563,7 @@ final class AsyncAcquisition<H extends Hold> {
       mu.unlock();
     }
     if (wasAbandoned) {
-      f.whenComplete((a, x) -> onReply(f, event, fault, sentAt, sentNanos, subscribed)); // undo it then
+      f.whenComplete((a, x) -> guarded(() -> onReply(f, event, fault, sentAt, sentNanos, subscribed))); // undo it then
       return;
     }
     side.failed(this, f);
@@ -571,7 +594,7 @@ final class AsyncAcquisition<H extends Hold> {
     }
     gate.leave(this);
     result.completeExceptionally(error);
-    f.whenComplete((a, x) -> onReply(f, null, null, 0, 0, false));
+    f.whenComplete((a, x) -> guarded(() -> onReply(f, null, null, 0, 0, false)));
   }
 
   private void onReply(CompletableFuture<Engine.Attempt> f, CompletableFuture<Void> event,
@@ -680,7 +703,7 @@ final class AsyncAcquisition<H extends Hold> {
       deliver(a, sentAt);
       return;
     }
-    CompletableFuture.runAsync(() -> env.awaitReplicas(side.leaseKey(this), side.leaseRequest(this)), ACKS).whenComplete((v, e) -> {
+    CompletableFuture.runAsync(() -> env.awaitReplicas(side.leaseKey(this), side.leaseRequest(this)), ACKS).whenComplete((v, e) -> guarded(() -> {
       if (e == null) {
         deliver(a, sentAt);
         return;
@@ -695,7 +718,7 @@ final class AsyncAcquisition<H extends Hold> {
       gate.leave(this);
       result.completeExceptionally(new TurnstileException(side.describe() + " was acquired, but "
           + cause.getMessage() + "; it was released again", cause));
-    });
+    }));
   }
 
   /**
@@ -957,7 +980,7 @@ final class AsyncAcquisition<H extends Hold> {
     }
     t.thenAccept(fired -> {
       if (fired) {
-        onDeadline();
+        guarded(this::onDeadline);
       }
     });
   }

@@ -75,6 +75,22 @@ final class AsyncGate<H extends Hold> {
     }
   }
 
+  /**
+   * Returns whether this gate's head waits on nothing (see {@link AsyncAcquisition#stranded}).
+   *
+   * @return whether this gate's head waits on nothing
+   */
+  boolean stranded() {
+    AsyncAcquisition<H> h;
+    lock.lock();
+    try {
+      h = head;
+    } finally {
+      lock.unlock();
+    }
+    return h != null && h.stranded();
+  }
+
   /** Starts an acquisition of {@code permits} for {@code call}. */
   CompletableFuture<H> acquire(Engine.Call call, int permits) {
     return new AsyncAcquisition<>(env, side, this, permits, call).start();
