@@ -165,6 +165,16 @@ final class AsyncAcquisition<H extends Hold> {
       return true;
     }
 
+    /**
+     * Returns a future that completes when the hold of this JVM that holds the primitive ends other
+     * than by a hand-off to {@code w}, or null if none does (see {@link AsyncGate#localEnd}).
+     *
+     * @return the future, or null
+     */
+    CompletableFuture<Void> localEnd(AsyncAcquisition<H> w) {
+      return null;
+    }
+
     /** The key whose existence is the hold {@code w} took (for {@code WAIT}, replicaAcks). */
     abstract String leaseKey(AsyncAcquisition<H> w);
 
@@ -200,6 +210,11 @@ final class AsyncAcquisition<H extends Hold> {
   private boolean uncertain;
   /** The deadline passed before the head's first attempt was sent: it is sent all the same. */
   private boolean deadlinePassed;
+  /**
+   * Where the head is in its waits before an attempt (see {@link #waitLocally}): 0 none yet, 1 it
+   * waited for a local hold's hand-off, 2 it stood back after this JVM's yield (it attempts next).
+   */
+  private int localPhase;
   private CompletableFuture<Engine.Attempt> inFlight;
   private long inFlightSentNanos;
   private CompletableFuture<Boolean> waitTimer;
@@ -289,6 +304,55 @@ final class AsyncAcquisition<H extends Hold> {
    *
    * @return whether this acquisition has ended (delivered, failed or abandoned)
    */
+  /**
+   * Returns this acquisition's owner and request ids if a releasing hold of this JVM may hand the
+   * primitive to it now (it is the head, has its ids, and has not ended), or null.
+   *
+   * @return {owner, request}, or null
+   */
+  String[] handOffIds() {
+    mu.lock();
+    try {
+      return head && request != null && !finished && !abandoned ? new String[] {owner, request} : null;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /**
+   * A releasing hold of this JVM handed the primitive to this acquisition: Redis granted its
+   * request, with fencing token {@code a.token}, and the lease runs from {@code sinceTicks} (the
+   * handing hold's). Delivered unless the acquisition ended meanwhile; then the grant is undone,
+   * as a grant that arrives after a cancel is. An attempt still in flight is left to run: it
+   * carries the same request, so Redis answers it as a replay of this grant, and its reply is
+   * ignored.
+   *
+   * @return whether the grant is delivered to this acquisition (false: it was undone)
+   */
+  boolean handedOver(Engine.Attempt a, long sinceTicks) {
+    boolean deliver = false;
+    boolean undo;
+    mu.lock();
+    try {
+      undo = abandoned || finished && delivered == null;
+      if (!finished && !abandoned) {
+        finished = true;
+        inFlight = null;
+        deliver = true;
+      }
+    } finally {
+      mu.unlock();
+    }
+    if (deliver) {
+      cancelTimers();
+      call.reachable();
+      granted(a, sinceTicks);
+    } else if (undo) {
+      quietly(() -> side.cancelGrant(this, a));
+    }
+    return deliver;
+  }
+
   boolean isOver() {
     mu.lock();
     try {
@@ -353,6 +417,9 @@ final class AsyncAcquisition<H extends Hold> {
       }
       return;
     }
+    if (waitLocally()) {
+      return;
+    }
     Channel ch = gate.channel();
     if (!attemptedYet() && (ch == null || !isReady(ch))) {
       // The first attempt does not subscribe: uncontended, an acquisition costs one round trip.
@@ -388,6 +455,64 @@ final class AsyncAcquisition<H extends Hold> {
     }
     // Taken before the attempt: a release between the attempt and the wait completes them.
     send(ch.next(), env.faults(), true);
+  }
+
+  /**
+   * Before attempting in Redis, where the attempt could only be refused: a head whose primitive a
+   * hold of this JVM holds waits for that hold's hand-off (or its end, or at most a lease); a head
+   * whose JVM just released in Redis to give other clients their turn stands back for a wake-up
+   * ({@link Engine#QUEUE_FIRST_NANOS} at most). Each at most once before each attempt.
+   *
+   * @return true if a wait was armed (the loop steps again when it ends)
+   */
+  private boolean waitLocally() {
+    int phase;
+    mu.lock();
+    try {
+      phase = localPhase;
+    } finally {
+      mu.unlock();
+    }
+    long wait = 0;
+    CompletableFuture<Void> wake = null;
+    if (phase == 0) {
+      wake = side.localEnd(this);
+      wait = TimeUnit.MILLISECONDS.toNanos(env.leaseMillis());
+      phase = 1;
+    }
+    if (wake == null && phase == 1) {
+      Channel ch = gate.channel();
+      wait = ch == null || !isReady(ch) ? 0 : gate.standBack(Engine.QUEUE_FIRST_NANOS);
+      wake = wait > 0 ? ch.next() : null;
+      phase = 2;
+    }
+    if (wake == null) {
+      setLocalPhase(0); // the attempt follows; the next step checks again
+      return false;
+    }
+    setLocalPhase(phase);
+    if (call.timed) {
+      wait = Math.min(wait, Math.max(0, call.remaining()));
+    }
+    CompletableFuture<Boolean> t = Timer.after(wait);
+    if (!arm(t)) {
+      return true;
+    }
+    CompletableFuture.anyOf(wake, env.faults(), t).whenComplete((v, e) -> {
+      if (wake(t)) {
+        step();
+      }
+    });
+    return true;
+  }
+
+  private void setLocalPhase(int phase) {
+    mu.lock();
+    try {
+      localPhase = phase;
+    } finally {
+      mu.unlock();
+    }
   }
 
   private static boolean isReady(Channel ch) {

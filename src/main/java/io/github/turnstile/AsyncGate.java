@@ -41,6 +41,15 @@ final class AsyncGate<H extends Hold> {
    * waiting writers for ever (see rwlock.lua, op read).
    */
   private long waitingSince; // guarded by lock
+  /** Local hand-offs in a row while another client waits (see {@link #successor}); guarded by lock. */
+  private int streak;
+  /** When ({@link System#nanoTime()}) this JVM last released in Redis to give other clients their turn; guarded by lock. */
+  private long yieldedAtNanos;
+  private boolean yielded; // guarded by lock
+  /** The hold granted through this gate that holds the primitive now, exclusive sides only (null: none); guarded by lock. */
+  private Hold localHold;
+  /** Completes when {@link #localHold} ends other than by a hand-off to this gate's head; guarded by lock. */
+  private CompletableFuture<Void> localEnd;
 
   AsyncGate(AsyncAcquisition.Env env, AsyncAcquisition.Side<H> side) {
     this.env = env;
@@ -89,6 +98,129 @@ final class AsyncGate<H extends Hold> {
       lock.unlock();
     }
     return h != null && h.stranded();
+  }
+
+  /** A head that a releasing hold of this JVM may hand the primitive to: its ids in Redis. */
+  record Successor<H extends Hold>(AsyncAcquisition<H> acquisition, String owner, String request) {}
+
+  /**
+   * Picks the head for a local hand-off from a releasing hold of this JVM, or null: none is
+   * waiting, or {@code limit} hand-offs in a row went to this JVM while another client waited
+   * (then the release goes through Redis, which gives other clients their turn; see
+   * {@link #handedOff}).
+   *
+   * @param limit the local hand-off limit (0: no local hand-off)
+   * @return the head to hand to, or null to release in Redis
+   */
+  Successor<H> successor(int limit) {
+    if (limit <= 0) {
+      return null;
+    }
+    lock.lock();
+    try {
+      String[] ids = head == null ? null : head.handOffIds();
+      if (ids == null) {
+        return null;
+      }
+      if (streak >= limit) {
+        streak = 0;
+        yielded = true;
+        yieldedAtNanos = System.nanoTime();
+        return null;
+      }
+      streak++;
+      return new Successor<>(head, ids[0], ids[1]);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * A local hand-off granted; {@code othersWait} says whether another client waits. With nobody
+   * else waiting there is nobody to pass over, and hand-offs go on without limit.
+   */
+  void handedOff(boolean othersWait) {
+    if (othersWait) {
+      return;
+    }
+    lock.lock();
+    try {
+      streak = 0;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * After this JVM released in Redis to give other clients their turn, its head stands back: it
+   * waits for a wake-up (another client's release) for at most {@code maxNanos} before its next
+   * attempt, instead of racing the other clients' waiters for the release it just made. Asked
+   * once per such release.
+   *
+   * @return how long to stand back (0: attempt now)
+   */
+  long standBack(long maxNanos) {
+    lock.lock();
+    try {
+      if (!yielded) {
+        return 0;
+      }
+      yielded = false;
+      long left = maxNanos - (System.nanoTime() - yieldedAtNanos);
+      return Math.max(0, left);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** {@code h}, granted through this gate, holds the (exclusive) primitive now. */
+  void heldLocally(Hold h) {
+    CompletableFuture<Void> old;
+    lock.lock();
+    try {
+      old = localEnd;
+      localHold = h;
+      localEnd = new CompletableFuture<>();
+    } finally {
+      lock.unlock();
+    }
+    if (old != null) {
+      old.complete(null);
+    }
+  }
+
+  /** {@code h} no longer holds the primitive (released in Redis, lost, or handed to no one). */
+  void endedLocally(Hold h) {
+    CompletableFuture<Void> end;
+    lock.lock();
+    try {
+      if (localHold != h) {
+        return;
+      }
+      end = localEnd;
+      localHold = null;
+      localEnd = null;
+    } finally {
+      lock.unlock();
+    }
+    end.complete(null);
+  }
+
+  /**
+   * Returns a future that completes when the hold of this JVM on the primitive ends other than by
+   * a hand-off to the head, or null if no valid hold of this JVM holds it: a new head then waits
+   * for that hold's hand-off instead of attempting in Redis, where the attempt could only be
+   * refused.
+   *
+   * @return the future, or null
+   */
+  CompletableFuture<Void> localEnd() {
+    lock.lock();
+    try {
+      return localHold != null && localHold.isValid() ? localEnd : null;
+    } finally {
+      lock.unlock();
+    }
   }
 
   /** Starts an acquisition of {@code permits} for {@code call}. */

@@ -297,6 +297,70 @@ final class AsyncSides {
       return lock.release(request, token);
     }
 
+    /**
+     * Hands the lock to the head of this JVM's async acquisitions when one waits (local hand-off,
+     * up to the local hand-off limit while another client waits): one script moves the hold in
+     * Redis to the head's request, with a new fencing token, and no wake-up travels through
+     * Redis. Otherwise, or while threads of this JVM wait for the lock (they wait in Redis), the
+     * hold is released in Redis. A hand-off that gets no answer is followed by the release (on
+     * the same connection, so whichever ran first decides; both name their request), and the
+     * head goes on: its next attempt, with the same request, replays the hand-off if it ran.
+     */
+    @Override
+    public CompletableFuture<Boolean> release(AsyncHold hold, long leaseEndNanos) {
+      AsyncGate<LockHold> g = lock.asyncGate();
+      AsyncGate.Successor<LockHold> next = g == null || !engine.connected() || lock.threadsWaiting()
+          ? null : g.successor(lock.handoffLimit());
+      if (next == null) {
+        CompletableFuture<Boolean> released = super.release(hold, leaseEndNanos);
+        if (g != null) {
+          g.endedLocally(hold); // after the release was sent: a head's attempt queues behind it
+        }
+        return released;
+      }
+      Lease l = hold.lease();
+      engine.watchdog.unregister(l);
+      metrics().released(hold.heldNanos());
+      long since = l.sinceNanos(); // the hand-off moves the hold, not its expiry
+      String request = l.requestId;
+      long token = l.token;
+      // after a failover that lost the hand-off, the handing hold would stay until its lease ran out
+      engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request, token));
+      return lock.handOffCall(next.owner(), next.request(), request).handle((reply, error) -> {
+        if (error != null) {
+          g.endedLocally(hold);
+          return engine.retrying(() -> sendRelease(request, token), leaseEndNanos).thenApply(r -> r != 0L);
+        }
+        Engine.Attempt a = RedisLock.parseAttempt(reply);
+        if (!a.acquired) {
+          g.endedLocally(hold);
+          return CompletableFuture.completedFuture(false); // the handing hold no longer held the lock
+        }
+        g.handedOff(reply.size() > 3 && (Long) reply.get(3) == 1L);
+        if (!next.acquisition().handedOver(a, since)) {
+          g.endedLocally(hold); // handed to nobody: the undo released it in Redis
+        }
+        return CompletableFuture.completedFuture(true);
+      }).thenCompose(f -> f);
+    }
+
+    @Override
+    LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+      LockHold hold = super.grant(w, a, sentAtTicks);
+      AsyncGate<LockHold> g = lock.asyncGate();
+      if (g != null) {
+        g.heldLocally(hold);
+        hold.lost().thenRun(() -> g.endedLocally(hold));
+      }
+      return hold;
+    }
+
+    @Override
+    CompletableFuture<Void> localEnd(AsyncAcquisition<LockHold> w) {
+      AsyncGate<LockHold> g = lock.asyncGate();
+      return g == null ? null : g.localEnd();
+    }
+
     @Override
     List<LeaseLossListener> listeners() {
       return lock.lossListeners();

@@ -137,6 +137,24 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
   }
 
   /**
+   * Returns this lock's async gate, or null if no async acquisition was made yet.
+   *
+   * @return this lock's async gate, or null
+   */
+  AsyncGate<LockHold> asyncGate() {
+    return async.get();
+  }
+
+  /**
+   * Runs lock_acquire.lua as a local hand-off: the hold of request {@code from}, of this client,
+   * moves to {@code owner}'s {@code request} with a new fencing token, its expiry unchanged.
+   */
+  CompletableFuture<List<Object>> handOffCall(String owner, String request, String from) {
+    return engine.eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI, new String[] {lockKey, fenceKey}, owner, request,
+        engine.leaseArg, "", from);
+  }
+
+  /**
    * Describes this lock's async gate when it is not idle (for diagnostics in tests).
    *
    * @return the gate's description, or null if it has no gate or the gate is idle
@@ -429,9 +447,7 @@ class RedisLock implements DistributedLock, Engine.Acquirer {
     // after a failover that lost this hand-off, the handing hold would stay until its lease ran
     // out: its release is sent again then (idempotent: "already released" if the hand-off held)
     engine.replayOnRecovery(lockKey, leaseEnd, () -> release(l.requestId, l.token));
-    CompletableFuture<List<Object>> f = engine.eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI,
-        new String[] {lockKey, fenceKey}, engine.ownerId(next.thread), next.request, engine.leaseArg, "",
-        l.requestId);
+    CompletableFuture<List<Object>> f = handOffCall(engine.ownerId(next.thread), next.request, l.requestId);
     List<Object> reply;
     try {
       reply = engine.awaitWhileUp(f, describe + " unlock");

@@ -348,6 +348,9 @@ final class AsyncBenchmark {
           hot.waits.percentile(0.5) / 1e6, hot.waits.percentile(0.99) / 1e6, jain(counts),
           threadsDuring - threadsBefore, (double) CommandStats.total(cmds) / Math.max(1, total), hot.overlaps.get());
     }
+    if (Boolean.getBoolean("bench.async.counts")) {
+      System.out.println("[bench] async " + row.label + " acquisitions per acquirer: " + java.util.Arrays.toString(counts));
+    }
     System.out.println("[bench] async " + line + (hot.errors.get() > 0 ? " errors " + hot.errors.get() : "")
         + (hot.tokenViolations.get() > 0 ? " fencing violations " + hot.tokenViolations.get() : ""));
     return line;
