@@ -11,7 +11,7 @@ import org.openjdk.jcstress.annotations.State;
 import org.openjdk.jcstress.infra.results.III_Result;
 
 /**
- * Issue 15, cancel versus grant: an async acquisition's attempt is in flight; its reply says
+ * Async acquisition, cancel versus grant: an async acquisition's attempt is in flight; its reply says
  * "granted" while the caller cancels the returned future. Exactly one of two things must happen:
  * the caller gets the hold (the future completes with it, nothing is undone), or the future is
  * cancelled and the grant is undone exactly once, either before a hold was made

@@ -11,7 +11,7 @@ import org.openjdk.jcstress.annotations.State;
 import org.openjdk.jcstress.infra.results.III_Result;
 
 /**
- * Issue 15, cancel versus wake-up: an async acquisition was refused and waits (subscribed) for a
+ * Async acquisition, cancel versus wake-up: an async acquisition was refused and waits (subscribed) for a
  * release's message; the message arrives while the caller cancels. Whatever the order, the waiter
  * is withdrawn from Redis exactly once (its waiting marks removed, so it holds nobody back), no
  * attempt is sent after the withdrawal was decided without being answered and withdrawn again,

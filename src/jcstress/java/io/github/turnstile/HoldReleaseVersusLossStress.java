@@ -13,7 +13,7 @@ import org.openjdk.jcstress.annotations.State;
 import org.openjdk.jcstress.infra.results.III_Result;
 
 /**
- * Issue 15, a hold's release versus the loss of its lease: the caller releases an async lock hold
+ * Async acquisition, a hold's release versus the loss of its lease: the caller releases an async lock hold
  * (from any thread) while the watchdog marks its lease lost (a refused renewal). Exactly one wins.
  * Released first: the release completes normally, {@code lost()} never completes and nobody is
  * told of a loss. Lost first: {@code lost()} completes, the listeners are told exactly once, and

@@ -268,7 +268,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
      * sends that: a reader that arrives after the admission starts without one. With one time for
      * the whole JVM, reset only when the gate emptied, a steady stream of readers kept sending the
      * first refusal's time and passed waiting writers for as long as the gate stayed occupied
-     * (RELIABILITY, "Readers past a waiting writer for seconds"); the async gate had the same
+     * (CHANGELOG.md); the async gate had the same
      * defect, fixed before ({@link AsyncGate}).
      */
     private final java.util.concurrent.atomic.AtomicLong waitingSince = new java.util.concurrent.atomic.AtomicLong();

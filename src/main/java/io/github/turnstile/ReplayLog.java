@@ -22,7 +22,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * The first version kept a map of keys and, once it held more than 4,096 keys, scanned all of them
  * on every release to drop the expired ones; every read hold has a key of its own, so a client
  * that took more than 4,096 read holds (or used as many distinct locks) within one lease scanned
- * thousands of entries on every unlock (PERFORMANCE.md, "Fifth look").
+ * thousands of entries on every unlock (CHANGELOG.md).
  *
  * <p>Times are {@link System#nanoTime()} values, passed in (tests use their own).
  */

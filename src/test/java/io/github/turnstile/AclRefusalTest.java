@@ -150,7 +150,7 @@ class AclRefusalTest {
    * A grant that Redis stops part-way is undone. Without {@code PEXPIRE}, the first grant of a new
    * lock writes its record ({@code HSET}) and is then refused at the expiry: Redis does not roll
    * a script back, so the lock was left held, with no expiry, by a request whose caller got the
-   * refusal (RELIABILITY, "a script refused half-way by the ACL"). The attempt is now cancelled by
+   * refusal (CHANGELOG.md: a grant refused part-way by the ACL). The attempt is now cancelled by
    * its request id: a user with the whole line then takes the lock at once, by every kind of call.
    */
   @Test
@@ -249,7 +249,7 @@ class AclRefusalTest {
   /**
    * The optional commands are no refusal: without {@code client|setname} (and, as in the README's
    * default line, without {@code client|id} and {@code client|unblock}) a client connects and waits
-   * in Redis. Before issue 22 both failed: connecting (no {@code CLIENT SETNAME}) or waiting (no
+   * in Redis. Before the least-privilege work both failed: connecting (no {@code CLIENT SETNAME}) or waiting (no
    * {@code CLIENT ID} for a blocking connection) threw the refusal. {@code NoAdminTest} has the
    * rest.
    */

@@ -121,7 +121,7 @@ class BoundedWorkTest {
   }
 
   /**
-   * The figure issue 13 asks for: with the largest accepted arguments (a capacity of
+   * The bounded-work figure: with the largest accepted arguments (a capacity of
    * {@code Integer.MAX_VALUE}, a billion permits per call, names of {@code MAX_NAME_LENGTH}
    * characters, renewal scripts of {@code Watchdog.MAX_PER_SCRIPT} leases), how long does the
    * longest script run inside Redis, and how slow does {@code PING} get meanwhile. Redis logs every

@@ -50,7 +50,7 @@ class CloseWhileWaitingTest {
   }
 
   /**
-   * Issue 21: a thread of the closing client holds the lock, and four threads of that client wait
+   * A thread of the closing client holds the lock, and four threads of that client wait
    * behind it in {@code lock()}, {@code lockInterruptibly()} and {@code tryLock(60 s)}. They wait on
    * no Redis command (the gate holder parks for the local hand-off, the others queue at the local
    * gate), so the close used to leave them waiting: {@code tryLock} until its deadline,

@@ -30,7 +30,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * Issue 12: many <em>distinct</em> primitives waited on from one JVM with default options.
+ * Many <em>distinct</em> primitives waited on from one JVM with default options.
  *
  * <p>A holder client (its own {@link Turnstile}) takes N distinct locks (or the one permit of N
  * distinct semaphores). A waiter client (another {@link Turnstile}, default options, so

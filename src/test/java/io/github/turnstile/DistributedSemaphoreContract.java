@@ -1031,7 +1031,7 @@ abstract class DistributedSemaphoreContract {
     assertEquals(Integer.MAX_VALUE, s.availablePermits(), "up to Integer.MAX_VALUE is fine");
   }
 
-  /** Messages count permits in English: "1 permit", "2 permits" (issue 21: "cannot acquire 1 permits"). */
+  /** Messages count permits in English: "1 permit", "2 permits" (not "cannot acquire 1 permits"). */
   @Test
   void messagesCountPermitsInEnglish() {
     String name = unique("messages");

@@ -21,7 +21,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * An uncontended acquisition costs Redis only what it must (issue 25): no lock or read/write lock
+ * An uncontended acquisition costs Redis only what it must: no lock or read/write lock
  * script call sends an optional argument left at its default, the keys sent are the primitive's
  * (every key the script may touch is declared, so that a migrating slot refuses the call before it
  * runs: DESIGN §3), and an uncontended pair runs no command for waiters and reads the server time

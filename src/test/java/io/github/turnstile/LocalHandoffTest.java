@@ -60,7 +60,7 @@ class LocalHandoffTest {
       assertEquals(TestSupport.totalCalls(before, "blpop"), TestSupport.totalCalls(after, "blpop"),
           "the waiter was not woken through Redis");
       // the hand-off script, then the waiter's own release, which pushes no wake token: nobody
-      // waits (no waiting mark; before issue 25 every release pushed one)
+      // waits (no waiting mark; releases push one only while a mark may exist)
       assertEquals(2, TestSupport.totalCalls(after, "evalsha", "eval") - TestSupport.totalCalls(before, "evalsha", "eval"));
       assertEquals(0, TestSupport.totalCalls(after, "rpush") - TestSupport.totalCalls(before, "rpush"));
       assertFalse(lock.isLocked());
@@ -193,7 +193,7 @@ class LocalHandoffTest {
   }
 
   /**
-   * Releases push a wake token only while a waiting mark is left (issue 25). A thread of client C
+   * Releases push a wake token only while a waiting mark is left. A thread of client C
    * that times out queued at C's gate, while C's gate holder is blocked in Redis, must not delete
    * C's mark: a grant elsewhere (here a local hand-off inside client A) then found no mark, cleared
    * the lock's "marks may exist" flag, and the next release woke nobody, so the gate holder slept

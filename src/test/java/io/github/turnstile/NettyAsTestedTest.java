@@ -19,7 +19,7 @@ import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 
 /**
- * Issue 21: a user of the artifact got the Netty that Lettuce declares (4.2.13.Final with Lettuce
+ * A user of the artifact got the Netty that Lettuce declares (4.2.13.Final with Lettuce
  * 7.7.0) while the build pinned and tested 4.2.16.Final. The pom now declares the Netty modules
  * Lettuce uses at the tested version, so that a user gets what the tests run on. This test keeps
  * it so: the tests run on netty.version only, and the pom declares at that version every Netty

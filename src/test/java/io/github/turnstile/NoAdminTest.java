@@ -31,7 +31,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
 /**
- * Issue 22, no {@code @admin} needed: where {@code CLIENT UNBLOCK}, {@code CLIENT ID},
+ * No {@code @admin} needed: where {@code CLIENT UNBLOCK}, {@code CLIENT ID},
  * {@code CLIENT SETNAME} or {@code WAIT} is refused (an ACL, or renamed away), every guarantee of a
  * wait that gives up still holds by a deliberate fallback, each refusal is detected once per
  * client, and what the fallback costs is measured (one {@code [no-admin]} line per case on stderr):
@@ -42,7 +42,7 @@ import org.junit.jupiter.api.TestInstance;
  *   <li>a give-up at the caller's deadline needs neither: the command times out in Redis then;</li>
  *   <li>{@code replicaAcks} without {@code WAIT} fails at connect, naming the option.</li>
  * </ul>
- * Before issue 22: a user without {@code client|id} or {@code client|setname} could not wait in
+ * Before the least-privilege work: a user without {@code client|id} or {@code client|setname} could not wait in
  * Redis or not connect at all ({@code AclRefusalTest} asserted exactly that), a refused
  * {@code CLIENT UNBLOCK} was sent again at every give-up (and its connection closed only 100 ms
  * later), and {@code replicaAcks} without {@code WAIT} failed at the first acquisition.

@@ -50,7 +50,7 @@ class OptionalMicrometerTest {
 
   /**
    * Micrometer brings LatencyUtils and HdrHistogram, and with them Lettuce times every command
-   * into histograms of its own unless told otherwise (issue 25: nothing reads them, and the
+   * into histograms of its own unless told otherwise (nothing reads them, and the
    * uncontended pair allocated about 440 bytes more with them).
    */
   @Test

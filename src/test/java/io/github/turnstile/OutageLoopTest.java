@@ -25,7 +25,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.function.Executable;
 
 /**
- * The fault loops of issue 12 ("waiting that survives faults"): one fault, injected again and
+ * The fault loops ("waiting that survives faults"): one fault, injected again and
  * again into a steady load of <b>untimed</b> acquisitions ({@link Workload}: 2 clients, each with
  * 4 threads on one lock, 4 on one semaphore of 2 permits, and a reader and a writer on one
  * read/write lock). The faults:
@@ -285,7 +285,7 @@ class OutageLoopTest {
   }
 
   /**
-   * Issue 22: the three faults of one server in turn (kill -9 and restart as above, then
+   * As a user without {@code @admin}: the three faults of one server in turn (kill -9 and restart as above, then
    * {@code CLIENT KILL TYPE normal} sent by an admin connection, then {@code CLIENT PAUSE}), with both
    * clients connected as the restricted user: no {@code client|unblock}, {@code client|id},
    * {@code client|setname}, {@code info} or {@code wait} (a {@code --user} directive, so that it

@@ -96,7 +96,7 @@ class QuietLogsTest {
   }
 
   /**
-   * Issue 21: after an outage, every close of a connection that had dropped logged Lettuce's
+   * After an outage, every close of a connection that had dropped logged Lettuce's
    * WARNING "Connection is already closed": the topology closes a dropped blocking connection at
    * once (it must never reconnect), and the waiter then closed it again. A waiter blocked in Redis
    * while the server is killed and restarted, then the client closes: no such record. (Lettuce's
@@ -137,7 +137,7 @@ class QuietLogsTest {
     // The second close this test is about logs "Connection is already closed". Lettuce's INFO
     // "Closing channel because endpoint is already closed" is another event: a connection that
     // became active after its client was closed, which Lettuce closes (once). It was seen once in
-    // CI (2026-11-27) and is not counted here (RELIABILITY, "QuietLogsTest").
+    // CI (2026-11-27) and is not counted here (RELIABILITY, known open defects).
     List<String> twice = at(Level.ALL, "io.lettuce").stream()
         .filter(m -> m.contains("Connection is already closed")).toList();
     assertEquals(List.of(), twice);

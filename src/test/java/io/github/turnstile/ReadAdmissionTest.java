@@ -22,7 +22,7 @@ import org.junit.jupiter.api.Test;
  * that were waiting, past a waiting writer, and no reader that arrives after that admission. The
  * blocking read side used one waiting-since time for the whole JVM and reset it only when its gate
  * emptied, so while readers kept queueing, each new one sent the first refusal's time and passed
- * the waiting writer (RELIABILITY, "Readers past a waiting writer for seconds").
+ * the waiting writer (CHANGELOG.md).
  *
  * <p>The interleaving is made deterministic with a proxy that delays the readers' client: every
  * command of theirs takes at least 600 ms, so the reader that arrives after the admission is

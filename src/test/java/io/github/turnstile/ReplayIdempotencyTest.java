@@ -175,7 +175,7 @@ class ReplayIdempotencyTest {
    * leaves no waiting entry behind. One left behind was a reader that would never come: every
    * write release within a lease admitted readers instead of waking the writer that waited, which
    * slept until its own hint (up to half a lease; 2 s where the client cannot unblock). Seen as a
-   * 2,003 ms resume in the restricted-user fault loop (RELIABILITY, "A ghost reader").
+   * 2,003 ms resume in the restricted-user fault loop (CHANGELOG.md).
    */
   @Test
   void aReadRefusalWhoseReplyWasLostLeavesNoReaderThatDelaysAWriter(TestRedis redis) throws Exception {

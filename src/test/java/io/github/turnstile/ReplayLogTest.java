@@ -16,7 +16,7 @@ import org.junit.jupiter.api.Test;
  * keeping them costs O(1) per release whatever their number. Work is counted (entries looked at),
  * never timed.
  *
- * <p>The defect this guards against (PERFORMANCE.md, "Fifth look"): the first version scanned
+ * <p>The defect this guards against (CHANGELOG.md): the first version scanned
  * every kept key on every release once it held more than 4,096 keys. A read hold is a key of its
  * own, so a client with a few thousand read holds per lease scanned thousands of entries on every
  * unlock: four reading threads ran 465-1,720 pairs/s (5,200-9,100 after the fix), and every other

@@ -268,8 +268,8 @@ class ReplicaAcksTest {
 
   /** Starts a replica of {@code primary} and waits until it is in sync. */
   /**
-   * The acknowledgement's write checks that the hold is still this request's (RELIABILITY, "The
-   * replica acknowledgement's write did not check its hold"). A holder paused longer than its
+   * The acknowledgement's write checks that the hold is still this request's (a defect fixed
+   * before the first release, CHANGELOG.md). A holder paused longer than its
    * lease between its grant's reply and the acknowledgement finds another client's hold under the
    * key: here the acknowledgement is sent for a request that no longer holds while another client
    * holds, with a lease shorter than this client's. It used to be a bare {@code PEXPIRE}: it set

@@ -24,7 +24,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 
 /**
- * Issue 13's randomized fault run: 3 clients × 4 threads on one semaphore of capacity 3, each
+ * The semaphore's randomized fault run: 3 clients × 4 threads on one semaphore of capacity 3, each
  * thread looping over {@code acquire()}, {@code tryAcquire(t)}, {@code acquire(2)} and
  * {@code tryAcquire()} with short holds, while a seeded fault injector (one fault at a time)
  * kills every client connection ({@code CLIENT KILL TYPE normal}), cuts the connections of a

@@ -20,14 +20,14 @@ import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 /**
- * Issue 22, forced sharded pub/sub: some managed Valkey services map {@code PUBLISH} to
+ * Forced sharded pub/sub: some managed Valkey services map {@code PUBLISH} to
  * {@code SPUBLISH}, so a Cluster delivers only sharded messages. Here every node has
  * {@code PUBLISH} and {@code SUBSCRIBE} renamed away, so a wake-up by plain pub/sub could not
  * happen at all, and Turnstile connects as the restricted user (no {@code INFO}: the server version
  * comes from the RESP3 handshake, or, on RESP2, is assumed to be 7.0 or later). The waits that go
  * by pub/sub (past a pool of one blocking connection, readers of a read/write lock, asynchronous
  * acquisitions) are each woken by the release, long before the holder's 30 s lease would run out.
- * Before issue 22 this client could not connect: it read the version with {@code INFO server},
+ * Before the least-privilege work this client could not connect: it read the version with {@code INFO server},
  * refused to the user.
  */
 class ShardedOnlyClusterTest {

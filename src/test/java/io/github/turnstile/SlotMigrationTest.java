@@ -16,7 +16,7 @@ import org.junit.jupiter.api.Test;
  * migrating slot that is missing locally: {@code TRYAGAIN} or {@code ASK}), but checks a key the
  * script only computes when the script calls it: a missing one then fails the script with "non
  * local key" after its earlier writes were made. A release that derived the wake list from the
- * lock key (tried for issue 25) released the lock and then failed before waking anyone; declared,
+ * lock key (tried once, and reverted) released the lock and then failed before waking anyone; declared,
  * the release is refused whole (transient: re-sent) and runs once the slot is stable.
  */
 class SlotMigrationTest {

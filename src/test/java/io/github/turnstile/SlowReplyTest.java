@@ -19,7 +19,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * (the JDK's "if the lock is available this method returns immediately with true"), because the
  * one attempt's reply is awaited for at least {@code Engine.FIRST_REPLY_NANOS}. With 20 ms, a busy
  * CI machine (the server matrices, two suites on two cores) refused free permits and read locks
- * (RELIABILITY, "a zero-timeout tryAcquire on a free permit returned false"). Here every reply
+ * (CHANGELOG.md). Here every reply
  * comes at least 60 ms after its command (a proxy delays each direction by 30 ms); with the old
  * 20 ms, every call below returned false.
  */

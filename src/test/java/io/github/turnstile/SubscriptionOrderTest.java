@@ -75,7 +75,7 @@ class SubscriptionOrderTest {
    * A subscription nobody waits on any more lingers (Subscriptions.LINGER_NANOS): a waiter that
    * comes back meanwhile takes it up again, confirmed, without a SUBSCRIBE, and only a subscription
    * left idle for the whole linger is unsubscribed. (A read-mostly read/write lock's readers paid a
-   * SUBSCRIBE and an UNSUBSCRIBE per wait: 1.8 of 31 Redis commands per operation, issue 25.)
+   * SUBSCRIBE and an UNSUBSCRIBE per wait: 1.8 of 31 Redis commands per operation.)
    */
   @Test
   void aChannelWaitedOnAgainSoonKeepsItsSubscription() throws Exception {

@@ -18,7 +18,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * Many waiters of one client, blocked on every master of a Cluster, give up at once (a recovery
  * event) before the client has ever unblocked anything. The first {@code CLIENT UNBLOCK} decides
- * whether the client may (issue 22); the others wait for its verdict and are sent from the thread
+ * whether the client may; the others wait for its verdict and are sent from the thread
  * that completes it, a Lettuce event loop, where nothing may block: {@code Topology.unblock} on a
  * Cluster used {@code getConnection(host, port)}, which opens a node connection synchronously the
  * first time, and now uses {@code getConnectionAsync}. This test did not fail with the synchronous

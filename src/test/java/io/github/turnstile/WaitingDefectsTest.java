@@ -23,7 +23,7 @@ import org.junit.jupiter.api.function.Executable;
 import io.github.turnstile.testing.Bounds;
 
 /**
- * Deterministic reproductions of the waiting defects of issue 12 ("waiting that survives faults"):
+ * Deterministic reproductions of the waiting defects found when waiting was made to survive faults:
  * each test forces one fault with a {@link TcpProxy} or a {@code redis-server} process of its own,
  * and asserts the bound the issue sets (an acquisition within 500 ms of the lock becoming free or
  * of Redis answering again, a timed call returning within t + 50 ms (plus this machine's lateness), no exception from an untimed

@@ -24,7 +24,7 @@ import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
 /**
- * Asynchronous acquisition (issue 15), run by {@code exec:java@bench} ({@code -Dbench.async=false}
+ * Asynchronous acquisition, run by {@code exec:java@bench} ({@code -Dbench.async=false}
  * turns it off; to run it alone: {@code -Dbench.main=false -Dbench.semaphore=false -Dbench.rw=false
  * -Dbench.scaling=false -Dbench.distinct=false}).
  *

@@ -28,7 +28,7 @@ import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
 /**
- * Distinct waits (issue 12), run by {@code exec:java@bench} after the other parts
+ * Distinct waits, run by {@code exec:java@bench} after the other parts
  * ({@code -Dbench.distinct=false} turns it off): N distinct locks, then N distinct one-permit
  * semaphores, each waited on by one thread of a single waiting client with default options, while
  * another client holds them all; then the holder releases them one at a time in a random order
@@ -38,7 +38,7 @@ import org.redisson.config.Config;
  * <p><b>Wake latency</b> = {@code System.nanoTime()} right after the waiter's {@code lock()} /
  * {@code acquire()} returned, minus {@code System.nanoTime()} right before the holder called
  * {@code unlock()} / {@code release()} on that primitive (one JVM; it includes the release's own
- * round trip). Issue 12's targets for Turnstile: p99 ≤ 50 ms, max ≤ 250 ms.
+ * round trip). The targets for Turnstile: p99 ≤ 50 ms, max ≤ 250 ms.
  *
  * <p><b>Connections</b>, sampled every 20 ms ({@code CLIENT LIST}) from the waiters' start until the
  * last one acquired: the waiting client's, by name (Turnstile names its connections

@@ -42,8 +42,8 @@ import org.redisson.config.Config;
  * {@link #pairRounds}), {@code bench.reentrant.iterations} [100000], {@code bench.reentrant.maxSeconds} cap on the
  * reentrant loop [3], {@code bench.poll.millis} SETNX polling interval [5]. Parts:
  * {@code bench.main} (this class's table: uncontended, reentrant, hot lock), {@code bench.semaphore},
- * {@code bench.rw}, {@code bench.scaling}, {@code bench.distinct} (issue 12's distinct waits),
- * {@code bench.async} (issue 15's asynchronous acquisition), all [true]; {@code =false} turns a part off.
+ * {@code bench.rw}, {@code bench.scaling}, {@code bench.distinct} (distinct waits),
+ * {@code bench.async} (asynchronous acquisition), all [true]; {@code =false} turns a part off.
  *
  * <p>Redis command counts come from {@code INFO commandstats} deltas (the INFO calls themselves
  * excluded). Redis counts commands issued from inside Lua scripts as well, so "cmds" is the work
@@ -56,7 +56,7 @@ public final class LockBenchmark {
   private static final int UNCONTENDED_SECONDS = Integer.getInteger("bench.uncontended.seconds", 3);
   private static final int PAIR_ROUNDS = Integer.getInteger("bench.pair.rounds", 7);
   private static final int PAIR_ROUND_MILLIS = Integer.getInteger("bench.pair.roundMillis", 1000);
-  /** Whether the pair in turns also runs the probes of PERFORMANCE.md's eighth look. */
+  /** Whether the pair in turns also runs the probes that bound a pair's floor (PERFORMANCE.md). */
   private static final boolean PAIR_PROBES = Boolean.getBoolean("bench.pair.probes");
 
   /**
@@ -64,7 +64,7 @@ public final class LockBenchmark {
    * request ({@code h:<request>}), which a plain {@code HDEL} releases. It reads the record with
    * one {@code HGETALL} (the hold's field name is not known in advance), the clock, and writes the
    * hold and the token. It measures what an uncontended release without a script would buy
-   * (PERFORMANCE.md, eighth look); waiters, replays and the fence are left out.
+   * (PERFORMANCE.md, the reference run); waiters, replays and the fence are left out.
    */
   private static final String NATIVE_RELEASE_PROBE = """
       local lock, owner, req, lease = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
@@ -568,7 +568,7 @@ public final class LockBenchmark {
         });
       }
       if (impls.stream().anyMatch(i -> i.label().equals("Turnstile"))) {
-        // References that split Turnstile's pair (PERFORMANCE.md, issue 25): its two scripts sent
+        // References that split Turnstile's pair (PERFORMANCE.md): its two scripts sent
         // by plain Lettuce (the client's share is what Turnstile adds to this), and two scripts
         // that only return 1, with the same keys and arguments (the floor of any pair whose
         // acquire and release are one script each: what EVALSHA costs beyond a PING)
@@ -592,7 +592,7 @@ public final class LockBenchmark {
           redis.evalsha(one, io.lettuce.core.ScriptOutputType.INTEGER, releaseKeys, request, "0", "30000");
         });
         if (PAIR_PROBES) {
-          // PERFORMANCE.md, eighth look: the same 'return 1' with fewer keys and arguments, and a
+          // PERFORMANCE.md, the reference run: the same 'return 1' with fewer keys and arguments, and a
           // lock whose uncontended release is a plain HDEL
           String[] lockKey = {tag + ":lock"};
           labels.add("ret1 4+2 args");

@@ -15,7 +15,7 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
- * README's first command, the demo, as a newcomer meets it (issue 21): in a JVM of its own, it
+ * README's first command, the demo, as a newcomer meets it: in a JVM of its own, it
  * runs on its embedded Redis and prints no logging noise (no SLF4J warnings, no stack trace); a
  * wrong {@code REDIS_URI} gets one line and a non-zero exit, not a stack trace.
  */

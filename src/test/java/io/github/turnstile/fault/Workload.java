@@ -220,7 +220,7 @@ public final class Workload implements AutoCloseable {
       } finally {
         release(semaphore::release, semaphoreRelease, semaphoreLost, semaphoreMaxRelease);
         // Valid, by the client's own account, until it learned of a loss: a loss of the client's
-        // liveness lease voids every permit it held then (DESIGN, Accounting). Which thread's
+        // liveness lease voids every permit it held then (DESIGN §9, the client's books). Which thread's
         // release throws LockLostException is not which permit was lost (permits belong to no
         // thread: a holder that acquired after the loss may release first and be the one told),
         // so every hold that spans a loss ends at it, whether or not its own release threw.

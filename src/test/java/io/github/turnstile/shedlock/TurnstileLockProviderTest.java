@@ -217,7 +217,7 @@ class TurnstileLockProviderTest {
   }
 
   /**
-   * Issue 21: at lockAtMostFor the provider releases the lock first and logs its WARNING after. It
+   * At lockAtMostFor the provider releases the lock first and logs its WARNING after. It
    * logged first, and in a JVM whose logging had not started yet that first log call delayed the
    * release (another node got a 50 ms lockAtMostFor lock only after 120-340 ms, in 5 of 6 fresh
    * JVMs). Made deterministic here: a {@code java.util.logging} handler (where

@@ -40,7 +40,7 @@ class TurnstileLockRegistryOnClusterTest extends TurnstileLockRegistryTest {
     }
   }
 
-  /** Issue 21: a connection details bean naming the Cluster's nodes wins over spring.data.redis.*. */
+  /** A connection details bean naming the Cluster's nodes wins over spring.data.redis.*. */
   @Test
   void autoConfigurationUsesRedisConnectionDetailsForCluster() {
     try (Turnstile other = Turnstile.connect(redis.uri())) {

@@ -37,7 +37,7 @@ class TurnstileLockRegistryOnSentinelTest extends TurnstileLockRegistryTest {
     }
   }
 
-  /** Issue 21: a connection details bean naming the Sentinels wins over spring.data.redis.*. */
+  /** A connection details bean naming the Sentinels wins over spring.data.redis.*. */
   @Test
   void autoConfigurationUsesRedisConnectionDetailsForSentinel() {
     try (Turnstile other = Turnstile.connect(redis.uri())) {

@@ -229,7 +229,7 @@ public class TurnstileLockRegistryTest {
   }
 
   /**
-   * Issue 21: a thread that does not hold a registry lock and calls {@code unlock()} gets
+   * A thread that does not hold a registry lock and calls {@code unlock()} gets
    * {@link IllegalStateException} with "You do not own lock at", as from {@code RedisLockRegistry}
    * (Spring Integration's {@code RedisLockRegistryTests.testTwoThreadsSecondFailsToGetLock} and
    * {@code testTwoThreadsWrongOneUnlocks} expect it), whether it is another thread of the holder's

@@ -140,7 +140,7 @@ public class TurnstileAutoConfigurationTest {
   }
 
   /**
-   * Issue 21: Spring Boot 3.1+ gives an application's Redis location as a connection details bean
+   * Spring Boot 3.1+ gives an application's Redis location as a connection details bean
    * ({@code RedisConnectionDetails} on Boot 3.5, {@code DataRedisConnectionDetails} on Boot 4: from
    * {@code @ServiceConnection} with Testcontainers, Docker Compose, or the application's own bean),
    * and the auto-configuration read only {@code spring.data.redis.*}, so it connected elsewhere.
@@ -181,7 +181,7 @@ public class TurnstileAutoConfigurationTest {
   }
 
   /**
-   * Issue 21: connection details with an SSL bundle connect over TLS with that bundle's trust
+   * Connection details with an SSL bundle connect over TLS with that bundle's trust
    * material (here a self-signed certificate that the JVM's default trust store does not know, on
    * a TLS endpoint in front of the test Redis). With a bundle that lacks it, the context does not
    * start: the bundle, not a default, decided.
