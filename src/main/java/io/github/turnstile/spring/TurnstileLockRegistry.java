@@ -1,5 +1,7 @@
 package io.github.turnstile.spring;
 
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
 import io.github.turnstile.DistributedLock;
 import io.github.turnstile.LockLostException;
 import io.github.turnstile.Turnstile;
@@ -45,8 +47,9 @@ import org.springframework.integration.support.locks.RenewableLockRegistry;
  *       {@link LockLostException}, an {@link IllegalMonitorStateException}.</li>
  *   <li>Nothing is cached that could be evicted: Turnstile holds lock instances weakly, and a held
  *       or awaited lock is reachable from its lease or its waiter, so it is never dropped;
- *       {@link #expireUnusedOlderThan(long)} has nothing to do. Distinct keys never share a local
- *       lock.</li>
+ *       {@link #expireUnusedOlderThan(long)} has nothing to do. As with {@code RedisLockRegistry},
+ *       {@link #obtain(Object)} returns the same instance for a key while it is referenced.
+ *       Distinct keys never share a local lock.</li>
  *   <li>Waiters block inside Redis on a token list that the releasing client pushes to: no
  *       spinning, no pub/sub, so nothing to choose between, and it works on one server, on a
  *       primary with replicas, on Sentinel and on Redis Cluster (every key of a lock shares one
@@ -61,14 +64,21 @@ import org.springframework.integration.support.locks.RenewableLockRegistry;
  * Turnstile leases are set per client and renewed while held, so there is no per-call time to live
  * ({@code lock(Duration ttl)}).
  *
- * <p>This class is thread-safe and holds no state besides its {@link Turnstile}, which it does
- * not close.
+ * <p>This class is thread-safe. Besides its {@link Turnstile}, which it does not close, it holds
+ * only weak references to the locks it returned, so that {@link #obtain(Object)} returns the same
+ * instance for a key while that instance is referenced.
  */
 @SuppressWarnings("rawtypes") // one class file for Spring Integration 6.5 (plain interfaces) and 7.x (generic)
 public final class TurnstileLockRegistry implements ExpirableLockRegistry, RenewableLockRegistry {
 
   private final Turnstile turnstile;
   private final String prefix;
+  /**
+   * Name to view, with weak values: the same mechanism (and settings) as the Turnstile's own
+   * registry of lock instances. A view lives while the application references it; one nobody
+   * references cannot be told from a new one, so dropping it loses nothing.
+   */
+  private final Cache<String, RegistryLock> views = Caffeine.newBuilder().weakValues().executor(Runnable::run).build();
 
   /**
    * Creates a registry whose lock names are the keys' string forms.
@@ -103,8 +113,16 @@ public final class TurnstileLockRegistry implements ExpirableLockRegistry, Renew
   /**
    * Returns the distributed lock for this key: a view of {@code turnstile.lock(nameOf(lockKey))}
    * that throws {@link IllegalStateException}, as {@code RedisLockRegistry}'s locks do, when a
-   * thread that does not hold it calls {@code unlock()} (see the class documentation). Views of
-   * one lock are equal. Costs no round trip.
+   * thread that does not hold it calls {@code unlock()} (see the class documentation). Costs no
+   * round trip.
+   *
+   * <p>While the returned instance is referenced, every call with this key (or a key with the same
+   * string form) returns that same instance, as {@code RedisLockRegistry} does: code that obtains
+   * the key again while holding it (Spring Integration's own registry tests assert
+   * {@code isSameAs}) gets the lock it holds. Like Turnstile's own locks, the instances are held
+   * weakly, so an instance nobody references is reclaimed; a later call then returns a new one,
+   * equal to it and a view of the same Turnstile lock. Another registry (on the same or another
+   * Turnstile) returns its own instance, equal to this one when on the same Turnstile.
    *
    * @param lockKey the key; its {@code toString()} (after the registry key, if any) names the lock
    * @return the lock
@@ -113,7 +131,7 @@ public final class TurnstileLockRegistry implements ExpirableLockRegistry, Renew
    */
   @Override
   public DistributedLock obtain(Object lockKey) {
-    return new RegistryLock(turnstile.lock(nameOf(lockKey)));
+    return views.get(nameOf(lockKey), name -> new RegistryLock(turnstile.lock(name)));
   }
 
   /**

@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -106,6 +108,81 @@ public class TurnstileLockRegistryTest {
     }
     assertTrue(r2.obtain(id).tryLock());
     r2.obtain(id).unlock();
+  }
+
+  /**
+   * {@code obtain(key)} returns the same instance for a key while it is referenced, as
+   * {@code RedisLockRegistry} does: Spring Integration's own {@code RedisLockRegistryTests}
+   * ({@code testReentrantLock}, {@code testReentrantLockInterruptibly}) obtain the key again while
+   * holding it and assert {@code isSameAs}. Each of their shapes, ten times over, as they run it.
+   */
+  @Test
+  void obtainReturnsTheSameInstanceWhileReferenced() throws Exception {
+    String key = unique("same");
+    DistributedLock first = r1.obtain(key);
+    assertSame(first, r1.obtain(key), "obtain twice, not held");
+    assertSame(first, r1.obtain(key), "a third time");
+    UUID id = UUID.randomUUID();
+    assertSame(r1.obtain(id), r1.obtain(id.toString()), "a key and its string form");
+    assertNotSame(first, r2.obtain(key), "another registry (client) has its own view");
+
+    // testReentrantLock
+    for (int i = 0; i < 10; i++) {
+      Lock lock1 = r1.obtain(key);
+      lock1.lock();
+      try {
+        Lock lock2 = r1.obtain(key);
+        assertSame(lock1, lock2, "obtain while held, round " + i);
+        lock2.lock();
+        try {
+          assertEquals(2, ((DistributedLock) lock2).getHoldCount());
+        } finally {
+          lock2.unlock();
+        }
+      } finally {
+        lock1.unlock();
+      }
+    }
+    // testReentrantLockInterruptibly
+    for (int i = 0; i < 10; i++) {
+      Lock lock1 = r1.obtain(key);
+      lock1.lockInterruptibly();
+      try {
+        Lock lock2 = r1.obtain(key);
+        assertSame(lock1, lock2, "obtain while held (interruptibly), round " + i);
+        lock2.lockInterruptibly();
+        lock2.unlock();
+      } finally {
+        lock1.unlock();
+      }
+    }
+    r1.expireUnusedOlderThan(-1000);
+    assertTrue(r2.obtain(key).tryLock(), "released in Redis");
+    r2.obtain(key).unlock();
+  }
+
+  /**
+   * The instance obtained while held is still the one obtained later from another thread of the
+   * same client, and after a garbage collection while the caller keeps it.
+   */
+  @Test
+  void obtainFromAnotherThreadWhileHeldGivesTheSameInstance() throws Exception {
+    String key = unique("same-thread");
+    DistributedLock held = r1.obtain(key);
+    held.lock();
+    try {
+      System.gc();
+      ExecutorService other = Executors.newSingleThreadExecutor();
+      try {
+        DistributedLock seen = other.submit(() -> r1.obtain(key)).get(10, TimeUnit.SECONDS);
+        assertSame(held, seen);
+        assertFalse(other.submit(() -> seen.tryLock()).get(10, TimeUnit.SECONDS), "held by this thread");
+      } finally {
+        other.shutdownNow();
+      }
+    } finally {
+      held.unlock();
+    }
   }
 
   /** executeLocked from many threads of two clients: never two at once, every task ran. */
