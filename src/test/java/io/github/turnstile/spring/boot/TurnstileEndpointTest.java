@@ -24,20 +24,15 @@ import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.actuate.autoconfigure.endpoint.EndpointAutoConfiguration;
 import org.springframework.boot.actuate.autoconfigure.endpoint.jmx.JmxEndpointAutoConfiguration;
 import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
-import org.springframework.boot.actuate.endpoint.jmx.EndpointObjectNameFactory;
-import org.springframework.boot.actuate.endpoint.jmx.JmxEndpointExporter;
-import org.springframework.boot.actuate.endpoint.jmx.JmxEndpointsSupplier;
-import org.springframework.boot.actuate.endpoint.jmx.JmxOperationResponseMapper;
-import org.springframework.context.annotation.Bean;
-import org.springframework.context.annotation.Configuration;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.autoconfigure.jmx.JmxAutoConfiguration;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 
 /**
  * The Actuator endpoint {@code turnstile} in real Boot application contexts (Spring Boot 4): there
- * only as Actuator's exposure rules allow, and answering through Actuator's own machinery (JMX,
- * which needs no web server): this application's holds and waits, and any primitive by name.
+ * only as Actuator's exposure rules allow, and answering through Actuator's own machinery over JMX
+ * (Boot's own exporter, with its Jackson response mapper): this application's holds and waits, and
+ * any primitive by name. {@link TurnstileEndpointWebTest} asks the same over HTTP.
  */
 @ExtendWith(RedisExtension.class)
 class TurnstileEndpointTest {
@@ -72,31 +67,6 @@ class TurnstileEndpointTest {
             String.valueOf(context.getStartupFailure())));
   }
 
-  /**
-   * Boot's own JMX exporter comes with Jackson (its response mapper), which the test classpath
-   * lacks: this one exports the endpoints Actuator discovered and filtered by the exposure rules
-   * (the JmxEndpointsSupplier), with their replies as they are (maps and lists of plain values).
-   */
-  @Configuration(proxyBeanMethods = false)
-  static class JmxExporter {
-    @Bean
-    JmxEndpointExporter testJmxEndpointExporter(MBeanServer server, EndpointObjectNameFactory names,
-        JmxEndpointsSupplier endpoints) {
-      JmxOperationResponseMapper asIs = new JmxOperationResponseMapper() {
-        @Override
-        public Class<?> mapResponseType(Class<?> responseType) {
-          return Object.class;
-        }
-
-        @Override
-        public Object mapResponse(Object response) {
-          return response;
-        }
-      };
-      return new JmxEndpointExporter(server, names, asIs, endpoints.getEndpoints());
-    }
-  }
-
   @Test
   @SuppressWarnings("unchecked")
   void answersThroughActuatorOverJmx(TestRedis redis) {
@@ -105,7 +75,6 @@ class TurnstileEndpointTest {
     new ApplicationContextRunner()
         .withConfiguration(AutoConfigurations.of(JmxAutoConfiguration.class, EndpointAutoConfiguration.class,
             JmxEndpointAutoConfiguration.class, TurnstileAutoConfiguration.class))
-        .withUserConfiguration(JmxExporter.class)
         .withPropertyValues("turnstile.uri=" + redis.uri(), "spring.application.name=billing",
             "spring.jmx.enabled=true", "management.endpoints.jmx.domain=" + domain,
             "management.endpoints.jmx.exposure.include=turnstile")
