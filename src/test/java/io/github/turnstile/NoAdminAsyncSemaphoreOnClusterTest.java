@@ -1,0 +1,34 @@
+package io.github.turnstile;
+
+import io.github.turnstile.testing.LeastPrivilege;
+import io.github.turnstile.testing.RedisTopology;
+import io.github.turnstile.testing.TestRedis;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+
+/**
+ * The whole contract suite of the asynchronous semaphore ({@link AsyncSemaphoreContractTest}), with Turnstile connected to a
+ * Redis Cluster (every node) as the restricted user ({@code LeastPrivilege.restrictedUser}: no
+ * {@code client|unblock}, {@code client|id}, {@code client|setname}, {@code info} or
+ * {@code wait}); after each test every connection is that user's, and afterwards {@code ACL LOG}
+ * holds no other refusal, and each of those at most once per client ({@link NoAdmin}).
+ */
+@RedisTopology(RedisTopology.Kind.NO_ADMIN_CLUSTER)
+class NoAdminAsyncSemaphoreOnClusterTest extends AsyncSemaphoreContractTest {
+  private final TestRedis redis;
+
+  NoAdminAsyncSemaphoreOnClusterTest(TestRedis redis) {
+    super(redis);
+    this.redis = redis;
+  }
+
+  @AfterEach
+  void everyConnectionIsTheRestrictedUser() {
+    NoAdmin.assertAllConnectionsAre(redis.allNodes(), LeastPrivilege.USER);
+  }
+
+  @AfterAll
+  void eachRefusalOncePerClient() {
+    NoAdmin.assertDetectedOnce(redis.allNodes(), true);
+  }
+}
