@@ -5,6 +5,8 @@ import io.github.turnstile.testing.RedisTopology;
 import io.github.turnstile.testing.TestRedis;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
 
 /**
  * The whole contract suite of the asynchronous lock ({@link AsyncLockContractTest}), with Turnstile connected to a
@@ -20,6 +22,18 @@ class NoAdminAsyncLockOnClusterTest extends AsyncLockContractTest {
   NoAdminAsyncLockOnClusterTest(TestRedis redis) {
     super(redis);
     this.redis = redis;
+  }
+
+  /**
+   * Not on a Cluster: the test delays replies with a proxy in front of one server and stalls that
+   * server with a busy script, while a Cluster client learns every node's own address from the
+   * topology and reaches the lock's master around the proxy. Covered as this user on one server
+   * ({@code NoAdminAsyncLockTest}).
+   */
+  @Override
+  @Test
+  void cancelledGrantUndoIsResentAfterTransientFailure() {
+    Assumptions.assumeTrue(false, "needs a proxy in front of the lock's only server");
   }
 
   @AfterEach
