@@ -85,7 +85,7 @@ final class AsyncBenchmark {
 
   static void run(String uri, RedisCommands<String, String> redis) throws Exception {
     System.out.println();
-    System.out.printf(Locale.ROOT, "== Async acquisition (issue 15): hot lock, %d clients x %d acquirers, %d s;"
+    System.out.printf(Locale.ROOT, "== Async acquisition: hot lock, %d clients x %d acquirers, %d s;"
         + " then %d pending acquisitions on %d names%n", CLIENTS, ACQUIRERS, SECONDS, PENDING, NAMES);
     List<Row> rows = List.of(
         new Row("Turnstile lockAsync", false, AsyncBenchmark::turnstileAsync),

@@ -131,7 +131,7 @@ final class DistinctWaitsBenchmark {
 
   static void run(String uri, RedisCommands<String, String> redis) {
     System.out.println();
-    System.out.printf(Locale.ROOT, "Distinct waits (issue 12): %d distinct primitives, one waiting thread each in one"
+    System.out.printf(Locale.ROOT, "Distinct waits: %d distinct primitives, one waiting thread each in one"
         + " client (default options); released in one random order (seed %d), release starts >= %d us apart%n",
         N, SEED, TimeUnit.NANOSECONDS.toMicros(SPACING_NANOS));
     System.out.println("wake latency = waiter's lock()/acquire() return - holder's unlock()/release() call"
@@ -628,11 +628,11 @@ final class DistinctWaitsBenchmark {
     rowText(results, "waiters acquired (of " + N + ")", r -> Integer.toString(r.acquired));
     row(results, "wake latency p50 (ms)", r -> r.p50, "%.1f");
     row(results, "wake latency p90 (ms)", r -> r.p90, "%.1f");
-    row(results, "wake latency p99 (ms)   [issue 12: <= 50]", r -> r.p99, "%.1f");
-    row(results, "wake latency max (ms)   [issue 12: <= 250]", r -> r.max, "%.1f");
+    row(results, "wake latency p99 (ms)   [target: <= 50]", r -> r.p99, "%.1f");
+    row(results, "wake latency max (ms)   [target: <= 250]", r -> r.max, "%.1f");
     rowText(results, "wakes <= 50 ms / > 250 ms", r -> r.within50 + " / " + r.over250);
     rowText(results, "waiter connections while waiting (named)", r -> Long.toString(r.namedWaiting));
-    rowText(results, "waiter connections peak (named)  [issue 12: <= "
+    rowText(results, "waiter connections peak (named)  [target: <= "
         + TURNSTILE_BOUND + "]", r -> Long.toString(r.namedPeak));
     rowText(results, "connections of both clients (CLIENT LIST, peak)", r -> Long.toString(r.addedPeak));
     row(results, "Redis cmds in release phase / waiters acquired", r -> r.cmdsPerWake, "%.1f");

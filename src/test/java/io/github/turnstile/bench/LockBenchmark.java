@@ -651,18 +651,18 @@ public final class LockBenchmark {
       int ping = n - 1;
       System.out.println("Medians of the per-round ratios:");
       if (ts >= 0 && rc >= 0) {
-        System.out.printf(Locale.ROOT, "  Turnstile / recipe (SETNX-poll) Redis CPU/pair   %.2f  [issue 25: <= 1.5]%n",
+        System.out.printf(Locale.ROOT, "  Turnstile / recipe (SETNX-poll) Redis CPU/pair   %.2f  [target: <= 1.5]%n",
             medianRatio(cpu[ts], cpu[rc]));
       }
       if (ts >= 0 && rd >= 0) {
-        System.out.printf(Locale.ROOT, "  Turnstile / Redisson Redis CPU/pair            %.2f  [issue 25: <= 0.75]%n",
+        System.out.printf(Locale.ROOT, "  Turnstile / Redisson Redis CPU/pair            %.2f  [target: <= 0.75]%n",
             medianRatio(cpu[ts], cpu[rd]));
         System.out.printf(Locale.ROOT, "  Turnstile / Redisson pairs/s                   %.2f%n",
             medianRatio(rate[ts], rate[rd]));
       }
       for (int i = 0; i < n - 1; i++) {
         System.out.printf(Locale.ROOT, "  %-14s pairs/s / two sync PINGs     %.2f%s%n", labels.get(i),
-            medianRatio(rate[i], rate[ping]), i == ts ? "  [issue 25: >= 0.75]" : "");
+            medianRatio(rate[i], rate[ping]), i == ts ? "  [target: >= 0.75]" : "");
       }
     } finally {
       for (Client c : clients) {

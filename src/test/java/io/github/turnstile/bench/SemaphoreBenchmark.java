@@ -201,7 +201,7 @@ final class SemaphoreBenchmark {
           p.cpuMicrosPerPair, p.scriptMicrosPerPair, p.commandsPerPair);
     }
     System.out.println("Medians of the per-round ratios:");
-    System.out.printf(Locale.ROOT, "  semaphore pair / lock pair: Redis CPU %.2f [issue 20: <= 1.2], in scripts %.2f, pairs/s %.2f%n",
+    System.out.printf(Locale.ROOT, "  semaphore pair / lock pair: Redis CPU %.2f [target: <= 1.2], in scripts %.2f, pairs/s %.2f%n",
         medianRatio(pairs.get(0), pairs.get(1), 1), medianRatio(pairs.get(0), pairs.get(1), 3),
         medianRatio(pairs.get(0), pairs.get(1), 0));
     System.out.printf(Locale.ROOT, "  semaphore pair / Redisson's: Redis CPU %.2f, pairs/s %.2f%n",
