@@ -94,6 +94,11 @@ final class AsyncAcquisition<H extends Hold> {
 
     long commandTimeoutNanos();
 
+    /** The longest random pause after a release's message ({@link #JITTER_NANOS}; 0: none). */
+    default long jitterNanos() {
+      return JITTER_NANOS;
+    }
+
     /** How often an attempt in flight re-checks the connection ({@link #RECHECK_NANOS}). */
     default long recheckNanos() {
       return RECHECK_NANOS;
@@ -843,7 +848,12 @@ final class AsyncAcquisition<H extends Hold> {
    * acquirers of 4 clients on a hot lock). The pause makes the winner random.
    */
   private void stepAfterJitter() {
-    CompletableFuture<Boolean> t = Timer.after(java.util.concurrent.ThreadLocalRandom.current().nextLong(JITTER_NANOS));
+    long jitter = env.jitterNanos();
+    if (jitter <= 0) {
+      step();
+      return;
+    }
+    CompletableFuture<Boolean> t = Timer.after(java.util.concurrent.ThreadLocalRandom.current().nextLong(jitter));
     if (!arm(t)) {
       return;
     }

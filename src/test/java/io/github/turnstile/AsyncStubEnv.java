@@ -38,6 +38,7 @@ class AsyncStubEnv implements AsyncAcquisition.Env {
   @Override public void suspect() { }
   @Override public long commandTimeoutNanos() { return TimeUnit.MINUTES.toNanos(10); }
   @Override public long recheckNanos() { return TimeUnit.MINUTES.toNanos(10); }
+  @Override public long jitterNanos() { return 0; } // a woken head attempts on the waking thread
   @Override public long leaseMillis() { return 30_000; }
   @Override public long ticker() { return System.nanoTime(); }
   @Override public String newRequestId() { return "c:1"; }
