@@ -292,7 +292,7 @@ final class AsyncAcquisition<H extends Hold> {
           + " waitTimer=" + (waitTimer == null ? "none" : waitTimer.isDone() ? "done" : "armed")
           + " uncertain=" + uncertain + " abandoned=" + abandoned + " finished=" + finished
           + " result=" + (result.isDone() ? "done" : "pending")
-          + (head && request != null && !finished && !abandoned && inFlight == null && waitTimer == null ? " STRANDED" : "") + "}";
+          + (waitsOnNothing() ? " STRANDED" : "") + "}";
     } finally {
       mu.unlock();
     }
@@ -308,10 +308,15 @@ final class AsyncAcquisition<H extends Hold> {
   boolean stranded() {
     mu.lock();
     try {
-      return head && request != null && !finished && !abandoned && inFlight == null && waitTimer == null;
+      return waitsOnNothing();
     } finally {
       mu.unlock();
     }
+  }
+
+  /** {@link #stranded}'s state; mu held. */
+  private boolean waitsOnNothing() {
+    return head && request != null && !finished && !abandoned && inFlight == null && waitTimer == null;
   }
 
   /**

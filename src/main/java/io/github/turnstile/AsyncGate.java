@@ -153,9 +153,8 @@ final class AsyncGate<H extends Hold> {
 
   /**
    * After this JVM released in Redis to give other clients their turn, its head stands back: it
-   * waits for a wake-up (another client's release) for at most {@code maxNanos} before its next
-   * attempt, instead of racing the other clients' waiters for the release it just made. Asked
-   * once per such release.
+   * waits what is left of {@code maxNanos} since that release before its next attempt, instead of
+   * racing the other clients' waiters for the release it just made. Asked once per such release.
    *
    * @return how long to stand back (0: attempt now)
    */
