@@ -62,6 +62,8 @@ final class AsyncAcquisition<H extends Hold> {
   static final long STAND_BACK_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
   /** The longest random pause of a head woken by a release's message before its attempt (see {@link #stepAfterJitter}). */
   static final long JITTER_NANOS = TimeUnit.MICROSECONDS.toNanos(500);
+  /** Extra client-side wait beyond a wake-list wait's server-side timeout before it is abandoned (as {@link Engine}'s). */
+  static final long LIST_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
   /** What the state machine needs from the engine. */
   interface Env {
@@ -115,6 +117,39 @@ final class AsyncAcquisition<H extends Hold> {
 
     /** Blocks until the replicas acknowledged (see {@link Engine#awaitReplicas}). */
     void awaitReplicas(String leaseKey, String request);
+
+    /**
+     * Starts a wait of up to {@code sliceNanos} on the wake list {@code key} (the token-list
+     * tier, {@link ListWait}).
+     *
+     * @param passWakeup hands on a wake token the wait took, or may have taken, and will not use
+     * @return the wait, or null if no pooled connection is free (wait by pub/sub)
+     * @throws TurnstileException if no node serves the key right now
+     */
+    default Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
+      return null;
+    }
+
+    /** See {@link Engine#losses()}. */
+    default CompletableFuture<Void> losses() {
+      return new CompletableFuture<>();
+    }
+  }
+
+  /** A wait on a wake list (see {@link Env#waitOnList}). */
+  interface Wake {
+    /**
+     * Completes with true when a wake token was taken, false when the wait ended without one
+     * (its server-side timeout, or a failure); fails with an {@link AclRefusal} if Redis refused
+     * the command, or if no connection could be opened.
+     */
+    CompletableFuture<Boolean> woken();
+
+    /** The acquisition attempts now: a token taken is consumed by that attempt. */
+    void used();
+
+    /** No longer wanted: stops the command, and hands on a token it took and will not use. */
+    void abandon();
   }
 
   /** A subscription to a wake-up channel (see {@link Subscriptions.Sub}). */
@@ -132,6 +167,19 @@ final class AsyncAcquisition<H extends Hold> {
   /** A primitive's Redis operations, for one kind of primitive. */
   abstract static class Side<H extends Hold> {
     abstract String describe();
+
+    /**
+     * Returns the list that releases push wake tokens to (the token-list tier), or null if
+     * acquisitions of this side wait by pub/sub only.
+     *
+     * @return the wake list, or null
+     */
+    String wakeKey() {
+      return null;
+    }
+
+    /** Hands on a wake token that was (or may have been) taken and will not be used. */
+    void passWakeup() {}
 
     abstract String channel();
 
@@ -233,6 +281,13 @@ final class AsyncAcquisition<H extends Hold> {
   private CompletableFuture<Engine.Attempt> inFlight;
   private long inFlightSentNanos;
   private CompletableFuture<Boolean> waitTimer;
+  /** The current wait on the wake list (the token-list tier), if any. */
+  private Wake listWait;
+  /**
+   * No pooled connection was free (or could be opened) for a wait on the wake list: this
+   * acquisition waits by pub/sub from now on, as {@link Engine#contend} does. Touched by the loop only.
+   */
+  private boolean pubsubOnly;
   private CompletableFuture<Boolean> deadlineTimer;
   /** The hold completed into {@link #result} by this acquisition (null until then). */
   private volatile H delivered;
@@ -438,6 +493,10 @@ final class AsyncAcquisition<H extends Hold> {
       return;
     }
     if (waitLocally()) {
+      return;
+    }
+    if (listTier()) {
+      send(null, env.faults(), false); // it waits on the wake list if refused
       return;
     }
     Channel ch = gate.channel();
@@ -815,8 +874,9 @@ final class AsyncAcquisition<H extends Hold> {
       return;
     }
     side.refused(this, a);
-    if (!subscribed || a.retryMillis == -2) {
-      // the first attempt (not subscribed), or the holder vanished between checks: go on at once
+    if (a.retryMillis == -2 || (!subscribed && !listTier())) {
+      // the holder vanished between checks, or the first attempt by pub/sub (not subscribed
+      // yet): go on at once
       if (!deadlineUp()) {
         step();
       }
@@ -829,6 +889,10 @@ final class AsyncAcquisition<H extends Hold> {
         : TimeUnit.MILLISECONDS.toNanos(a.retryMillis + 1);
     if (call.timed) {
       slice = Math.max(TimeUnit.MILLISECONDS.toNanos(1), Math.min(slice, call.remaining()));
+    }
+    if (!subscribed) {
+      waitOnList(slice, fault);
+      return;
     }
     CompletableFuture<Boolean> t = Timer.after(slice);
     if (!arm(t)) {
@@ -844,6 +908,92 @@ final class AsyncAcquisition<H extends Hold> {
         step();
       }
     });
+  }
+
+  /** Whether this acquisition waits on its primitive's wake list (the token-list tier) rather than by pub/sub. */
+  private boolean listTier() {
+    return !pubsubOnly && side.wakeKey() != null;
+  }
+
+  /**
+   * Waits on the wake list for a token (a release's wake-up), a recovery event, or the slice's
+   * end, then steps again. Without a free pooled connection it waits by pub/sub from now on.
+   */
+  private void waitOnList(long slice, CompletableFuture<Void> fault) {
+    if (!env.connected()) {
+      step(); // counts the outage
+      return;
+    }
+    Wake w;
+    try {
+      w = env.waitOnList(side.wakeKey(), slice, side::passWakeup);
+    } catch (Engine.Unavailable e) {
+      if (outage(System.nanoTime(), "", e)) {
+        pause(RECHECK_NANOS);
+      }
+      return;
+    }
+    if (w == null) {
+      pubsubOnly = true; // every pooled connection is lent out
+      step();
+      return;
+    }
+    CompletableFuture<Boolean> t = Timer.after(slice + LIST_GRACE_NANOS);
+    boolean armed = false;
+    mu.lock();
+    try {
+      if (!finished) {
+        waitTimer = t;
+        listWait = w;
+        armed = true;
+      }
+    } finally {
+      mu.unlock();
+    }
+    if (!armed) {
+      Timer.cancel(t);
+      w.abandon(); // ended meanwhile
+      return;
+    }
+    Wake mine = w;
+    CompletableFuture.anyOf(mine.woken(), fault, env.losses(), t).whenComplete((v, e) -> guarded(() -> woken(mine, t)));
+  }
+
+  /** A wait on the wake list ended (a token, its timeout, a recovery event, or its client-side bound). */
+  private void woken(Wake w, CompletableFuture<Boolean> t) {
+    boolean goOn;
+    Timer.cancel(t);
+    mu.lock();
+    try {
+      if (waitTimer == t) {
+        waitTimer = null;
+      }
+      if (listWait == w) {
+        listWait = null;
+      }
+      goOn = !finished;
+    } finally {
+      mu.unlock();
+    }
+    if (!goOn || !w.woken().isDone()) {
+      w.abandon(); // over, or a recovery event or the bound came first: stop it, hand on a token
+      if (goOn) {
+        step();
+      }
+      return;
+    }
+    try {
+      w.woken().join();
+    } catch (CompletionException | CancellationException e) {
+      Throwable cause = Engine.unwrap(e);
+      if (cause instanceof AclRefusal) {
+        fail(((AclRefusal) cause).in(side.describe()));
+        return;
+      }
+      pubsubOnly = true; // no blocking connection could be opened: wait by pub/sub
+    }
+    w.used();
+    step();
   }
 
   /**
@@ -1187,17 +1337,23 @@ final class AsyncAcquisition<H extends Hold> {
   private void cancelTimers() {
     CompletableFuture<Boolean> w;
     CompletableFuture<Boolean> d;
+    Wake l;
     mu.lock();
     try {
       w = waitTimer;
       d = deadlineTimer;
+      l = listWait;
       waitTimer = null;
       deadlineTimer = null;
+      listWait = null;
     } finally {
       mu.unlock();
     }
     Timer.cancel(w);
     Timer.cancel(d);
+    if (l != null) {
+      l.abandon();
+    }
   }
 
   /**

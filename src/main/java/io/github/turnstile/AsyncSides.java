@@ -121,6 +121,16 @@ final class AsyncSides {
     public void awaitReplicas(String leaseKey, String request) {
       engine.awaitReplicas(leaseKey, request);
     }
+
+    @Override
+    public CompletableFuture<Void> losses() {
+      return engine.losses();
+    }
+
+    @Override
+    public AsyncAcquisition.Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
+      return ListWait.start(engine, key, sliceNanos, passWakeup);
+    }
   }
 
   /** A {@link Subscriptions.Sub} as a channel of the state machine. */
@@ -242,6 +252,16 @@ final class AsyncSides {
     @Override
     String channel() {
       return lock.channel;
+    }
+
+    @Override
+    String wakeKey() {
+      return lock.wakeKey;
+    }
+
+    @Override
+    void passWakeup() {
+      lock.passWakeup();
     }
 
     @Override
@@ -386,6 +406,16 @@ final class AsyncSides {
     @Override
     String channel() {
       return side.channel;
+    }
+
+    @Override
+    String wakeKey() {
+      return side.wakeKey;
+    }
+
+    @Override
+    void passWakeup() {
+      side.passWakeup();
     }
 
     @Override

@@ -114,6 +114,49 @@ final class BlockingPool implements AutoCloseable {
     }
   }
 
+  /**
+   * Lends a connection to {@code node} without waiting on the calling thread (which may be an
+   * event-loop thread): an idle one at once, or one opened on the connector thread; never waits
+   * for another borrower to give one back.
+   *
+   * @return null if every connection is lent out; otherwise a future of the connection, which
+   *     fails if it cannot be opened (the permit is then given back). A borrower that no longer
+   *     wants a connection still opening must {@link #release} it when it opens.
+   */
+  CompletableFuture<Conn> lend(String node) {
+    if (!permits.tryAcquire()) {
+      return null;
+    }
+    Conn c;
+    ConcurrentLinkedDeque<Conn> mine = idle.get(node);
+    while (mine != null && (c = mine.pollFirst()) != null) {
+      if (c.connection.isOpen()) {
+        return CompletableFuture.completedFuture(c);
+      }
+      destroy(c);
+    }
+    if (open.get() >= size) {
+      evictIdleElsewhere(node);
+    }
+    CompletableFuture<Conn> opened = new CompletableFuture<>();
+    try {
+      CompletableFuture.supplyAsync(() -> factory.apply(node), connector).whenComplete((conn, error) -> {
+        if (conn != null) {
+          open.incrementAndGet();
+          this.opened.increment();
+          opened.complete(conn);
+        } else {
+          permits.release();
+          opened.completeExceptionally(Engine.unwrap(error));
+        }
+      });
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      permits.release();
+      opened.completeExceptionally(new TurnstileException("cannot open a blocking connection: Turnstile is closed"));
+    }
+    return opened;
+  }
+
   /** Opening a connection took longer than the borrower would wait. */
   private static final class OpenTimeout extends RuntimeException {
     private static final long serialVersionUID = 1L;

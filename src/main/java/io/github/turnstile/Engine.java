@@ -330,6 +330,8 @@ final class Engine implements AutoCloseable {
   private final AtomicLong requests = new AtomicLong();
   /** Completed (and replaced) whenever Redis may have come back: every waiter then re-attempts. */
   private final Signal faults = new Signal();
+  /** Completed (and replaced) whenever a connection of the main client dropped. */
+  private final Signal losses = new Signal();
   /** The clock of lease bookkeeping; replaced only by tests (see {@link Ticker}). */
   volatile Ticker ticker = Ticker.SYSTEM;
   private volatile boolean closed;
@@ -372,6 +374,7 @@ final class Engine implements AutoCloseable {
     this.metrics = Metrics.create(options, clientId, pool, watchdog);
     topology.onRecovered(this::recovered);
     topology.onLost(() -> {
+      losses.fire(); // a wait on a wake list looks at the connection again
       try {
         events.execute(subscriptions::wakeAll); // off the event loop that reported the drop
       } catch (java.util.concurrent.RejectedExecutionException closed) {
@@ -496,6 +499,17 @@ final class Engine implements AutoCloseable {
    */
   CompletableFuture<Void> faults() {
     return faults.next();
+  }
+
+  /**
+   * Returns the future the next drop of a connection of the main client completes: a wait that
+   * watches no command on that connection (a wait on a wake list) ends with it, and finds Redis
+   * unreachable, which counts against its call.
+   *
+   * @return the future the next connection drop completes
+   */
+  CompletableFuture<Void> losses() {
+    return losses.next();
   }
 
   /** Redis may have come back (a reconnect, a topology change): every waiter attempts again. */
@@ -1575,7 +1589,7 @@ final class Engine implements AutoCloseable {
    * unblock within {@link #UNBLOCK_GRACE_NANOS} has its connection closed too, and its outcome is
    * reported unknown.
    */
-  private <T> void abandon(BlockingPool.Conn conn, CompletableFuture<T> reply, long serverEnd,
+  <T> void abandon(BlockingPool.Conn conn, CompletableFuture<T> reply, long serverEnd,
       Abandoned<T> onAbandon) {
     if (reply.isDone()) {
       settle(conn, reply, 0, onAbandon);

@@ -192,26 +192,46 @@ class AsyncFaultTest {
    * <p>Deterministic: the proxy stalls new connections, so the subscriber connection the waiter
    * opens hangs in its handshake; then the client's main connection is cut and reconnecting is
    * refused. The stalled subscriber connection is left alone (closing it would fail the
-   * subscription at once, a path that already counted the outage).
+   * subscription at once, a path that already counted the outage). Readers wait by pub/sub.
    */
   @Test
   void asyncWaiterAwaitingItsSubscriptionCountsAnOutageThatBeginsMeanwhile() throws Exception {
+    waiterWhoseConnectionStallsCountsAnOutage("subscriber",
+        (holder, name) -> holder.readWriteLock(name).writeLock().lock(),
+        (t, name) -> t.readWriteLock(name).readLock().lockAsync());
+  }
+
+  /**
+   * The same for a waiter on the token list: the blocking connection it borrows hangs in its
+   * handshake when Redis goes away. The drop of the main connection ends the wait, which then
+   * counts the outage, rather than the wait's slice (the holder's 30 s lease).
+   */
+  @Test
+  void asyncWaiterAwaitingItsBlockingConnectionCountsAnOutageThatBeginsMeanwhile() throws Exception {
+    waiterWhoseConnectionStallsCountsAnOutage("blocking",
+        (holder, name) -> holder.lock(name).lock(),
+        (t, name) -> t.lock(name).lockAsync());
+  }
+
+  private void waiterWhoseConnectionStallsCountsAnOutage(String connection,
+      java.util.function.BiConsumer<Turnstile, String> hold,
+      java.util.function.BiFunction<Turnstile, String, CompletableFuture<LockHold>> wait) throws Exception {
     TurnstileOptions options = TurnstileOptions.builder().outageTolerance(Duration.ofMillis(1000)).build();
     try (RedisServerProcess server = RedisServerProcess.start();
         io.github.turnstile.testing.TcpProxy proxy = io.github.turnstile.testing.TcpProxy.start(server.host(), server.port());
         Turnstile holder = Turnstile.connect(server.uri());
         Turnstile turnstile = Turnstile.connect(proxy.uri(), options)) {
-      String name = unique("async-subscribing-outage");
-      holder.lock(name).lock();
-      proxy.setStallNew(true); // the main connection works; the subscriber connection will hang
-      CompletableFuture<LockHold> waiting = turnstile.lock(name).lockAsync();
+      String name = unique("async-" + connection + "-outage");
+      hold.accept(holder, name);
+      proxy.setStallNew(true); // the main connection works; the waiter's new connection will hang
+      CompletableFuture<LockHold> waiting = wait.apply(turnstile, name);
       long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
       while (proxy.stalledCount() == 0 && System.nanoTime() < until) {
         Thread.sleep(5);
       }
-      assertEquals(1, proxy.stalledCount(), "the waiter opened its subscriber connection");
+      assertEquals(1, proxy.stalledCount(), "the waiter opened its " + connection + " connection");
       Thread.sleep(100);
-      assertFalse(waiting.isDone(), "refused once, now waiting for its subscription");
+      assertFalse(waiting.isDone(), "refused once, now waiting for its " + connection + " connection");
       proxy.setRefuseNew(true);
       for (int port : proxy.serverSidePorts()) {
         proxy.cut(port); // the main connection; the stalled one is not proxied yet
@@ -219,8 +239,8 @@ class AsyncFaultTest {
       long start = System.nanoTime();
       Throwable e = failure(waiting, 10);
       long ms = millisSince(start);
-      System.out.println("async: waiter awaiting its subscription failed " + ms + " ms after Redis went away"
-          + " (tolerance 1000 ms): " + e);
+      System.out.println("async: waiter awaiting its " + connection + " connection failed " + ms
+          + " ms after Redis went away (tolerance 1000 ms): " + e);
       assertInstanceOf(TurnstileException.class, e);
       assertTrue(ms < 1000 + Bounds.OVERRUN_MS, "the waiter gave up " + ms + " ms after Redis went away (tolerance 1000 ms)");
       proxy.setRefuseNew(false);

@@ -65,7 +65,7 @@ class AsyncLockContractTest {
       String name = unique("warm-up");
       LockHold held = await(pair[0].lock(name).lockAsync());
       CompletableFuture<LockHold> waiting = pair[1].lock(name).lockAsync();
-      TestSupport.await("subscribed", Duration.ofSeconds(10), () -> pair[1].engine().subscriptions.channels() > 0);
+      TestSupport.await("waiting in Redis", Duration.ofSeconds(10), () -> TestSupport.waitsOf(pair[1]) > 0);
       Thread.sleep(50);
       await(held.release().toCompletableFuture());
       await(waiting).release().toCompletableFuture().get(10, TimeUnit.SECONDS);

@@ -185,6 +185,16 @@ final class TestSupport {
    * per waiting client and primitive side). A Sentinel's own subscription on the primary is not
    * counted (it was: every read/write contract test on Sentinel then waited 3 s for it to go).
    */
+  /**
+   * Returns how many waits of {@code t} are in Redis now, seen from the client: channels it is
+   * subscribed to (the pub/sub tier) and pooled connections lent out (the token-list tier).
+   *
+   * @return subscribed channels plus lent blocking connections of {@code t}
+   */
+  static int waitsOf(Turnstile t) {
+    return t.engine().subscriptions.channels() + t.engine().pool.inUse();
+  }
+
   static long waitersInRedis(TestRedis redis) {
     return redis.infoSum("clients", "blocked_clients") + subscribers(redis, "CHANNELS", "NUMSUB")
         + subscribers(redis, "SHARDCHANNELS", "SHARDNUMSUB");
