@@ -51,6 +51,24 @@ final class AsyncFakes {
     }
   }
 
+  /** A lock hold's I/O that sends nothing: releases succeed at once, losses are counted. */
+  static final class Io implements AsyncHold.Io {
+    final AtomicInteger lost = new AtomicInteger();
+
+    @Override public CompletableFuture<Boolean> release(AsyncHold hold, long leaseEndNanos) {
+      return CompletableFuture.completedFuture(true);
+    }
+    @Override public boolean connected() { return true; }
+    @Override public void stopRenewal(Lease lease) { }
+    @Override public void lost(LeaseLostEvent event) { lost.incrementAndGet(); }
+  }
+
+  /** A real lock hold (its own lease of 30 s) on {@code io}. */
+  static AsyncHold.Lock lockHold(Io io, long token) {
+    return new AsyncHold.Lock("n", io, Ticker.SYSTEM, "k", "r", 30_000, token, "t", System.nanoTime(),
+        Metrics.Primitive.NOOP);
+  }
+
   /** A hold that only counts its releases. */
   static final class Hold implements LockHold {
     private final Side side;

@@ -25,7 +25,7 @@ import org.openjdk.jcstress.infra.results.III_Result;
 @State
 public class HoldCountStress {
   private final LocalOwnership local = new LocalOwnership("n", "lock 'n'");
-  private final Lease lease = new Lease("k", "r", 30_000, 1, "t", System.nanoTime(), (l, reason) -> { });
+  private final AsyncHold.Lock hold = AsyncFakes.lockHold(new AsyncFakes.Io(), 1);
   private int ownerCount;
   private int intruderWins;
   private int released;
@@ -34,14 +34,14 @@ public class HoldCountStress {
   public void owner() {
     Thread me = Thread.currentThread();
     long now = System.nanoTime();
-    local.grant(me, lease);
+    local.grant(me, hold);
     local.reenter(me, now);
     local.reenter(me, now);
     local.unlock(me, now); // 3 -> 2
     ownerCount = local.holdCount(me, now);
     local.unlock(me, now); // 2 -> 1
-    Lease ended = local.unlock(me, now); // 1 -> 0: final
-    released = ended == lease && local.owner() == null && local.lease() == null ? 1 : 0;
+    AsyncHold.Lock ended = local.unlock(me, now); // 1 -> 0: final
+    released = ended == hold && local.owner() == null && local.lease() == null ? 1 : 0;
   }
 
   @Actor

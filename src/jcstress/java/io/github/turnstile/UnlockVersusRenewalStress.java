@@ -51,16 +51,17 @@ public class UnlockVersusRenewalStress {
 
   private final Watchdog watchdog = new Watchdog(null, NEVER, 3_600_000);
   private final LocalOwnership local = new LocalOwnership("n", "lock 'n'");
-  private volatile int reported;
-  private final Lease lease = new Lease("k", "r", 30_000, 1, "t", System.nanoTime(), (l, reason) -> reported++);
+  private final AsyncFakes.Io io = new AsyncFakes.Io();
+  private final AsyncHold.Lock hold = AsyncFakes.lockHold(io, 1);
+  private final Lease lease = hold.lease();
   private int scanSawAlive;
 
   @Actor
   public void owner() {
     Thread me = Thread.currentThread();
-    local.grant(me, lease);
+    local.grant(me, hold);
     watchdog.register(lease);
-    Lease l = local.unlock(me, System.nanoTime());
+    Lease l = local.unlock(me, System.nanoTime()).lease();
     watchdog.unregister(l);
     l.end();
   }
@@ -76,6 +77,6 @@ public class UnlockVersusRenewalStress {
   public void arbiter(III_Result r) {
     r.r1 = scanSawAlive;
     r.r2 = lease.alive(System.nanoTime()) || watchdog.size() != 0 ? 1 : 0;
-    r.r3 = reported;
+    r.r3 = io.lost.get();
   }
 }

@@ -130,6 +130,19 @@ final class AsyncAcquisition<H extends Hold> {
       return null;
     }
 
+    /**
+     * The head {@code a} waits in Redis from now on (its first attempt was refused): list it in
+     * {@link Turnstile#activity()} until {@link #waitEnded}.
+     *
+     * @return what to hand to {@link #waitEnded}
+     */
+    default Object waitStarted(AsyncAcquisition<?> a, Side<?> side, java.util.function.IntSupplier queued) {
+      return null;
+    }
+
+    /** The wait {@code mark} ({@link #waitStarted}) ended. */
+    default void waitEnded(Object mark) {}
+
     /** See {@link Engine#losses()}. */
     default CompletableFuture<Void> losses() {
       return new CompletableFuture<>();
@@ -167,6 +180,16 @@ final class AsyncAcquisition<H extends Hold> {
   /** A primitive's Redis operations, for one kind of primitive. */
   abstract static class Side<H extends Hold> {
     abstract String describe();
+
+    /** The primitive's kind, for {@link Turnstile#activity()} (null: not one of them). */
+    Inspection.Kind kind() {
+      return null;
+    }
+
+    /** The primitive's name, for {@link Turnstile#activity()}. */
+    String primitiveName() {
+      return describe();
+    }
 
     /**
      * Returns the list that releases push wake tokens to (the token-list tier), or null if
@@ -259,16 +282,24 @@ final class AsyncAcquisition<H extends Hold> {
   private final AsyncGate<H> gate;
   /** Permits asked for (1 for locks). */
   final int permits;
+  /**
+   * The thread that parks on this acquisition's future (a blocking call), or null (an async
+   * call): its owner id in Redis is the thread's, and so is its hold's name.
+   */
+  final Thread thread;
   /** Deadline and outage bookkeeping; touched only by the loop (one continuation at a time). */
   final Engine.Call call;
   private final long startNanos = System.nanoTime();
   final CompletableFuture<H> result = new CompletableFuture<>();
+  private final CompletableFuture<Void> left = new CompletableFuture<>();
   /** Guards the fields below: who finishes, and what is in flight. */
   private final ReentrantLock mu = new ReentrantLock();
   private boolean head;
   private boolean abandoned;
   private boolean finished;
   private boolean attempted;
+  /** What {@link Env#waitStarted} returned while this head waits in Redis (null: not waiting). */
+  private Object waitMark;
   /** A copy of an attempt may have run without its reply being seen. */
   private boolean uncertain;
   /** The deadline passed before the head's first attempt was sent: it is sent all the same. */
@@ -297,6 +328,8 @@ final class AsyncAcquisition<H extends Hold> {
   String owner;
   /** Side state: the previous attempt was refused (lock: report a reclaimed holder). */
   boolean refused;
+  /** Side state (lock): an attempt was sent that marks this client as waiting when refused. */
+  boolean marked;
   /** Side state: what the side keeps for this acquisition (the semaphore: its request). */
   Object sideState;
   /**
@@ -305,12 +338,13 @@ final class AsyncAcquisition<H extends Hold> {
    */
   volatile long readSince;
 
-  AsyncAcquisition(Env env, Side<H> side, AsyncGate<H> gate, int permits, Engine.Call call) {
+  AsyncAcquisition(Env env, Side<H> side, AsyncGate<H> gate, int permits, Engine.Call call, Thread thread) {
     this.env = env;
     this.side = side;
     this.gate = gate;
     this.permits = permits;
     this.call = call;
+    this.thread = thread;
   }
 
   /** Queues the acquisition and returns its future. */
@@ -329,7 +363,7 @@ final class AsyncAcquisition<H extends Hold> {
         mu.unlock();
       }
     }
-    if (call.timed) {
+    if (call.timed && !call.once) {
       armDeadline(call.deadline - System.nanoTime());
     }
     if (first) {
@@ -448,7 +482,8 @@ final class AsyncAcquisition<H extends Hold> {
       String id = env.newRequestId();
       request = id;
       int colon = id.lastIndexOf(':');
-      owner = id.substring(0, colon) + ":h" + id.substring(colon + 1); // never a thread's owner id
+      owner = id.substring(0, colon) + ":" + (thread != null ? Long.toString(thread.getId())
+          : "h" + id.substring(colon + 1)); // an async hold's: never a thread's owner id
     } finally {
       mu.unlock();
     }
@@ -484,6 +519,10 @@ final class AsyncAcquisition<H extends Hold> {
       return;
     }
     if (!env.connected()) {
+      if (call.once) {
+        fail(new TurnstileException(side.describe() + ": Redis is not reachable (connection down, reconnecting)"));
+        return;
+      }
       if (deadlineUp()) {
         return;
       }
@@ -720,7 +759,7 @@ final class AsyncAcquisition<H extends Hold> {
     CompletableFuture<Boolean> check = Timer.after(Math.max(0, Math.min(env.recheckNanos(), left)));
     CompletableFuture.anyOf(f, check, fault).whenComplete((v, e) -> guarded(() -> {
       Timer.cancel(check);
-      if (!f.isDone() && fault.isDone()) {
+      if (!f.isDone() && fault.isDone() && !call.once) {
         // A recovery event (a reconnect, a new Cluster topology) while the attempt waits: it may
         // be queued for a connection that will not answer (a dead master's); send again, as
         // Engine.awaitReply does
@@ -728,7 +767,7 @@ final class AsyncAcquisition<H extends Hold> {
         return;
       }
       if (!f.isDone() && System.nanoTime() - sentNanos < env.commandTimeoutNanos()) {
-        if (!env.connected()) {
+        if (!env.connected() && !call.once) {
           try {
             env.unreachable(call, System.nanoTime(), side.describe() + " (connection down, reconnecting)", null);
           } catch (TurnstileException x) {
@@ -856,6 +895,12 @@ final class AsyncAcquisition<H extends Hold> {
     }
     if (a == null) {
       side.failed(this, f);
+      if (call.once) {
+        // one attempt, no wait: a failure is the caller's answer (the attempt is undone if it ran)
+        fail(error != null ? Engine.failure(side.describe(), error) : new TurnstileException(side.describe()
+            + ": Redis did not answer within " + TimeUnit.NANOSECONDS.toMillis(env.commandTimeoutNanos()) + " ms"));
+        return;
+      }
       if (error != null && !Engine.isTransient(error)) {
         fail(error instanceof IllegalArgumentException ? error : Engine.failure(side.describe(), error));
         return;
@@ -874,6 +919,7 @@ final class AsyncAcquisition<H extends Hold> {
       return;
     }
     side.refused(this, a);
+    waitsInRedis();
     if (a.retryMillis == -2 || (!subscribed && !listTier())) {
       // the holder vanished between checks, or the first attempt by pub/sub (not subscribed
       // yet): go on at once
@@ -908,6 +954,45 @@ final class AsyncAcquisition<H extends Hold> {
         step();
       }
     });
+  }
+
+  /** Lists this head in the client's activity once its attempt was refused (and until it leaves the gate). */
+  private void waitsInRedis() {
+    mu.lock();
+    try {
+      if (waitMark != null || finished) {
+        return;
+      }
+      waitMark = env.waitStarted(this, side, () -> Math.max(0, gate.size() - 1));
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /**
+   * Returns a future completed once this acquisition has left its gate: a thread that returns from
+   * an acquisition that ended waits for it too, so that its next call finds the gate as it left it.
+   *
+   * @return a future completed once this acquisition has left its gate
+   */
+  CompletableFuture<Void> left() {
+    return left;
+  }
+
+  /** Called by the gate when this acquisition leaves it: its wait, if listed, is over. */
+  void leftGate() {
+    left.complete(null);
+    Object mark;
+    mu.lock();
+    try {
+      mark = waitMark;
+      waitMark = null;
+    } finally {
+      mu.unlock();
+    }
+    if (mark != null) {
+      env.waitEnded(mark);
+    }
   }
 
   /** Whether this acquisition waits on its primitive's wake list (the token-list tier) rather than by pub/sub. */

@@ -222,9 +222,29 @@ final class AsyncGate<H extends Hold> {
     }
   }
 
-  /** Starts an acquisition of {@code permits} for {@code call}. */
+  /** Starts an asynchronous acquisition of {@code permits} for {@code call}. */
   CompletableFuture<H> acquire(Engine.Call call, int permits) {
-    return new AsyncAcquisition<>(env, side, this, permits, call).start();
+    return acquire(call, permits, null);
+  }
+
+  /**
+   * Starts an acquisition of {@code permits} for {@code call}, on behalf of {@code thread} (which
+   * parks on the future) or of nobody (null: an asynchronous call).
+   */
+  CompletableFuture<H> acquire(Engine.Call call, int permits, Thread thread) {
+    return new AsyncAcquisition<>(env, side, this, permits, call, thread).start();
+  }
+
+  /**
+   * Starts an acquisition of {@code permits} for {@code call} on behalf of {@code thread}, which
+   * parks on it ({@link Waits#park}).
+   *
+   * @return the acquisition, started
+   */
+  AsyncAcquisition<H> enqueue(Engine.Call call, int permits, Thread thread) {
+    AsyncAcquisition<H> a = new AsyncAcquisition<>(env, side, this, permits, call, thread);
+    a.start();
+    return a;
   }
 
   /**
@@ -266,6 +286,7 @@ final class AsyncGate<H extends Hold> {
     try {
       if (head != a) {
         queue.remove(a);
+        a.leftGate(); // under the lock: whoever sees it gone sees the gate without it
         return;
       }
       do {
@@ -277,6 +298,7 @@ final class AsyncGate<H extends Hold> {
         channel = null;
         waitingSince = 0;
       }
+      a.leftGate();
     } finally {
       lock.unlock();
     }

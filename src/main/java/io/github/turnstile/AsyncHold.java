@@ -166,7 +166,12 @@ abstract class AsyncHold implements Hold {
       return true;
     }
     if (outcome.isCompletedExceptionally()) {
-      done.completeExceptionally(Engine.unwrap(outcome.handle((v, e) -> e).join()));
+      Throwable cause = Engine.unwrap(outcome.handle((v, e) -> e).join());
+      if (Engine.isTransient(cause)) {
+        done.complete(null); // given up at once (the client is closed): Redis frees the hold when its lease runs out
+      } else {
+        done.completeExceptionally(cause);
+      }
       return true;
     }
     CompletableFuture<Boolean> patience = null;

@@ -128,6 +128,20 @@ final class AsyncSides {
     }
 
     @Override
+    public Object waitStarted(AsyncAcquisition<?> a, AsyncAcquisition.Side<?> side,
+        java.util.function.IntSupplier queued) {
+      String waiter = a.thread != null ? a.thread.getName() : "async acquisition " + a.owner;
+      Engine.Waiting w = new Engine.Waiting(side.kind(), side.primitiveName(), waiter, engine.ticker.read(), queued);
+      engine.waiting.add(w);
+      return w;
+    }
+
+    @Override
+    public void waitEnded(Object mark) {
+      engine.waiting.remove(mark);
+    }
+
+    @Override
     public AsyncAcquisition.Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
       return ListWait.start(engine, key, sliceNanos, passWakeup);
     }
@@ -197,9 +211,12 @@ final class AsyncSides {
 
     @Override
     LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+      // a thread's hold is named after the thread, as Redis's owner id is (see AsyncAcquisition#thread)
+      String holder = w.thread != null ? w.thread.getName() : "async hold " + w.owner;
       AsyncHold.Lock hold = new AsyncHold.Lock(name, this, engine.ticker, leaseKey(w), w.request, engine.leaseMillis,
-          a.token, "async hold " + w.owner, sentAtTicks, metrics());
-      hold.lease().on(this instanceof LockSide ? Inspection.Kind.LOCK : Inspection.Kind.READ_WRITE_LOCK, name, -1);
+          a.token, holder, sentAtTicks, metrics());
+      hold.lease().on(this instanceof LockSide ? Inspection.Kind.LOCK : Inspection.Kind.READ_WRITE_LOCK, name,
+          w.thread != null ? w.thread.getId() : -1);
       engine.watchdog.register(hold.lease());
       return hold;
     }
@@ -250,6 +267,16 @@ final class AsyncSides {
     }
 
     @Override
+    Inspection.Kind kind() {
+      return Inspection.Kind.LOCK;
+    }
+
+    @Override
+    String primitiveName() {
+      return lock.name();
+    }
+
+    @Override
     String channel() {
       return lock.channel;
     }
@@ -271,8 +298,10 @@ final class AsyncSides {
 
     @Override
     CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
-      // a blocking waiter of this client may wait on the wake list: keep the client's mark for it
-      String flags = RedisLock.acquireFlags(w.refused, false, subscribed, lock.threadsWaiting());
+      // past its deadline (tryLock(), or a late first attempt) it will not wait: no waiting mark
+      boolean noWait = w.call.once || (w.call.timed && w.call.expired());
+      w.marked |= !noWait;
+      String flags = RedisLock.acquireFlags(w.refused, noWait, subscribed);
       return lock.acquireCall(w.owner, w.request, flags)
           .thenApply(reply -> {
             Engine.Attempt a = RedisLock.parseAttempt(reply);
@@ -301,8 +330,8 @@ final class AsyncSides {
         String request = w.request;
         undo(lock.lockKey, request, () -> lock.release(request, 0)); // a copy of the attempt may have granted it unseen
       }
-      if (!lock.threadsWaiting()) {
-        // as RedisLock.gaveUp; the mark is the client's: left to this JVM's waiting threads
+      if (w.marked) {
+        // the mark is the client's; the gate's next head, if any, attempts after this and marks again
         engine.async().hdel(lock.lockKey, "w:" + engine.clientId);
       }
     }
@@ -329,8 +358,7 @@ final class AsyncSides {
     @Override
     public CompletableFuture<Boolean> release(AsyncHold hold, long leaseEndNanos) {
       AsyncGate<LockHold> g = lock.asyncGate();
-      AsyncGate.Successor<LockHold> next = g == null || !engine.connected() || lock.threadsWaiting()
-          ? null : g.successor(lock.handoffLimit());
+      AsyncGate.Successor<LockHold> next = g == null || !engine.connected() ? null : g.successor(lock.handoffLimit());
       if (next == null) {
         CompletableFuture<Boolean> released = super.release(hold, leaseEndNanos);
         if (g != null) {
@@ -375,10 +403,14 @@ final class AsyncSides {
       return hold;
     }
 
+    /**
+     * A head behind a hold of this JVM waits for that hold's hand-off, sending nothing; without
+     * local hand-off (limit 0) it waits in Redis, in line with other clients' waiters.
+     */
     @Override
     CompletableFuture<Void> localEnd(AsyncAcquisition<LockHold> w) {
       AsyncGate<LockHold> g = lock.asyncGate();
-      return g == null ? null : g.localEnd();
+      return g == null || lock.handoffLimit() <= 0 ? null : g.localEnd();
     }
 
     @Override
@@ -401,6 +433,16 @@ final class AsyncSides {
     @Override
     String describe() {
       return side.describe();
+    }
+
+    @Override
+    Inspection.Kind kind() {
+      return Inspection.Kind.READ_WRITE_LOCK;
+    }
+
+    @Override
+    String primitiveName() {
+      return rw.name();
     }
 
     @Override
@@ -482,6 +524,16 @@ final class AsyncSides {
     @Override
     String describe() {
       return side.describe;
+    }
+
+    @Override
+    Inspection.Kind kind() {
+      return Inspection.Kind.READ_WRITE_LOCK;
+    }
+
+    @Override
+    String primitiveName() {
+      return rw.name();
     }
 
     @Override

@@ -173,16 +173,30 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /** A thread of this client waiting in Redis for a primitive (see {@link #contend}), for {@link Turnstile#activity()}. */
+  /**
+   * An acquisition of this client waiting in Redis for a primitive (a thread in {@link #contend},
+   * or the head of a gate, {@link AsyncAcquisition}), for {@link Turnstile#activity()}.
+   */
   static final class Waiting {
-    final Contender contender;
-    final Thread thread;
+    final Inspection.Kind kind;
+    final String name;
+    /** The waiting thread's name, or "async acquisition ..." for a future's. */
+    final String waiter;
     final long sinceNanos;
+    /** How many more acquisitions of this JVM queue behind it (-1 if not known). */
+    final java.util.function.IntSupplier queued;
 
-    Waiting(Contender contender, Thread thread, long sinceNanos) {
-      this.contender = contender;
-      this.thread = thread;
+    Waiting(Inspection.Kind kind, String name, String waiter, long sinceNanos, java.util.function.IntSupplier queued) {
+      this.kind = kind;
+      this.name = name;
+      this.waiter = waiter;
       this.sinceNanos = sinceNanos;
+      this.queued = queued;
+    }
+
+    Waiting(Contender c, Thread thread, long sinceNanos) {
+      this(c.inspectionKind(), c.name() != null ? c.name() : c.describe(), thread.getName(), sinceNanos,
+          c instanceof RedisSemaphore ? ((RedisSemaphore) c)::getQueueLength : () -> -1);
     }
   }
 
@@ -225,6 +239,11 @@ final class Engine implements AutoCloseable {
     final boolean timed;
     final long deadline;
     final boolean interruptible;
+    /**
+     * One attempt and no wait ({@code tryLock()}, {@code tryAcquire()}): its reply is awaited for
+     * the command timeout, and a failure or no reply fails the call rather than timing it out.
+     */
+    final boolean once;
     /** nanoTime since which Redis has been unreachable for this call; meaningful while unreachable. */
     private long unreachableSince;
     private boolean unreachable;
@@ -244,9 +263,19 @@ final class Engine implements AutoCloseable {
     }
 
     private Call(boolean timed, long deadline, boolean interruptible) {
+      this(timed, deadline, interruptible, false);
+    }
+
+    private Call(boolean timed, long deadline, boolean interruptible, boolean once) {
       this.timed = timed;
       this.deadline = deadline;
       this.interruptible = interruptible;
+      this.once = once;
+    }
+
+    /** One attempt and no wait, never interrupted ({@code tryLock()}). */
+    static Call once() {
+      return new Call(true, System.nanoTime(), false, true);
     }
 
     /** An untimed call ({@code lock()}, {@code acquire()}). */
@@ -811,7 +840,13 @@ final class Engine implements AutoCloseable {
     // One completion stage per call on the answered path (was handle + thenCompose +
     // exceptionallyCompose: three stages and a completed future per script, on the event loop).
     CompletableFuture<T> result = new CompletableFuture<>();
-    async.<T>evalsha(s.sha, type, keys, args).toCompletableFuture().whenComplete((value, error) -> {
+    CompletableFuture<T> sent;
+    try {
+      sent = async.<T>evalsha(s.sha, type, keys, args).toCompletableFuture();
+    } catch (RuntimeException e) {
+      sent = CompletableFuture.failedFuture(e); // e.g. the connection closed with the client: fail the future, never the caller
+    }
+    sent.whenComplete((value, error) -> {
       if (error == null) {
         reached();
         result.complete(value);

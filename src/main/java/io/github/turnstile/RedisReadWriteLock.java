@@ -167,41 +167,12 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     }
 
     @Override
-    public CompletableFuture<Engine.Attempt> attempt(String requestId, boolean subscribed) {
-      return RedisReadWriteLock.this.<List<Object>>op(ScriptOutputType.MULTI, "write",
-              engine.ownerId(Thread.currentThread()), requestId, 0, subscribed)
-          .thenApply(RedisReadWriteLock.this::reclaims)
-          .thenApply(RedisLock::parseAttempt);
-    }
-
-    @Override
     CompletableFuture<Long> release(String request, long token) {
       return op(ScriptOutputType.INTEGER, "wunlock", "", request, token);
     }
 
     @Override
-    public void gaveUp(String request) {
-      // Wait (briefly, and not at all while Redis is unreachable) for the withdrawal, so that
-      // when tryLock returns false, readers are no longer held back on this writer's account.
-      CompletableFuture<Long> cancelled = op(ScriptOutputType.INTEGER, "wcancel", "", request, 0);
-      if (!engine.connected()) {
-        return;
-      }
-      try {
-        Waits.get(cancelled, TimeUnit.MILLISECONDS.toNanos(20), false);
-      } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException
-          | InterruptedException e) {
-        // Redis is slow or gone: the entry stops counting within one lease anyway
-      }
-    }
-
-    @Override
-    public void cancel(String requestId) {
-      op(ScriptOutputType.INTEGER, "wcancel", "", requestId, 0);
-    }
-
-    @Override
-    public void passWakeup() {
+    void passWakeup() {
       op(ScriptOutputType.INTEGER, "wpass", "", "-", 0);
     }
 
@@ -428,7 +399,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       mine[1] = waitingSince.get(); // waits with the readers that wait now, if any
       if (writeLock.isHeldByCurrentThread()
           || (!gate.isLocked() && !gate.hasQueuedThreads() && !writerAhead
-              && !writeLock.local.busyElsewhere(Thread.currentThread()))) {
+              && !writeLock.busyElsewhere(Thread.currentThread()))) {
         // Readers share: while no thread of this JVM has to wait, readers acquire side by side
         // without queueing behind one another. Only a reader that must wait takes the gate; so
         // does one while another thread of this JVM holds the write lock or contends for it, or

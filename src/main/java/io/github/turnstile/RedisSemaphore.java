@@ -1534,6 +1534,16 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     }
 
     @Override
+    Inspection.Kind kind() {
+      return Inspection.Kind.SEMAPHORE;
+    }
+
+    @Override
+    String primitiveName() {
+      return name;
+    }
+
+    @Override
     String channel() {
       return channel;
     }

@@ -427,11 +427,8 @@ public final class Turnstile implements AutoCloseable {
           Duration.ofNanos(Math.max(0, now - l.grantedAtNanos)), Duration.ofMillis(left), 0));
     }
     for (Engine.Waiting w : engine.waiting) {
-      Engine.Contender c = w.contender;
-      int queued = c instanceof RedisLock ? ((RedisLock) c).local.gate().getQueueLength()
-          : c instanceof RedisSemaphore ? ((RedisSemaphore) c).getQueueLength() : -1;
-      out.add(new Activity(c.inspectionKind(), c.name() != null ? c.name() : c.describe(), false,
-          w.thread.getName(), 0, 0, Duration.ofNanos(Math.max(0, now - w.sinceNanos)), null, queued));
+      out.add(new Activity(w.kind, w.name, false, w.waiter, 0, 0, Duration.ofNanos(Math.max(0, now - w.sinceNanos)),
+          null, w.queued.getAsInt()));
     }
     return java.util.Collections.unmodifiableList(out);
   }

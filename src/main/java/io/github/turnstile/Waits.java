@@ -103,6 +103,139 @@ final class Waits {
     return timed(wait, 0, interruptible) || managed(() -> timed(wait, timeoutNanos, interruptible));
   }
 
+  /**
+   * How long past its deadline a timed thread waits for its acquisition's outcome at most: the
+   * engine completes the future by the deadline (stretched by at most a reply's least wait, and a
+   * replica acknowledgement), so this bound is never reached unless the engine stalled; then the
+   * acquisition is cancelled, the stall logged, and the call times out.
+   */
+  private static final long PARK_OVERRUN_NANOS = TimeUnit.SECONDS.toNanos(60);
+
+  /**
+   * Parks the calling thread on the future of its acquisition (the blocking API's wait on the one
+   * engine), as {@code CompletableFuture.get} does, and as a managed wait on pool workers
+   * ({@link #managed}). Untimed calls park untimed: the acquisition's future ends the wait.
+   *
+   * @return the hold, or null if the acquisition timed out
+   * @throws InterruptedException if the call is interruptible and the thread was interrupted:
+   *     the acquisition is cancelled first (a hold delivered just before is released)
+   * @throws TurnstileException (or another unchecked exception) if the acquisition failed
+   */
+  static <H extends Hold> H park(AsyncAcquisition<H> a, Engine.Call call) throws InterruptedException {
+    CompletableFuture<H> f = a.result;
+    if (!f.isDone()) {
+      Thread me = Thread.currentThread();
+      f.whenComplete((v, e) -> java.util.concurrent.locks.LockSupport.unpark(me));
+      boolean interrupted;
+      try {
+        interrupted = managed(() -> parkUntilDone(f, call));
+      } catch (InterruptedException e) {
+        giveUp(f);
+        a.left().join();
+        throw e;
+      }
+      if (interrupted) {
+        Thread.currentThread().interrupt(); // an uninterruptible wait keeps the interrupt
+      }
+      if (!f.isDone()) {
+        System.getLogger("io.github.turnstile").log(System.Logger.Level.WARNING,
+            "an acquisition did not end within " + TimeUnit.NANOSECONDS.toSeconds(PARK_OVERRUN_NANOS)
+            + " s after its deadline; cancelled: " + a);
+        giveUp(f);
+      }
+    }
+    // it left the gate as (or just after) its future completed: the caller's next call finds the
+    // gate without it (a tryLock() right after a timed-out one would otherwise see it queued)
+    a.left().join();
+    try {
+      return f.join();
+    } catch (java.util.concurrent.CancellationException e) {
+      return null;
+    } catch (java.util.concurrent.CompletionException e) {
+      Throwable cause = Engine.unwrap(e);
+      if (cause instanceof TimeoutException) {
+        return null;
+      }
+      if (cause instanceof RuntimeException) {
+        throw (RuntimeException) cause;
+      }
+      if (cause instanceof Error) {
+        throw (Error) cause;
+      }
+      throw new TurnstileException(String.valueOf(cause), cause);
+    }
+  }
+
+  /** Parks until {@code f} is done; returns whether an uninterruptible call was interrupted meanwhile. */
+  private static boolean parkUntilDone(CompletableFuture<?> f, Engine.Call call) throws InterruptedException {
+    boolean interrupted = false;
+    long bound = call.deadline + PARK_OVERRUN_NANOS;
+    while (!f.isDone()) {
+      if (Thread.interrupted()) {
+        if (call.interruptible) {
+          throw new InterruptedException();
+        }
+        interrupted = true;
+      }
+      if (call.timed) {
+        long left = bound - System.nanoTime();
+        if (left <= 0) {
+          return interrupted;
+        }
+        java.util.concurrent.locks.LockSupport.parkNanos(f, left);
+      } else {
+        java.util.concurrent.locks.LockSupport.park(f);
+      }
+    }
+    return interrupted;
+  }
+
+  /** Cancels an acquisition the caller no longer waits for; a hold it delivered first is released. */
+  private static <H extends Hold> void giveUp(CompletableFuture<H> f) {
+    if (f.cancel(false)) {
+      return;
+    }
+    H h = f.handle((v, e) -> v).join();
+    if (h != null) {
+      try {
+        h.close();
+      } catch (RuntimeException e) {
+        // lost meanwhile: nothing is left to give back
+      }
+    }
+  }
+
+  /**
+   * Waits, never interrupted, for a release's stage (which completes within a short patience:
+   * see {@link Hold#release()}); rethrows its failure.
+   */
+  static void settle(CompletableFuture<Void> done) {
+    boolean interrupted = false;
+    try {
+      while (true) {
+        try {
+          done.get();
+          return;
+        } catch (InterruptedException e) {
+          interrupted = true;
+        } catch (ExecutionException e) {
+          Throwable cause = Engine.unwrap(e.getCause());
+          if (cause instanceof RuntimeException) {
+            throw (RuntimeException) cause;
+          }
+          if (cause instanceof Error) {
+            throw (Error) cause;
+          }
+          throw new TurnstileException(String.valueOf(cause), cause);
+        }
+      }
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
   /** A wait that may park the calling thread. */
   @FunctionalInterface
   interface Parking<T> {

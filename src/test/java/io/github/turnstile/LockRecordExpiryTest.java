@@ -211,7 +211,7 @@ class LockRecordExpiryTest {
             return null;
           });
           TestSupport.await("the other thread waiting", Duration.ofSeconds(60),
-              () -> lock.threadsWaiting() && waiter[0] != null
+              () -> lock.asyncGate() != null && lock.asyncGate().size() > 0 && waiter[0] != null
                   && (waiter[0].getState() == Thread.State.WAITING || waiter[0].getState() == Thread.State.TIMED_WAITING));
           Thread.sleep(40); // the successor's token in a later window than the first
           lock.unlock(); // hands it to the other thread

@@ -64,7 +64,7 @@ class LostWritesTest {
         threads.add(t);
       }
       TestSupport.await("four threads waiting behind the holder", Duration.ofMillis(Bounds.PROMPT_MS),
-          () -> lock.local.gate().isLocked() && lock.local.gate().getQueueLength() == 3);
+          () -> lock.asyncGate() != null && lock.asyncGate().size() == 4);
       lock.unlock(); // handed on locally, from thread to thread, then released
       for (Thread t : threads) {
         t.join(Bounds.PROMPT_MS);
