@@ -10,19 +10,23 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * One asynchronous acquisition ({@code lockAsync()}, {@code tryLockAsync(t)},
- * {@code acquireAsync(n)}): the wait loop of {@link Engine#contend}, tier 2 (pub/sub), as a state
- * machine on {@link CompletableFuture} callbacks instead of a parked thread. A pending acquisition
- * is a few objects; no thread waits for it.
+ * One acquisition: a thread's ({@code lock()}, {@code tryLock(t)}: the thread parks on
+ * {@link #result}, {@link Waits#park}) or a future's ({@code lockAsync()}, {@code tryLockAsync(t)},
+ * {@code acquireAsync(n)}), as a state machine on {@link CompletableFuture} callbacks. It is the one
+ * wait loop of the engine (DESIGN §5): a pending acquisition is a few objects, and no thread waits
+ * for it but its caller's, if any.
  *
  * <pre>
- * queue at the primitive's {@link AsyncGate} (FIFO among this JVM's async acquisitions); as its head:
+ * queue at the primitive's {@link AsyncGate} (FIFO among this JVM's acquisitions); as its head:
  * loop
- *   Redis unreachable? wait for a recovery event or 50 ms (outage tolerance / deadline, as a blocking call)
- *   first attempt, if the gate has no confirmed subscription: without subscribing (uncontended: one round trip)
- *   otherwise: make sure the gate's subscription to the channel is confirmed; take its next() and faults()
- *   attempt(request, subscribed)   ── granted → start the hold, leave the gate, complete the future
- *   wait for the message, a recovery event, or the holder's remaining lease (a timer), whichever first
+ *   Redis unreachable? wait for a recovery event or 50 ms (outage tolerance / deadline)
+ *   a hold of this JVM holds it? wait for its hand-off; this JVM just yielded? stand back 5 ms
+ *   tier 1 (the side has a wake list, a pooled connection is free): attempt; refused → BLPOP the
+ *     wake list (a token, a recovery event, a connection drop or the slice ends it)
+ *   tier 2: the first attempt without subscribing; then make sure the gate's subscription is
+ *     confirmed, take its next() and faults(), attempt(subscribed); refused → wait for the
+ *     message, a recovery event or the holder's remaining lease, whichever first
+ *   granted → start the hold, leave the gate, complete the future
  * </pre>
  *
  * <p><b>One continuation at a time.</b> Every step ends by registering exactly one continuation

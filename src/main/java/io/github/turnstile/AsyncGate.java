@@ -6,18 +6,22 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * The asynchronous acquisitions of one primitive (one lock, one side of a read/write lock, one
- * semaphore) in this JVM: the async counterpart of the local gate. They queue in FIFO order and
- * only the head contends in Redis, so a release wakes one async acquisition per JVM and primitive,
- * not all of them (100 pending acquisitions of one name cost one attempt per release, not 100).
- * When the head ends (granted, cancelled, timed out, failed), the next one becomes head at once.
+ * The acquisitions of one primitive (one lock, one side of a read/write lock, one semaphore) in this
+ * JVM: a lock's threads ({@code lock()}, parked on their acquisition) and futures
+ * ({@code lockAsync()}) alike. They queue in arrival order and only the head contends in Redis, so
+ * a release wakes one acquisition per JVM and primitive, not all of them (100 pending acquisitions
+ * of one name cost one attempt per release, not 100). When the head ends (granted, cancelled,
+ * timed out, failed), the next one becomes head at once.
  *
  * <p>The gate also keeps the subscription to the primitive's channel while it has acquisitions,
  * so that consecutive heads share it instead of unsubscribing and subscribing again; the last
- * acquisition to leave closes it. Only the head uses it.
+ * acquisition to leave closes it. Only the head uses it. For a lock it keeps the local hand-off's
+ * books: the hold of this JVM that holds the lock, and the hand-offs in a row (see
+ * {@link #successor}).
  *
- * <p>Blocking threads queue at the primitive's own gate; a primitive may thus have one blocking
- * and one asynchronous waiter in Redis per JVM, and Redis decides between them.
+ * <p>Threads that wait for a read lock or for permits still queue apart, in the earlier blocking
+ * loop ({@link Engine#acquire}); such a primitive may have one blocking and one asynchronous waiter
+ * in Redis per JVM, and Redis decides between them.
  */
 final class AsyncGate<H extends Hold> {
   private final AsyncAcquisition.Env env;

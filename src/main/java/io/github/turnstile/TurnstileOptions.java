@@ -317,10 +317,10 @@ public final class TurnstileOptions {
     }
 
     /**
-     * Sets the most connections this Turnstile opens for blocking waits. Within one JVM only one
-     * thread per primitive waits in Redis, so this bounds the number of primitives waited on
-     * remotely at the same time; further waiters wait locally, re-checking Redis at the latest
-     * when the blocking holder's lease would run out. Default 16.
+     * Sets the most connections this Turnstile opens for blocking waits ({@code BLPOP} on a
+     * primitive's wake list: one hop, FIFO across clients). Within one JVM only one acquisition per
+     * primitive waits in Redis, so this bounds the number of primitives waited on that way at the
+     * same time; waiters beyond it wait by pub/sub, on one subscriber connection per node. Default 16.
      *
      * @param size at least 1
      * @return this builder
@@ -388,13 +388,15 @@ public final class TurnstileOptions {
     }
 
     /**
-     * Sets how many grants in a row a {@link DistributedLock} may pass straight from one thread of
-     * this Turnstile to the next one waiting for it: the unlocking thread moves the hold in Redis
-     * to the waiter with one script (a new fencing token included), which saves the round trips of
-     * a release, a wake-up and an attempt. After that many, the lock is released in Redis, and
-     * this JVM's next waiter queues behind those of other JVMs. This bounds how long other JVMs
-     * can be passed over; 0 turns local hand-off off (every release goes through Redis). The
-     * write lock of a read/write lock never hands off locally. Default 8.
+     * Sets how many grants in a row a {@link DistributedLock} may pass straight from one holder of
+     * this Turnstile (a thread, or an async hold) to the next acquisition waiting for it (a thread
+     * or a future): the release moves the hold in Redis to the waiter with one script (a new
+     * fencing token included), which saves the round trips of a release, a wake-up and an attempt.
+     * The count runs only while another client waits; after that many, the lock is released in
+     * Redis, and this JVM's next waiter stands back briefly so that those of other JVMs go first.
+     * This bounds how long other JVMs can be passed over; 0 turns local hand-off off (every release
+     * goes through Redis, and this JVM's waiters wait there in line with others). The write lock
+     * of a read/write lock never hands off locally. Default 8.
      *
      * @param limit at least 0
      * @return this builder
