@@ -306,4 +306,52 @@ class InspectionTest {
       TestSupport.await("the other client's activity to end", Duration.ofSeconds(10), () -> other.activity().isEmpty());
     }
   }
+
+  /**
+   * The holder is named (application, host, process) to another client from the moment its first
+   * hold is returned: the client's identity record is written when it connects, not by the
+   * watchdog after the grant. Before that, the first inspection showed only the client's id and
+   * thread id. Then the same after the client was idle for over three leases (the record's time to
+   * live: the watchdog keeps it while the client is open), and after Redis lost the record (it is
+   * written again within a lease).
+   */
+  @Test
+  void theHolderIsNamedAsSoonAsLockReturns(TestRedis redis) throws Exception {
+    long leaseMs = 1500;
+    TurnstileOptions options = TurnstileOptions.builder().clientName("h").leaseTime(Duration.ofMillis(leaseMs)).build();
+    try (Turnstile holder = Turnstile.connect(redis.uri(), options); Turnstile other = Turnstile.connect(redis.uri())) {
+      String name = unique("named-at-once");
+      DistributedLock lock = holder.lock(name);
+      lock.lock();
+      try {
+        Inspection seen = other.inspect(Kind.LOCK, name); // right after lock() returned: no wait, no retry
+        assertTrue(seen.isHeld(), seen.toString());
+        Holder h = seen.holders().get(0);
+        assertEquals("h", h.clientName(), "named at the first inspection: " + seen);
+        assertEquals(Identity.hostName(), h.host(), seen.toString());
+        assertEquals(ProcessHandle.current().pid(), h.pid(), seen.toString());
+        assertEquals(holder.clientId(), h.clientId());
+      } finally {
+        lock.unlock();
+      }
+
+      // idle for more than the record's time to live (3 leases), then a new hold: still named at once
+      Thread.sleep(leaseMs * 10 / 3); // over 3 leases (4.5 s) after the record was first written
+      String later = unique("named-after-idle");
+      DistributedLock again = holder.lock(later);
+      again.lock();
+      try (Turnstile fresh = Turnstile.connect(redis.uri())) { // no cached identity
+        Inspection seen = fresh.inspect(Kind.LOCK, later);
+        assertEquals("h", seen.holders().get(0).clientName(), "named after an idle spell: " + seen);
+      } finally {
+        again.unlock();
+      }
+
+      // Redis loses the record (deleted here): the watchdog writes it again within a lease
+      String record = Identity.key(holder.options().keyPrefix(), holder.clientId());
+      assertEquals("1", redis.command("DEL", record));
+      TestSupport.await("the identity record written again", Duration.ofSeconds(30),
+          () -> "1".equals(redis.command("EXISTS", record)));
+    }
+  }
 }

@@ -45,10 +45,12 @@ class NoPollingAndConnectionsTest {
       DistributedLock holder = holderClient.lock(name);
       holder.lock();
       DistributedLock lock = waiterClient.lock(name);
-      // the holder's client writes its identity record (DESIGN §16) within a watchdog scan of its
-      // first hold, then once a lease: not in the window, which counts every client's scripts
-      TestSupport.await("the holder's identity record", Duration.ofSeconds(10),
-          () -> redis.command("EXISTS", "{turnstile:}:client:" + holderClient.clientId()).trim().equals("1"));
+      // the holder's client writes its identity record (DESIGN §16) when it connects, names the
+      // holding thread in it within a watchdog scan of its first hold, then rewrites it once a
+      // lease: not in the window, which counts every client's scripts
+      String holdingThread = "t:" + Thread.currentThread().getId();
+      TestSupport.await("the holder's thread in its identity record", Duration.ofSeconds(10),
+          () -> redis.command("HEXISTS", "{turnstile:}:client:" + holderClient.clientId(), holdingThread).trim().equals("1"));
       Map<String, Long> before = TestSupport.commandStats(redis);
       CountDownLatch acquired = new CountDownLatch(1);
       Thread waiter = TestSupport.start("waiter", () -> {
