@@ -11,7 +11,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * This client's identity record in Redis: {@code {prefix:}:client:<client id>}, a hash with its
@@ -35,7 +35,8 @@ final class Identity {
   private final Engine engine;
   final String key;
   private final long leaseNanos;
-  private final AtomicBoolean inFlight = new AtomicBoolean();
+  /** The write in flight (its reply, completed once the retry bookkeeping is done); null if none. */
+  private final AtomicReference<CompletableFuture<Long>> inFlight = new AtomicReference<>();
   private volatile boolean disabled;
   private volatile long nextWriteNanos;
   /** The threads named in the record as last written (written by one write at a time). */
@@ -58,12 +59,16 @@ final class Identity {
    * the command timeout: called once, when the client connects, so that the record is in Redis
    * before the first acquisition's result is returned. Never fails the connection: a refusal by
    * ACL disables the record (as in {@link #tick}); any other failure (or no answer in time) leaves
-   * the write to the watchdog's next scan.
+   * the write to the watchdog's next scan. If the watchdog's first scan has already sent the
+   * record (a connect slower than a scan), that write is the one waited for.
    */
   void writeAtConnect() {
     CompletableFuture<Long> sent = write(engine.ticker.read(), true, new LinkedHashMap<>());
     if (sent == null) {
-      return;
+      sent = inFlight.get();
+      if (sent == null) {
+        return; // disabled, or the scan's write has been answered already
+      }
     }
     try {
       sent.get(engine.options.commandTimeout().toNanos(), TimeUnit.NANOSECONDS);
@@ -88,7 +93,7 @@ final class Identity {
    * is open), or when it names no holding thread that holds now.
    */
   void tick(long now, Collection<Lease> leases) {
-    if (disabled || inFlight.get()) {
+    if (disabled || inFlight.get() != null) {
       return;
     }
     boolean periodic = now - nextWriteNanos >= 0;
@@ -120,7 +125,8 @@ final class Identity {
 
   /** Sends identity.lua with these thread names; null if a write is already in flight. */
   private CompletableFuture<Long> write(long now, boolean periodic, Map<Long, String> threads) {
-    if (disabled || !inFlight.compareAndSet(false, true)) {
+    CompletableFuture<Long> done = new CompletableFuture<>();
+    if (disabled || !inFlight.compareAndSet(null, done)) {
       return null;
     }
     List<String> args = new ArrayList<>();
@@ -144,7 +150,7 @@ final class Identity {
     } catch (RuntimeException e) {
       reply = CompletableFuture.failedFuture(e);
     }
-    return reply.whenComplete((v, e) -> {
+    reply.whenComplete((v, e) -> {
       if (e != null) {
         Throwable cause = Engine.unwrap(e);
         if (cause instanceof AclRefusal) {
@@ -157,8 +163,14 @@ final class Identity {
           named = Map.of();
         }
       }
-      inFlight.set(false);
+      inFlight.set(null);
+      if (e != null) {
+        done.completeExceptionally(e);
+      } else {
+        done.complete(v);
+      }
     });
+    return done;
   }
 
   /** The fixed fields: id, host, pid, started (ms since the epoch, this client's clock), name. */
