@@ -155,9 +155,28 @@ class InspectionTest {
     }
   }
 
+  /** The keys whose names contain {@code name}, on every master (a Cluster: InspectionOnClusterTest). */
   private static String keysOf(TestRedis redis, String name) {
-    String reply = redis.command("KEYS", "*" + name + "*");
-    return reply.replace("[", "").replace("]", "").trim();
+    StringBuilder keys = new StringBuilder();
+    for (String reply : redis.commandOnEachMaster("KEYS", "*" + name + "*")) {
+      keys.append(reply.replace("[", "").replace("]", "").trim());
+    }
+    return keys.toString();
+  }
+
+  /**
+   * Runs a command on one key's master: on every master, keeping the reply that is not a
+   * redirection (a Cluster); on one server, there.
+   */
+  private static String onKeysMaster(TestRedis redis, String... args) {
+    String reply = null;
+    for (String r : redis.commandOnEachMaster(args)) {
+      if (r == null || !r.startsWith("-MOVED")) {
+        return r;
+      }
+      reply = r;
+    }
+    return reply;
   }
 
   /** The command-line tool, in its own JVM, names the holder; bad arguments exit 2 with a message. */
@@ -349,9 +368,9 @@ class InspectionTest {
 
       // Redis loses the record (deleted here): the watchdog writes it again within a lease
       String record = Identity.key(holder.options().keyPrefix(), holder.clientId());
-      assertEquals("1", redis.command("DEL", record));
+      assertEquals("1", onKeysMaster(redis, "DEL", record));
       TestSupport.await("the identity record written again", Duration.ofSeconds(30),
-          () -> "1".equals(redis.command("EXISTS", record)));
+          () -> "1".equals(onKeysMaster(redis, "EXISTS", record)));
     }
   }
 }
