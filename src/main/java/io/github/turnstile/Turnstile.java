@@ -100,6 +100,11 @@ public final class Turnstile implements AutoCloseable {
    *       {@link #create(RedisClusterClient, TurnstileOptions)}).</li>
    * </ul>
    *
+   * <p>Before it returns, it stores this client's identity in Redis ({@code clientName}, host,
+   * process id: one script, whose reply it waits for at most the command timeout), so that
+   * inspections name its holds from the moment they are granted; a failure of that write does not
+   * fail the connect (it is retried within a watchdog scan).
+   *
    * @param uri the Redis URI
    * @param options the options
    * @return a connected Turnstile
