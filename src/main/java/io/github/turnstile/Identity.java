@@ -41,7 +41,11 @@ final class Identity {
   private volatile long nextWriteNanos;
   /** The threads named in the record as last written (written by one write at a time). */
   private volatile Map<Long, String> named = Map.of();
-  private volatile String host;
+  /**
+   * This process's host name, looked up once per JVM (the first connect pays a slow name lookup,
+   * if any; no acquisition does).
+   */
+  private static volatile String host;
 
   Identity(Engine engine) {
     this.engine = engine;
@@ -176,7 +180,7 @@ final class Identity {
   /** The fixed fields: id, host, pid, started (ms since the epoch, this client's clock), name. */
   private Map<String, String> fields() {
     if (host == null) {
-      host = hostName(); // once, at connect (a slow name lookup delays the connect, no acquisition)
+      host = hostName();
     }
     Map<String, String> f = new LinkedHashMap<>();
     f.put("id", engine.clientId);
