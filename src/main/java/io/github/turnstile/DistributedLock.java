@@ -78,11 +78,23 @@ public interface DistributedLock extends Lock {
    * client identity ({@link TurnstileOptions.Builder#clientName application name}, host, process
    * id), thread, fencing token, when it acquired and how much of its lease is left. For a read or
    * write lock of a {@link DistributedReadWriteLock}, the read/write lock's inspection
-   * ({@link DistributedReadWriteLock#inspect()}).
+   * ({@link DistributedReadWriteLock#inspect()}). The holder is named from the moment its
+   * acquisition returned: each client stores its identity in Redis when it connects, before
+   * {@code connect} returns.
    *
-   * <p>Read-only and bounded: one round trip (plus one the first time it names a client this
-   * Turnstile has not seen), no key created, nothing acquired; the answer may be out of date the
-   * moment it returns. Unlike {@link #isLocked()}, it always asks Redis.
+   * <p>Read-only and bounded: no key created, nothing acquired; the answer may be out of date the
+   * moment it returns. Unlike {@link #isLocked()}, it always asks Redis. It costs one round trip
+   * when this Turnstile already knows the identity of every client it names, and two otherwise:
+   * one script reads the holders from the primitive's keys, and only its answer says whose identity
+   * records to read (one pipelined {@code HMGET} for all of them). The two reads cannot be one
+   * script: a primitive's keys share one hash slot (its name's hash tag) and the identity records
+   * another ({@code {prefix:}}), and on a Redis Cluster a script may touch one slot only (on one
+   * server a script could read them only as keys it is not given, which Turnstile's scripts
+   * avoid); keeping a copy of the identity in each primitive's slot would cost a write per
+   * acquisition. Identities
+   * never change, so they are cached (up to 1,024 clients): the second round trip is paid the
+   * first time a client is named, and again only for a holding thread whose name the cached
+   * record lacks.
    *
    * @return a snapshot of the lock's holder and waiters
    * @throws TurnstileException if Redis cannot be reached, or the Turnstile is closed

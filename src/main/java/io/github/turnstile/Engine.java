@@ -346,7 +346,7 @@ final class Engine implements AutoCloseable {
   private final BlockingPool acks;
   final Subscriptions subscriptions;
   final Watchdog watchdog;
-  /** This client's identity record in Redis (written by the watchdog while it holds anything). */
+  /** This client's identity record in Redis (written at connect, then kept by the watchdog). */
   final Identity identity;
   /** Reads primitives' state and clients' identities for {@link Inspection}s. */
   final Inspector inspector;

@@ -7,19 +7,25 @@ import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * This client's identity record in Redis: {@code {prefix:}:client:<client id>}, a hash with its
  * id, host, process id, start time, application name ({@link TurnstileOptions#clientName()}) and
  * the names of the threads that hold something ({@code t:<thread id>}, at most
- * {@value #MAX_THREADS}). Stored once per client, never per acquisition: the watchdog writes it
- * (identity.lua) while the client holds anything, at most once per lease, and sooner only when a
- * holding thread is not named in it yet (at most once per watchdog scan). It lives three leases,
- * so it outlives every hold its client took; when the client holds nothing it is not rewritten and
- * expires. The hash tag {@code {prefix:}} (an empty name, which no primitive can have) keeps every
- * client record in one slot, apart from every primitive.
+ * {@value #MAX_THREADS}). Stored once per client, never per acquisition: written when the client
+ * connects (before {@code connect} returns, so that the first hold is named as soon as it is
+ * granted), then kept by the watchdog (identity.lua) once per lease for as long as the client is
+ * open, whether it holds anything or not, and sooner only when a holding thread is not named in it
+ * yet (at most once per watchdog scan) or after a reconnect (a Redis that restarted or failed over
+ * may have lost it). It lives three leases, so it outlives every hold its client took; a client
+ * that is gone (closed or crashed) stops rewriting it and it expires. The hash tag
+ * {@code {prefix:}} (an empty name, which no primitive can have) keeps every client record in one
+ * slot, apart from every primitive.
  */
 final class Identity {
   private static final System.Logger LOG = System.getLogger("io.github.turnstile.Identity");
@@ -29,12 +35,17 @@ final class Identity {
   private final Engine engine;
   final String key;
   private final long leaseNanos;
-  private final AtomicBoolean inFlight = new AtomicBoolean();
+  /** The write in flight (its reply, completed once the retry bookkeeping is done); null if none. */
+  private final AtomicReference<CompletableFuture<Long>> inFlight = new AtomicReference<>();
   private volatile boolean disabled;
   private volatile long nextWriteNanos;
-  /** The threads named in the record as last written (only the watchdog's thread writes this). */
+  /** The threads named in the record as last written (written by one write at a time). */
   private volatile Map<Long, String> named = Map.of();
-  private String host;
+  /**
+   * This process's host name, looked up once per JVM (the first connect pays a slow name lookup,
+   * if any; no acquisition does).
+   */
+  private static volatile String host;
 
   Identity(Engine engine) {
     this.engine = engine;
@@ -48,11 +59,45 @@ final class Identity {
   }
 
   /**
-   * Called on every watchdog scan (the watchdog's thread): writes the record if the client holds
-   * something and it is due (once per lease) or names no holding thread that holds now.
+   * Writes the record now (its fixed fields, no thread name) and waits for Redis's answer, at most
+   * the command timeout: called once, when the client connects, so that the record is in Redis
+   * before the first acquisition's result is returned. Never fails the connection: a refusal by
+   * ACL disables the record (as in {@link #tick}); any other failure (or no answer in time) leaves
+   * the write to the watchdog's next scan. If the watchdog's first scan has already sent the
+   * record (a connect slower than a scan), that write is the one waited for.
+   */
+  void writeAtConnect() {
+    CompletableFuture<Long> sent = write(engine.ticker.read(), true, new LinkedHashMap<>());
+    if (sent == null) {
+      sent = inFlight.get();
+      if (sent == null) {
+        return; // disabled, or the scan's write has been answered already
+      }
+    }
+    try {
+      sent.get(engine.options.commandTimeout().toNanos(), TimeUnit.NANOSECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ExecutionException | TimeoutException e) {
+      // logged (and the retry scheduled) by write's own completion
+    }
+  }
+
+  /**
+   * Makes the record due at the next watchdog scan (after a reconnect: a Redis that restarted
+   * without its data, or a replica promoted before the record reached it, no longer has it).
+   */
+  void rewriteSoon() {
+    nextWriteNanos = engine.ticker.read();
+  }
+
+  /**
+   * Called on every watchdog scan (the watchdog's thread): writes the record when it is due (once
+   * per lease, whether the client holds anything or not, so that it never expires while the client
+   * is open), or when it names no holding thread that holds now.
    */
   void tick(long now, Collection<Lease> leases) {
-    if (disabled || leases.isEmpty() || inFlight.get()) {
+    if (disabled || inFlight.get() != null) {
       return;
     }
     boolean periodic = now - nextWriteNanos >= 0;
@@ -79,8 +124,14 @@ final class Identity {
         threads.putIfAbsent(l.threadId, l.holder);
       }
     }
-    if (!inFlight.compareAndSet(false, true)) {
-      return;
+    write(now, periodic, threads);
+  }
+
+  /** Sends identity.lua with these thread names; null if a write is already in flight. */
+  private CompletableFuture<Long> write(long now, boolean periodic, Map<Long, String> threads) {
+    CompletableFuture<Long> done = new CompletableFuture<>();
+    if (disabled || !inFlight.compareAndSet(null, done)) {
+      return null;
     }
     List<String> args = new ArrayList<>();
     args.add(Long.toString(3 * engine.leaseMillis));
@@ -96,28 +147,40 @@ final class Identity {
       nextWriteNanos = now + leaseNanos;
     }
     named = threads;
-    engine.<Long>eval(Script.IDENTITY, ScriptOutputType.INTEGER, new String[] {key}, args.toArray(new String[0]))
-        .whenComplete((v, e) -> {
-          if (e != null) {
-            Throwable cause = Engine.unwrap(e);
-            if (cause instanceof AclRefusal) {
-              // a user whose keys exclude the record: inspections name this client by its id only
-              disabled = true;
-              LOG.log(Level.INFO, "not storing this client''s identity in Redis: {0}", cause.getMessage());
-            } else {
-              LOG.log(Level.DEBUG, "identity record not written, will retry: {0}", cause.toString());
-              nextWriteNanos = engine.ticker.read();
-              named = Map.of();
-            }
-          }
-          inFlight.set(false);
-        });
+    CompletableFuture<Long> reply;
+    try {
+      reply = engine.<Long>eval(Script.IDENTITY, ScriptOutputType.INTEGER, new String[] {key}, args.toArray(new String[0]))
+          .toCompletableFuture();
+    } catch (RuntimeException e) {
+      reply = CompletableFuture.failedFuture(e);
+    }
+    reply.whenComplete((v, e) -> {
+      if (e != null) {
+        Throwable cause = Engine.unwrap(e);
+        if (cause instanceof AclRefusal) {
+          // a user whose keys exclude the record: inspections name this client by its id only
+          disabled = true;
+          LOG.log(Level.INFO, "not storing this client''s identity in Redis: {0}", cause.getMessage());
+        } else {
+          LOG.log(Level.DEBUG, "identity record not written, will retry: {0}", cause.toString());
+          nextWriteNanos = engine.ticker.read();
+          named = Map.of();
+        }
+      }
+      inFlight.set(null);
+      if (e != null) {
+        done.completeExceptionally(e);
+      } else {
+        done.complete(v);
+      }
+    });
+    return done;
   }
 
   /** The fixed fields: id, host, pid, started (ms since the epoch, this client's clock), name. */
   private Map<String, String> fields() {
     if (host == null) {
-      host = hostName(); // on the watchdog's thread: a slow name lookup delays no acquisition
+      host = hostName();
     }
     Map<String, String> f = new LinkedHashMap<>();
     f.put("id", engine.clientId);

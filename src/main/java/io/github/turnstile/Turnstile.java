@@ -66,6 +66,9 @@ public final class Turnstile implements AutoCloseable {
 
   private Turnstile(Engine engine) {
     this.engine = engine;
+    // the client's identity record, before the first acquisition can be granted: a hold is named
+    // (application, host, pid) to whoever inspects it from the moment it is taken
+    engine.identity.writeAtConnect();
   }
 
   /**
@@ -96,6 +99,11 @@ public final class Turnstile implements AutoCloseable {
    *       form; Lettuce itself takes one {@code redis://} URI per seed, see
    *       {@link #create(RedisClusterClient, TurnstileOptions)}).</li>
    * </ul>
+   *
+   * <p>Before it returns, it stores this client's identity in Redis ({@code clientName}, host,
+   * process id: one script, whose reply it waits for at most the command timeout), so that
+   * inspections name its holds from the moment they are granted; a failure of that write does not
+   * fail the connect (it is retried within a watchdog scan).
    *
    * @param uri the Redis URI
    * @param options the options
@@ -389,8 +397,9 @@ public final class Turnstile implements AutoCloseable {
    * Returns who holds the primitive of this kind and name in Redis and how many wait for it, as
    * {@link DistributedLock#inspect()} does, without obtaining the primitive: for a semaphore, no
    * capacity is needed and none is created. Read-only and bounded: one round trip (plus one the
-   * first time it names clients this Turnstile has not seen), and no key is created, so a name
-   * nobody uses answers "not held" ({@link Inspection#isHeld()} false) and leaves Redis as it was.
+   * first time it names clients this Turnstile has not seen: why, in
+   * {@link DistributedLock#inspect()}), and no key is created, so a name nobody uses answers "not
+   * held" ({@link Inspection#isHeld()} false) and leaves Redis as it was.
    *
    * @param kind lock, read/write lock or semaphore (see {@link Inspection.Kind#of(String)})
    * @param name the primitive's name; non-blank, at most {@value #MAX_NAME_LENGTH} characters

@@ -74,10 +74,11 @@ final class Watchdog implements AutoCloseable {
   /**
    * Renews every lease now rather than at the next tick (after a reconnect: a Redis that
    * restarted without its data answers the renewal with "gone", and the holders learn of the
-   * loss at once instead of up to a renew interval later).
+   * loss at once instead of up to a renew interval later), and rewrites the identity record.
    */
   void renewNow() {
     nextRenewalNanos = engine.ticker.read();
+    engine.identity.rewriteSoon(); // the same Redis may have lost the identity record too
     try {
       scheduler.execute(this::tick);
     } catch (java.util.concurrent.RejectedExecutionException e) {

@@ -220,6 +220,41 @@ class AclRefusalTest {
     }
   }
 
+  /**
+   * A user whose key pattern leaves out the identity records ({@code {turnstile:}:client:...}):
+   * connect returns (the record's write at connect is refused once, in {@code ACL LOG}, and not
+   * sent again), locks work, and inspections name its holds by client id only.
+   */
+  @Test
+  void withoutTheIdentityRecordsKeys() throws Exception {
+    String name = unique("kept-no-identity");
+    long start = System.nanoTime();
+    Turnstile t = restricted(rules -> {
+      List<String> out = new ArrayList<>(rules);
+      assertTrue(out.remove("~{turnstile:*"), "the README line's key pattern");
+      out.add("~{turnstile:kept-*");
+      return out;
+    });
+    long connectMs = millisSince(start);
+    assertTrue(connectMs < PROMPT_MS, "connected at once, not held up by the refusal: " + connectMs + " ms");
+    String record = Identity.key("turnstile", t.clientId());
+    DistributedLock lock = t.lock(name);
+    lock.lock();
+    try {
+      Inspection seen = full.inspect(Inspection.Kind.LOCK, name);
+      assertTrue(seen.isHeld(), seen.toString());
+      assertEquals(t.clientId(), seen.holders().get(0).clientId(), seen.toString());
+      assertNull(seen.holders().get(0).clientName(), "no identity record to name it by: " + seen);
+    } finally {
+      lock.unlock();
+    }
+    assertEquals("0", server.command("EXISTS", record));
+    List<String> refused = LeastPrivilege.refusals(server.command("ACL", "LOG")).stream()
+        .filter(r -> r.endsWith(" " + "restricted-" + users)).toList();
+    assertEquals(1, refused.size(), "one refusal, the record's write at connect: " + refused);
+    assertTrue(refused.get(0).contains(record), refused.toString());
+  }
+
   /** A command inside a script: Redis 6.2/7.0 name only the line, Turnstile reads the command there. */
   @Test
   void withoutACommandOfAScript() {

@@ -30,6 +30,9 @@ class InspectionAsAclUserTest {
       DistributedLock lock = holder.lock(name);
       lock.lock();
       try {
+        // written at connect, under the user's key pattern: named at the first inspection
+        Inspection first = inspector.inspect(Inspection.Kind.LOCK, name);
+        assertEquals("acl-app", first.holders().get(0).clientName(), first.toString());
         TestSupport.await("the holder named by its identity", Duration.ofSeconds(30), () -> {
           Inspection i = inspector.inspect(Inspection.Kind.LOCK, name);
           return i.isHeld() && "acl-app".equals(i.holders().get(0).clientName())

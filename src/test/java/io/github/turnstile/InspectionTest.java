@@ -155,9 +155,28 @@ class InspectionTest {
     }
   }
 
+  /** The keys whose names contain {@code name}, on every master (a Cluster: InspectionOnClusterTest). */
   private static String keysOf(TestRedis redis, String name) {
-    String reply = redis.command("KEYS", "*" + name + "*");
-    return reply.replace("[", "").replace("]", "").trim();
+    StringBuilder keys = new StringBuilder();
+    for (String reply : redis.commandOnEachMaster("KEYS", "*" + name + "*")) {
+      keys.append(reply.replace("[", "").replace("]", "").trim());
+    }
+    return keys.toString();
+  }
+
+  /**
+   * Runs a command on one key's master: on every master, keeping the reply that is not a
+   * redirection (a Cluster); on one server, there.
+   */
+  private static String onKeysMaster(TestRedis redis, String... args) {
+    String reply = null;
+    for (String r : redis.commandOnEachMaster(args)) {
+      if (r == null || !r.startsWith("-MOVED")) {
+        return r;
+      }
+      reply = r;
+    }
+    return reply;
   }
 
   /** The command-line tool, in its own JVM, names the holder; bad arguments exit 2 with a message. */
@@ -304,6 +323,54 @@ class InspectionTest {
       waiter.join(10_000);
       assertTrue(t.activity().isEmpty(), t.activity().toString());
       TestSupport.await("the other client's activity to end", Duration.ofSeconds(10), () -> other.activity().isEmpty());
+    }
+  }
+
+  /**
+   * The holder is named (application, host, process) to another client from the moment its first
+   * hold is returned: the client's identity record is written when it connects, not by the
+   * watchdog after the grant. Before that, the first inspection showed only the client's id and
+   * thread id. Then the same after the client was idle for over three leases (the record's time to
+   * live: the watchdog keeps it while the client is open), and after Redis lost the record (it is
+   * written again within a lease).
+   */
+  @Test
+  void theHolderIsNamedAsSoonAsLockReturns(TestRedis redis) throws Exception {
+    long leaseMs = 1500;
+    TurnstileOptions options = TurnstileOptions.builder().clientName("h").leaseTime(Duration.ofMillis(leaseMs)).build();
+    try (Turnstile holder = Turnstile.connect(redis.uri(), options); Turnstile other = Turnstile.connect(redis.uri())) {
+      String name = unique("named-at-once");
+      DistributedLock lock = holder.lock(name);
+      lock.lock();
+      try {
+        Inspection seen = other.inspect(Kind.LOCK, name); // right after lock() returned: no wait, no retry
+        assertTrue(seen.isHeld(), seen.toString());
+        Holder h = seen.holders().get(0);
+        assertEquals("h", h.clientName(), "named at the first inspection: " + seen);
+        assertEquals(Identity.hostName(), h.host(), seen.toString());
+        assertEquals(ProcessHandle.current().pid(), h.pid(), seen.toString());
+        assertEquals(holder.clientId(), h.clientId());
+      } finally {
+        lock.unlock();
+      }
+
+      // idle for more than the record's time to live (3 leases), then a new hold: still named at once
+      Thread.sleep(leaseMs * 10 / 3); // over 3 leases (4.5 s) after the record was first written
+      String later = unique("named-after-idle");
+      DistributedLock again = holder.lock(later);
+      again.lock();
+      try (Turnstile fresh = Turnstile.connect(redis.uri())) { // no cached identity
+        Inspection seen = fresh.inspect(Kind.LOCK, later);
+        assertEquals("h", seen.holders().get(0).clientName(), "named after an idle spell: " + seen);
+      } finally {
+        again.unlock();
+      }
+
+      // Redis loses the record (deleted here): the watchdog writes it again within a lease
+      String record = Identity.key(holder.options().keyPrefix(), holder.clientId());
+      assertEquals("1", onKeysMaster(redis, "DEL", record));
+      TestSupport.await("the identity record written again", Duration.ofSeconds(30),
+          () -> "1".equals(onKeysMaster(redis, "EXISTS", record)));
     }
   }
 }

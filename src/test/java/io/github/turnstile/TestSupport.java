@@ -226,6 +226,22 @@ final class TestSupport {
     return n;
   }
 
+  /**
+   * How many times identity.lua (a client's identity record, DESIGN §16) ran between two
+   * {@link #commandStats} snapshots. It is the only script that calls DEL, once per run
+   * ({@code IdentityRecordTest.onlyTheIdentityScriptDeletes}), and Turnstile sends no DEL of its
+   * own, so this is the DEL count's rise: valid for a window in which the test sends no DEL itself.
+   *
+   * <p>Tests that count what a waiter (or a hand-off) sends subtract it from their script count:
+   * the record is written per client (at connect, once a lease, once for each thread that holds
+   * for the first time, at a watchdog scan), never per waiter or per acquisition, and when it lands
+   * is the watchdog's timing, not the waiter's. Such tests bound it separately (at most one per
+   * client in the window).
+   */
+  static long identityWrites(Map<String, Long> before, Map<String, Long> after) {
+    return totalCalls(after, "del") - totalCalls(before, "del");
+  }
+
   static long totalCalls(Map<String, Long> stats, String... commands) {
     long sum = 0;
     for (String c : commands) {

@@ -1,6 +1,7 @@
 -- identity.lua: writes this client's identity record (DESIGN §16), once per client, never per
--- acquisition: the watchdog sends it while the client holds anything, at most once per lease, and
--- when a thread that holds something is not named in it yet (at most once per watchdog scan).
+-- acquisition: sent when the client connects, then by the watchdog once per lease while the client
+-- is open (sooner after a reconnect), and when a thread that holds something is not named in it
+-- yet (at most once per watchdog scan).
 --
 -- KEYS[1]  {prefix:}:client:<client id>   hash, replaced whole
 -- ARGV[1]  its lifetime, ms (three leases: it outlives every hold the client took while alive)
