@@ -33,6 +33,11 @@ class OneGateTest {
     this.redis = redis;
   }
 
+  /** The waits of {@code t}'s activity on {@code name}. */
+  private static List<Activity> waits(Turnstile t, String name) {
+    return t.activity().stream().filter(a -> !a.isHeld() && a.name().equals(name)).collect(java.util.stream.Collectors.toList());
+  }
+
   private static int queued(DistributedLock lock) {
     AsyncGate<LockHold> g = ((RedisLock) lock).asyncGate();
     return g == null ? 0 : g.size();
@@ -73,6 +78,11 @@ class OneGateTest {
         return h.release();
       }).toCompletableFuture();
       TestSupport.await("future-4 queued", PATIENCE, () -> queued(lock) == 4);
+      // the head, a thread, waits in Redis, and three queue behind it: one wait in the activity
+      TestSupport.await("the head's wait listed", PATIENCE, () -> waits(t, name).size() == 1);
+      Activity wait = waits(t, name).get(0);
+      assertEquals("thread-1", wait.thread());
+      assertEquals(3, wait.queued());
       held.unlock();
       first.join(PATIENCE.toMillis());
       second.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
@@ -145,9 +155,13 @@ class OneGateTest {
       TestSupport.await("the thread queued", PATIENCE, () -> queued(lock) == 1);
       CompletableFuture<LockHold> future = lock.lockAsync();
       TestSupport.await("the future queued", PATIENCE, () -> queued(lock) == 2);
+      TestSupport.await("the thread's wait listed", PATIENCE, () -> waits(t, name).size() == 1);
       waiter.interrupt();
       assertTrue(thrown.get(PATIENCE.toSeconds(), TimeUnit.SECONDS) instanceof InterruptedException);
       assertFalse(lock.isHeldByCurrentThread());
+      // the future is the head now, and waits in Redis: listed as an async acquisition
+      TestSupport.await("the future's wait listed", PATIENCE, () -> waits(t, name).size() == 1
+          && waits(t, name).get(0).thread().startsWith("async acquisition "));
       held.unlock();
       LockHold h = future.get(PATIENCE.toSeconds(), TimeUnit.SECONDS);
       assertTrue(h.isValid());
