@@ -31,6 +31,10 @@ final class AsyncFakes {
       }
     }
 
+    /** What {@link #runMode} answers (see {@link AsyncGate#enter}). */
+    volatile int runMode = AsyncGate.RUN_NEVER;
+
+    @Override int runMode(AsyncAcquisition<LockHold> w) { return runMode; }
     @Override String describe() { return "lock 'n'"; }
     @Override String channel() { return "ch"; }
     @Override Metrics.Primitive metrics() { return Metrics.Primitive.NOOP; }

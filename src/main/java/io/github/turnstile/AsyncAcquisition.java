@@ -208,6 +208,17 @@ final class AsyncAcquisition<H extends Hold> {
     /** Hands on a wake token that was (or may have been) taken and will not be used. */
     void passWakeup() {}
 
+    /**
+     * Returns whether {@code w} may attempt at once beside the gate's head rather than queue
+     * ({@link AsyncGate#RUN_NEVER}, {@link AsyncGate#RUN_WHEN_IDLE}, {@link AsyncGate#RUN_ALWAYS}):
+     * a shared side's (readers share while nobody waits).
+     *
+     * @return the run mode of {@code w}
+     */
+    int runMode(AsyncAcquisition<H> w) {
+      return AsyncGate.RUN_NEVER;
+    }
+
     abstract String channel();
 
     abstract Metrics.Primitive metrics();
@@ -299,6 +310,8 @@ final class AsyncAcquisition<H extends Hold> {
   /** Guards the fields below: who finishes, and what is in flight. */
   private final ReentrantLock mu = new ReentrantLock();
   private boolean head;
+  /** A head that attempts beside the gate's head, not in line (a reader while nobody waits: {@link AsyncGate#enter}). */
+  private boolean runner;
   private boolean abandoned;
   private boolean finished;
   private boolean attempted;
@@ -358,11 +371,13 @@ final class AsyncAcquisition<H extends Hold> {
         abandon();
       }
     });
-    boolean first = gate.enter(this);
+    int entered = gate.enter(this, side.runMode(this));
+    boolean first = entered != AsyncGate.QUEUED;
     if (first) {
       mu.lock();
       try {
         head = true; // before the deadline is armed: a head sends its first attempt whatever the time
+        runner = entered == AsyncGate.RUNNER;
       } finally {
         mu.unlock();
       }
@@ -483,11 +498,15 @@ final class AsyncAcquisition<H extends Hold> {
         return;
       }
       head = true;
-      String id = env.newRequestId();
-      request = id;
-      int colon = id.lastIndexOf(':');
-      owner = id.substring(0, colon) + ":" + (thread != null ? Long.toString(thread.getId())
-          : "h" + id.substring(colon + 1)); // an async hold's: never a thread's owner id
+      // a refused runner, in line until now, goes on with its request (Redis counts it as waiting
+      // under that request)
+      if (request == null) {
+        String id = env.newRequestId();
+        request = id;
+        int colon = id.lastIndexOf(':');
+        owner = id.substring(0, colon) + ":" + (thread != null ? Long.toString(thread.getId())
+            : "h" + id.substring(colon + 1)); // an async hold's: never a thread's owner id
+      }
     } finally {
       mu.unlock();
     }
@@ -538,8 +557,10 @@ final class AsyncAcquisition<H extends Hold> {
     if (waitLocally()) {
       return;
     }
-    if (listTier()) {
-      send(null, env.faults(), false); // it waits on the wake list if refused
+    if (listTier() || runsBeside()) {
+      // tier 1: it waits on the wake list if refused; a runner: it takes its place in line if
+      // refused, and subscribes only as the head (the gate's subscription is the head's)
+      send(null, env.faults(), false);
       return;
     }
     Channel ch = gate.channel();
@@ -923,6 +944,9 @@ final class AsyncAcquisition<H extends Hold> {
       return;
     }
     side.refused(this, a);
+    if (isRunner() && !gate.runnerRefused(this)) {
+      return; // refused beside the head: in line now (it goes on when it becomes head), or it ended
+    }
     waitsInRedis();
     if (a.retryMillis == -2 || (!subscribed && !listTier())) {
       // the holder vanished between checks, or the first attempt by pub/sub (not subscribed
@@ -958,6 +982,38 @@ final class AsyncAcquisition<H extends Hold> {
         step();
       }
     });
+  }
+
+  /** A refused runner queued behind others (called by the gate under its lock, before any promotion). */
+  void inLine() {
+    mu.lock();
+    try {
+      head = false;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /** Whether this acquisition runs beside the head (a runner: see {@link AsyncGate#enter}). */
+  private boolean runsBeside() {
+    mu.lock();
+    try {
+      return runner;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /** Whether this acquisition runs beside the head; clears it (a refused runner is in line from now on). */
+  private boolean isRunner() {
+    mu.lock();
+    try {
+      boolean was = runner;
+      runner = false;
+      return was;
+    } finally {
+      mu.unlock();
+    }
   }
 
   /** Lists this head in the client's activity once its attempt was refused (and until it leaves the gate). */

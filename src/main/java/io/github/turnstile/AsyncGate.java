@@ -7,8 +7,8 @@ import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * The acquisitions of one primitive (one lock, one side of a read/write lock, one semaphore) in this
- * JVM: a lock's threads ({@code lock()}, parked on their acquisition) and futures
- * ({@code lockAsync()}) alike. They queue in arrival order and only the head contends in Redis, so
+ * JVM: threads ({@code lock()}, parked on their acquisition) and futures ({@code lockAsync()})
+ * alike. They queue in arrival order and only the head contends in Redis, so
  * a release wakes one acquisition per JVM and primitive, not all of them (100 pending acquisitions
  * of one name cost one attempt per release, not 100). When the head ends (granted, cancelled,
  * timed out, failed), the next one becomes head at once.
@@ -19,9 +19,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * books: the hold of this JVM that holds the lock, and the hand-offs in a row (see
  * {@link #successor}).
  *
- * <p>Threads that wait for a read lock or for permits still queue apart, in the earlier blocking
- * loop ({@link Engine#acquire}); such a primitive may have one blocking and one asynchronous waiter
- * in Redis per JVM, and Redis decides between them.
+ * <p>On a shared side (readers) a new acquisition attempts at once beside the others while
+ * nobody waits in line ({@link #enter}: a runner). Threads that wait for permits still queue
+ * apart, in the semaphore's own queue and the earlier blocking loop ({@link Engine#contend}); a
+ * semaphore may have one blocking and one asynchronous waiter in Redis per JVM, and Redis decides
+ * between them.
  */
 final class AsyncGate<H extends Hold> {
   private final AsyncAcquisition.Env env;
@@ -34,6 +36,8 @@ final class AsyncGate<H extends Hold> {
    */
   private final LinkedHashSet<AsyncAcquisition<H>> queue = new LinkedHashSet<>();
   private AsyncAcquisition<H> head; // guarded by lock
+  /** Acquisitions attempting beside the head (readers while nobody waits: see {@link #enter}); guarded by lock. */
+  private final java.util.Set<AsyncAcquisition<H>> runners = new java.util.HashSet<>();
   private AsyncAcquisition.Channel channel; // guarded by lock
   /**
    * Read side only: the server time (ms) since which the readers now queued here wait (0: not
@@ -251,20 +255,64 @@ final class AsyncGate<H extends Hold> {
     return a;
   }
 
+  /** {@link #enter}'s answers. */
+  static final int QUEUED = 0;
+  static final int HEAD = 1;
+  static final int RUNNER = 2;
+
+  /** {@link AsyncAcquisition.Side#runMode}: never a runner; a runner while the gate is idle; always. */
+  static final int RUN_NEVER = 0;
+  static final int RUN_WHEN_IDLE = 1;
+  static final int RUN_ALWAYS = 2;
+
   /**
-   * Queues {@code a}.
+   * Queues {@code a}, or (a shared side: readers) lets it attempt at once beside the others as a
+   * <i>runner</i>, while nobody of this gate waits in Redis ({@code runMode}
+   * {@link #RUN_WHEN_IDLE}: no head, nobody queued) or always ({@link #RUN_ALWAYS}: a downgrade, or
+   * a {@code tryLock()} that barges). Runners share; a refused runner takes its place in line
+   * ({@link #runnerRefused}).
    *
-   * @return true if it is the head now (it starts at once)
+   * @return {@link #HEAD} if it is the head now, {@link #RUNNER} if it runs beside the head, both
+   *     starting at once; {@link #QUEUED} otherwise
    */
-  boolean enter(AsyncAcquisition<H> a) {
+  int enter(AsyncAcquisition<H> a, int runMode) {
     lock.lock();
     try {
       a.readSince = waitingSince;
+      if (runMode == RUN_ALWAYS || (runMode == RUN_WHEN_IDLE && head == null && queue.isEmpty())) {
+        runners.add(a);
+        return RUNNER;
+      }
+      if (head == null) {
+        head = a;
+        return HEAD;
+      }
+      queue.add(a);
+      return QUEUED;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * The runner {@code a} was refused: it waits in line from now on, as the head if there is none,
+   * else behind those queued.
+   *
+   * @return true if it is the head now (its loop goes on); false if it is queued (its loop stops
+   *     until it becomes head) or has left the gate meanwhile (it ended)
+   */
+  boolean runnerRefused(AsyncAcquisition<H> a) {
+    lock.lock();
+    try {
+      if (!runners.remove(a)) {
+        return false; // it ended meanwhile and left
+      }
       if (head == null) {
         head = a;
         return true;
       }
       queue.add(a);
+      a.inLine();
       return false;
     } finally {
       lock.unlock();
@@ -289,7 +337,9 @@ final class AsyncGate<H extends Hold> {
     lock.lock();
     try {
       if (head != a) {
-        queue.remove(a);
+        if (!runners.remove(a)) {
+          queue.remove(a);
+        }
         a.leftGate(); // under the lock: whoever sees it gone sees the gate without it
         return;
       }
@@ -322,7 +372,7 @@ final class AsyncGate<H extends Hold> {
   void readRefused(AsyncAcquisition<H> a, long nowMs) {
     lock.lock();
     try {
-      if (head != a) {
+      if (head != a && !runners.contains(a)) {
         return;
       }
       if (a.readSince == 0) {
@@ -426,7 +476,7 @@ final class AsyncGate<H extends Hold> {
   int size() {
     lock.lock();
     try {
-      return queue.size() + (head == null ? 0 : 1);
+      return queue.size() + runners.size() + (head == null ? 0 : 1);
     } finally {
       lock.unlock();
     }

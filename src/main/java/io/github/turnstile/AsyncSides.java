@@ -546,14 +546,31 @@ final class AsyncSides {
       return side.metrics;
     }
 
+    /**
+     * Readers share: a new reader attempts at once beside the others while nobody of this JVM
+     * waits for the read lock and no writer is known to be ahead; a downgrade (its thread holds the
+     * write lock) and a {@code tryLock()} (which barges) always do.
+     */
+    @Override
+    int runMode(AsyncAcquisition<LockHold> w) {
+      if (w.call.once || side.downgrade(w.thread)) {
+        return AsyncGate.RUN_ALWAYS;
+      }
+      return side.writerAhead || side.writeBusyElsewhere(w.thread) ? AsyncGate.RUN_NEVER : AsyncGate.RUN_WHEN_IDLE;
+    }
+
     @Override
     CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       AsyncGate<LockHold> g = gate.get();
-      long since = w.readSince;
+      // tryLock() barges: -1 reads as "waiting since before the last admission", so rwlock.lua
+      // grants unless another owner holds the write lock, past waiting writers
+      long since = w.call.once ? -1 : w.readSince;
       return rw.read(w.owner, w.request, since)
           .thenApply(rw::reclaims)
           .thenApply(r -> {
-            if ((Long) r.get(0) == 0L) {
+            boolean refused = (Long) r.get(0) == 0L;
+            side.writerAhead = refused || (Long) r.get(2) == 1L;
+            if (refused && !w.call.once) { // a tryLock() that will not wait sets no waiting time
               g.readRefused(w, (Long) r.get(2));
             } else {
               g.readGranted(since);

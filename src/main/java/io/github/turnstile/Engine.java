@@ -21,7 +21,6 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Supplier;
 
 /**
@@ -208,30 +207,6 @@ final class Engine implements AutoCloseable {
   final java.util.Set<Waiting> waiting = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   /**
-   * A contender with its local side: what the holder of its local gate does before, and after,
-   * contending in Redis (see {@link #acquire}).
-   */
-  interface Acquirer extends Contender {
-    /**
-     * Runs as the gate holder before contending. May settle the acquisition itself (a local
-     * hand-off): then it returns the outcome. Otherwise returns null, and may set
-     * {@code queueFirst[0]} to how long to queue behind other JVMs' waiters first.
-     */
-    default Boolean beforeContend(String request, Call call, long[] queueFirst) throws InterruptedException {
-      return null;
-    }
-
-    /** The request was granted: start the hold. */
-    void granted(String request, long token, long sentAtNanos);
-
-    /** The acquisition gave up (deadline, interrupt, failure) after it may have registered as waiting. */
-    void gaveUp(String request);
-
-    /** The gate holder is about to leave the gate. */
-    default void leavingGate() {}
-  }
-
-  /**
    * The time and outage bookkeeping of one acquisition call: its deadline (if timed), whether it
    * may be interrupted, and since when Redis has been continuously unreachable for it.
    */
@@ -364,11 +339,6 @@ final class Engine implements AutoCloseable {
   /** The clock of lease bookkeeping; replaced only by tests (see {@link Ticker}). */
   volatile Ticker ticker = Ticker.SYSTEM;
   private volatile boolean closed;
-  /**
-   * Threads of this client parked for a local hand-off (see {@link #awaitingLocally}): they wait
-   * on no Redis command and no fault signal, so {@link #close()} wakes them itself.
-   */
-  private final java.util.Set<Thread> localWaiters = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   /**
    * @param connect opens the topology, given the client name prefix to set on its connections
@@ -1231,44 +1201,6 @@ final class Engine implements AutoCloseable {
   }
 
   /**
-   * The acquisition every lock side runs: queue at the local {@code gate} (FIFO among this JVM's
-   * threads), then, as the gate holder, let {@link Acquirer#beforeContend} settle it (a local
-   * hand-off) or contend in Redis; start the hold on success, withdraw on failure.
-   *
-   * @return true if acquired, false if the deadline passed
-   */
-  boolean acquire(Acquirer c, ReentrantLock gate, Call call, String request) throws InterruptedException {
-    checkOpen(c.describe()); // a call after close() fails at once instead of queueing behind waiters
-    if (!Waits.lock(gate, call.remaining(), call.interruptible)) {
-      c.gaveUp(request);
-      return false;
-    }
-    try {
-      // closed while queued: the gate holder ahead of this thread left with the same exception
-      checkOpen(c.describe());
-      long[] queueFirst = new long[1];
-      Boolean settled = c.beforeContend(request, call, queueFirst);
-      if (settled != null) {
-        return settled;
-      }
-      long[] sentAt = new long[1];
-      Attempt a = contend(c, request, call, queueFirst[0], sentAt);
-      if (a == null) {
-        c.gaveUp(request);
-        return false;
-      }
-      c.granted(request, a.token, sentAt[0]);
-      return true;
-    } catch (InterruptedException | RuntimeException e) {
-      c.gaveUp(request);
-      throw e;
-    } finally {
-      c.leavingGate();
-      gate.unlock();
-    }
-  }
-
-  /**
    * Waits before a first attempt ({@code queueFirstNanos} of {@link #contend}) on the wake list
    * that ended without a token: nobody woke this JVM's waiter while it stood back (a test's
    * figure; a release that yields pushes a token, so with the primitive free this stays 0).
@@ -1460,20 +1392,6 @@ final class Engine implements AutoCloseable {
   void checkOpen(String what) {
     if (closed) {
       throw new TurnstileException(what + ": Turnstile is closed");
-    }
-  }
-
-  /**
-   * Registers ({@code on}) or removes the current thread as one that parks for a local hand-off;
-   * {@link #close()} unparks every registered thread. A thread registers before it first reads
-   * {@link #isClosed()}, and close sets the flag before it looks at the registrations, so either
-   * close finds the thread or the thread finds the flag.
-   */
-  void awaitingLocally(boolean on) {
-    if (on) {
-      localWaiters.add(Thread.currentThread());
-    } else {
-      localWaiters.remove(Thread.currentThread());
     }
   }
 
@@ -1842,9 +1760,6 @@ final class Engine implements AutoCloseable {
   @Override
   public void close() {
     closed = true;
-    for (Thread t : localWaiters) {
-      java.util.concurrent.locks.LockSupport.unpark(t); // parked for a local hand-off: see awaitingLocally
-    }
     metrics.close();
     watchdog.close();
     scheduler.shutdownNow();

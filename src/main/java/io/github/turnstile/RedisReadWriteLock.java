@@ -9,7 +9,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
-import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * {@link DistributedReadWriteLock} on the shared {@link Engine} and {@code rwlock.lua}. The write
@@ -194,82 +193,85 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
   // ================================================================ read side
 
-  /** One reading thread's hold: its count (touched only by that thread) and its lease. */
+  /** One reading thread's hold: its count (touched only by that thread) and the engine's hold. */
   private static final class Hold {
     int count = 1;
+    final AsyncHold.Lock hold;
     final Lease lease;
-    final long sinceNanos = System.nanoTime();
 
-    Hold(Lease lease) {
-      this.lease = lease;
+    Hold(AsyncHold.Lock hold) {
+      this.hold = hold;
+      this.lease = hold.lease();
     }
   }
 
-  /**
-   * The read lock: shared; one hold and one lease per reading thread. A reader that must wait
-   * always waits by pub/sub: a write release admits every waiting reader with one message on the
-   * readers' channel, whatever their number.
-   */
   @Override
   public Inspection inspect() {
     return engine.inspector.inspect(Inspection.Kind.READ_WRITE_LOCK, name);
   }
 
-  final class ReadSide implements DistributedLock, Engine.Acquirer {
+  /**
+   * The read lock: shared; one hold and one lease per reading thread. Every acquisition, a
+   * thread's or a future's, is an {@link AsyncAcquisition} at this side's gate; readers share:
+   * while nobody of this JVM waits in Redis for the read lock, and no writer is known to be ahead,
+   * a new reader attempts at once beside the others ({@link AsyncGate#RUN_WHEN_IDLE}); a refused
+   * one waits in line. A reader that must wait waits by pub/sub: a write release admits every
+   * waiting reader with one message on the readers' channel, whatever their number.
+   */
+  final class ReadSide implements DistributedLock {
+    final String describe = "read lock of '" + name + "'";
+    final Metrics.Primitive metrics = engine.metrics.primitive("read", name);
+    private final ConcurrentHashMap<Thread, Hold> holds = new ConcurrentHashMap<>();
+    private final CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
+    private volatile long releases; // happens-before edge for local release -> acquire (see LocalOwnership)
+    /**
+     * A hint: the last answer to a read attempt was a refusal, or a grant past a waiting writer (an
+     * admitted reader). New readers then wait in line rather than attempt at once (that attempt
+     * would be refused); a grant with no writer waiting clears it.
+     */
+    volatile boolean writerAhead;
+    /** This JVM's read acquisitions, threads' and futures' (created on first use; see {@link AsyncGate}). */
+    private final java.util.concurrent.atomic.AtomicReference<AsyncGate<LockHold>> gate =
+        new java.util.concurrent.atomic.AtomicReference<>();
+
     @Override
     public Inspection inspect() {
       return RedisReadWriteLock.this.inspect();
     }
 
     @Override
-    public Inspection.Kind inspectionKind() {
-      return Inspection.Kind.READ_WRITE_LOCK;
-    }
-    final String describe = "read lock of '" + name + "'";
-    final Metrics.Primitive metrics = engine.metrics.primitive("read", name);
-    private final ReentrantLock gate = new ReentrantLock(true);
-    private final ConcurrentHashMap<Thread, Hold> holds = new ConcurrentHashMap<>();
-    private final CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
-    /**
-     * Phase fairness across this JVM's waiting readers (rwlock.lua, op read: a reader waiting since
-     * before the last write release that had readers waiting passes waiting writers). The server
-     * time (ms) since which the readers now queued at the gate wait, 0 when not known: set by a
-     * refusal, ended by the first grant made with it (the readers it stood for were admitted) and
-     * when the gate empties. Each reader takes its own copy when it arrives ({@link #since}) and
-     * sends that: a reader that arrives after the admission starts without one. With one time for
-     * the whole JVM, reset only when the gate emptied, a steady stream of readers kept sending the
-     * first refusal's time and passed waiting writers for as long as the gate stayed occupied
-     * (CHANGELOG.md); the async gate had the same
-     * defect, fixed before ({@link AsyncGate}).
-     */
-    private final java.util.concurrent.atomic.AtomicLong waitingSince = new java.util.concurrent.atomic.AtomicLong();
-    /**
-     * The last time {@link #waitingSince} was set, and how many readers had arrived by then
-     * ({@link #arrivals}): a reader that arrived before it and has no time of its own (it arrived
-     * while none was known) waits since then, even after the time has ended. {time, arrivals},
-     * replaced whole under {@link #sinceLock} (no {@code synchronized}: virtual threads), read
-     * without it (every attempt of a reader that has not waited reads it).
-     */
-    private volatile long[] lastSince = {0, 0};
-    private final ReentrantLock sinceLock = new ReentrantLock();
-    /** Readers that entered {@link #acquireNew}: each reader's place in arrival order. */
-    private final java.util.concurrent.atomic.AtomicLong arrivals = new java.util.concurrent.atomic.AtomicLong();
-    /** The calling reader's {arrival, its waiting-since time (0: none)}; set on arrival. */
-    private final ThreadLocal<long[]> since = ThreadLocal.withInitial(() -> new long[2]);
-    private volatile long releases; // happens-before edge for local release -> acquire (see RedisLock)
-    /**
-     * A hint: the last answer to a waiting call's read attempt was a refusal, or a grant past a
-     * waiting writer (an admitted reader). New readers then go to the gate rather than attempt
-     * first (that attempt would be refused); a grant with no writer waiting clears it.
-     */
-    private volatile boolean writerAhead;
-    /** This JVM's asynchronous read acquisitions (created on first use; see {@link AsyncGate}). */
-    private final java.util.concurrent.atomic.AtomicReference<AsyncGate<LockHold>> async =
-        new java.util.concurrent.atomic.AtomicReference<>();
-
-    @Override
     public String name() {
       return name;
+    }
+
+    private AsyncGate<LockHold> gate() {
+      return AsyncSides.gate(gate, engine, () -> new AsyncSides.ReadSide(RedisReadWriteLock.this, this, engine, gate));
+    }
+
+    /** For tests: whether a read acquisition of this JVM waits in line behind the one in Redis. */
+    boolean gateQueued() {
+      AsyncGate<LockHold> g = gate.get();
+      return g != null && g.size() > 1;
+    }
+
+    /**
+     * Returns whether {@code t} (null: none) holds this JVM's write lock: its read acquisition is
+     * a downgrade, granted at once in Redis, and must not queue behind readers that wait for it.
+     *
+     * @return whether {@code t} holds the write lock
+     */
+    boolean downgrade(Thread t) {
+      return t != null && writeLock.local.isHeldBy(t, engine.ticker.read());
+    }
+
+    /**
+     * Returns whether another thread of this JVM holds the write lock or any acquisition of this
+     * JVM waits for it (new readers then wait in line: phase-fair).
+     *
+     * @return whether the write side is busy elsewhere
+     */
+    boolean writeBusyElsewhere(Thread t) {
+      return writeLock.busyElsewhere(t);
     }
 
     @Override
@@ -292,74 +294,21 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     /**
      * Barges, as {@code ReentrantReadWriteLock.ReadLock.tryLock()} does even in fair mode: takes the
      * read lock if no other thread (of any client) holds the write lock, whether or not writers or
-     * readers wait, without queueing at the local gate. One attempt in Redis that asks the script
-     * to pass waiting writers ({@link #bargingAttempt}); the waiting calls keep the phase-fair
-     * policy. (The first version took the local gate with {@code tryLock()} and asked with the
-     * policy of a waiting reader: false whenever a thread of this JVM waited, or a writer did.)
+     * readers wait. One attempt in Redis ({@link Engine.Call#once}) that asks the script to pass
+     * waiting writers ({@code since} = -1); the waiting calls keep the phase-fair policy.
      */
     @Override
     public boolean tryLock() {
       if (reenter()) {
         return true;
       }
-      long start = System.nanoTime();
-      String request = engine.newRequestId();
-      long[] sentAt = new long[1];
-      Engine.Attempt a = engine.attemptOnce(barging, request, sentAt);
-      if (a.acquired) {
-        granted(request, a.token, sentAt[0]);
-        return metrics.outcome(true, start);
+      engine.checkConnected(describe); // fails fast, naming the outage, rather than "not acquired"
+      try {
+        return acquire(Engine.Call.once());
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
       }
-      gaveUp(request); // not waiting after all
-      return metrics.outcome(false, start);
     }
-
-    /**
-     * The read op as {@link #tryLock()} sends it: {@code since} = -1 reads as "waiting since
-     * before the last admission", so rwlock.lua grants unless another owner holds the write lock,
-     * past waiting writers; a refusal does not mark this JVM's readers as waiting.
-     */
-    CompletableFuture<Engine.Attempt> bargingAttempt(String requestId) {
-      return read(engine.ownerId(Thread.currentThread()), requestId, -1)
-          .thenApply(RedisReadWriteLock.this::reclaims)
-          .thenApply(RedisLock::parseAttempt);
-    }
-
-    /** This side with the barging attempt, for {@link Engine#attemptOnce}. */
-    private final Engine.Contender barging = new Engine.Contender() {
-      @Override
-      public CompletableFuture<Engine.Attempt> attempt(String requestId, boolean subscribed) {
-        return bargingAttempt(requestId);
-      }
-
-      @Override
-      public void cancel(String requestId) {
-        ReadSide.this.cancel(requestId);
-      }
-
-      @Override
-      public void passWakeup() {}
-
-      @Override
-      public String leaseKey(String requestId) {
-        return ReadSide.this.leaseKey(requestId);
-      }
-
-      @Override
-      public String wakeKey() {
-        return null;
-      }
-
-      @Override
-      public String channel() {
-        return ReadSide.this.channel();
-      }
-
-      @Override
-      public String describe() {
-        return describe;
-      }
-    };
 
     @Override
     public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
@@ -389,108 +338,31 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (reenter()) {
         return true;
       }
-      return metrics.record(() -> acquireNew(call));
-    }
-
-    private boolean acquireNew(Engine.Call call) throws InterruptedException {
-      String request = engine.newRequestId();
-      long[] mine = since.get();
-      mine[0] = arrivals.incrementAndGet();
-      mine[1] = waitingSince.get(); // waits with the readers that wait now, if any
-      if (writeLock.isHeldByCurrentThread()
-          || (!gate.isLocked() && !gate.hasQueuedThreads() && !writerAhead
-              && !writeLock.busyElsewhere(Thread.currentThread()))) {
-        // Readers share: while no thread of this JVM has to wait, readers acquire side by side
-        // without queueing behind one another. Only a reader that must wait takes the gate; so
-        // does one while another thread of this JVM holds the write lock or contends for it, or
-        // while the last answer to a waiting read of this JVM said a writer waits or holds: the
-        // attempt here would be refused, and a refused reader attempts again at the gate once
-        // subscribed (the attempt before the subscription cannot be the one it waits on), so
-        // going there at once saves Redis a refused attempt.
-        // The writer itself never queues (a downgrade): Redis grants it the read lock at once,
-        // while the readers of this JVM at the gate wait for its write lock (the first version
-        // queued it behind them, a deadlock; TCK testReadHoldingWriteLock2).
-        long[] sentAt = new long[1];
-        Engine.Attempt a;
-        try {
-          a = engine.attempt(this, request, call, false, sentAt);
-        } catch (InterruptedException | RuntimeException e) {
-          gaveUp(request);
-          throw e;
-        }
-        if (a == null) {
-          gaveUp(request);
-          return false;
-        }
-        if (a.acquired) {
-          granted(request, a.token, sentAt[0]);
-          return true;
-        }
-      }
-      return engine.acquire(this, gate, call, request);
-    }
-
-    @Override
-    public void granted(String request, long token, long sentAtNanos) {
-      long seen = releases; // volatile read: happens-after earlier local releases
+      engine.checkOpen(describe);
       Thread me = Thread.currentThread();
-      Lease l = new Lease(readLeaseKey(request), request, engine.leaseMillis, token, me.getName(),
-          sentAtNanos, this::leaseLost, metrics).on(Inspection.Kind.READ_WRITE_LOCK, name, me.getId());
-      holds.put(me, new Hold(l));
-      engine.watchdog.register(l);
-    }
-
-    /** Withdraws the waiting entry (and undoes a grant the caller will not use). */
-    @Override
-    public void gaveUp(String request) {
-      op(ScriptOutputType.INTEGER, "rcancel", "", request, 0);
-    }
-
-    @Override
-    public void leavingGate() {
-      if (!gate.hasQueuedThreads()) {
-        waitingSince.set(0); // nobody of this JVM waits to read any more
-      }
-    }
-
-    /** For tests: whether a reader of this JVM is queued at the gate behind its holder. */
-    boolean gateQueued() {
-      return gate.hasQueuedThreads();
-    }
-
-    /**
-     * The waiting-since time the calling reader sends: its own; else, if it arrived before the
-     * last time was set, that time; else 0 (it has not waited).
-     */
-    private long sinceOf(long[] mine) {
-      if (mine[1] != 0) {
-        return mine[1];
-      }
-      long[] last = lastSince;
-      return mine[0] <= last[1] ? last[0] : 0;
-    }
-
-    /** A refusal at server time {@code nowMs} of a reader that sent {@code sent}: it waits. */
-    private void readRefused(long[] mine, long sent, long nowMs) {
-      if (mine[1] == 0) {
-        mine[1] = sent != 0 ? sent : nowMs;
-      }
-      sinceLock.lock();
+      LockHold h;
       try {
-        if (waitingSince.compareAndSet(0, mine[1])) {
-          lastSince = new long[] {mine[1], arrivals.get()};
-        }
-      } finally {
-        sinceLock.unlock();
+        h = Waits.park(gate().enqueue(call, 1, me), call);
+      } catch (InterruptedException e) {
+        metrics.interrupted();
+        throw e;
       }
+      if (h == null) {
+        return false;
+      }
+      long seen = releases; // volatile read: happens-after earlier local releases
+      holds.put(me, new Hold((AsyncHold.Lock) h));
+      return true;
     }
 
-    private void leaseLost(Lease l, String reason) {
-      engine.watchdog.unregister(l);
-      metrics.leaseLost();
-      List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
-      all.addAll(listeners);
-      engine.notifyLost(new LeaseLostEvent(name, l.token, l.holder, reason, l.lostAtMillis), all);
+    /** A read request's lease key. */
+    String leaseKey(String request) {
+      return readLeaseKey(request);
+    }
+
+    /** The readers' channel: a write release that admits waiting readers publishes to it. */
+    String channel() {
+      return prefix + "rch";
     }
 
     private LockLostException lost(Lease l) {
@@ -512,111 +384,21 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
         return;
       }
       holds.remove(me);
-      metrics.released(System.nanoTime() - h.sinceNanos);
       releases++;
-      engine.watchdog.unregister(h.lease);
-      long leaseEnd = System.nanoTime()
-          + TimeUnit.MILLISECONDS.toNanos(Math.max(0, h.lease.remainingMillis(engine.ticker.read())));
-      String request = h.lease.requestId;
-      CompletableFuture<Long> released = op(ScriptOutputType.INTEGER, "runlock", "", request, 0);
-      if (!h.lease.end()) {
-        throw lost(h.lease);
-      }
-      engine.replayOnRecovery(readLeaseKey(request), leaseEnd,
-          () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0));
-      Long result = engine.release(released, describe + " unlock");
-      if (result == null) {
-        // no answer in time, or a transient failure: sent again until answered or the lease has
-        // run out (set up only now, as RedisLock.unlock); if the release, when it arrives, finds
-        // the hold already gone, say so
-        CompletableFuture<Long> done = engine.retrying(new RedisLock.First<>(released,
-            () -> op(ScriptOutputType.INTEGER, "runlock", "", request, 0)), leaseEnd);
-        done.thenAccept(r -> {
-          if (r == 0L) {
-            metrics.leaseLost();
-            List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
-            all.addAll(listeners);
-            engine.notifyLost(new LeaseLostEvent(name, h.lease.token, h.lease.holder, "Redis no longer had this"
-                + " read hold when its release arrived (sent while Redis was unreachable): the lease had expired",
-                System.currentTimeMillis()), all);
-          }
-        });
-        return;
-      }
-      if (result == 0L) {
-        // the lease has ended locally (released), so lose() would do nothing: report it here
-        String reason = "Redis no longer had this read hold at unlock: the lease expired";
-        leaseLost(h.lease, reason);
-        throw new LockLostException(name, h.lease.token, System.currentTimeMillis(), reason);
-      }
-    }
-
-    // ------------------------------------------------------------ Engine.Contender
-
-    @Override
-    public CompletableFuture<Engine.Attempt> attempt(String requestId, boolean subscribed) {
-      long[] mine = since.get();
-      long sent = sinceOf(mine);
-      return read(engine.ownerId(Thread.currentThread()), requestId, sent)
-          .thenApply(RedisReadWriteLock.this::reclaims)
-          .thenApply(r -> {
-            writerAhead = (Long) r.get(0) == 0L || (Long) r.get(2) == 1L;
-            if ((Long) r.get(0) == 0L) {
-              readRefused(mine, sent, (Long) r.get(2));
-            } else if (sent != 0) {
-              // the first grant made with the JVM's time ends it: readers arriving from now on
-              // start without one (those that arrived before keep theirs)
-              waitingSince.compareAndSet(sent, 0);
-            }
-            return RedisLock.parseAttempt(r);
-          });
-    }
-
-    @Override
-    public void cancel(String requestId) {
-      op(ScriptOutputType.INTEGER, "rcancel", "", requestId, 0);
-    }
-
-    @Override
-    public String leaseKey(String requestId) {
-      return readLeaseKey(requestId);
-    }
-
-    /** Readers consume no wake tokens: they wait by pub/sub (see {@link #wakeKey()}). */
-    @Override
-    public void passWakeup() {}
-
-    /** None: readers always wait by pub/sub, so one message admits all of them. */
-    @Override
-    public String wakeKey() {
-      return null;
-    }
-
-    @Override
-    public String channel() {
-      return prefix + "rch";
-    }
-
-    @Override
-    public String describe() {
-      return describe;
+      Waits.settle(h.hold.release().toCompletableFuture());
     }
 
     // ------------------------------------------------------------ asynchronous acquisition
 
     @Override
     public CompletableFuture<LockHold> lockAsync() {
-      return AsyncSides.gate(async, engine, this::asyncSide).acquire(Engine.Call.untimed(false), 1);
+      return gate().acquire(Engine.Call.untimed(false), 1);
     }
 
     @Override
     public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
       long deadline = Waits.deadline(time, unit);
-      return AsyncSides.gate(async, engine, this::asyncSide).acquire(Engine.Call.until(deadline, false), 1);
-    }
-
-    private AsyncAcquisition.Side<LockHold> asyncSide() {
-      return new AsyncSides.ReadSide(RedisReadWriteLock.this, this, engine, async);
+      return gate().acquire(Engine.Call.until(deadline, false), 1);
     }
 
     /**

@@ -83,7 +83,7 @@ class LeaseLossTest {
         redis.command("DEL", key);
       }
       LockLostException read = assertThrows(LockLostException.class, rw.readLock()::unlock);
-      assertTrue(read.getMessage().contains("Redis no longer had this read hold at unlock"), read.getMessage());
+      assertTrue(read.getMessage().contains("Redis no longer had this hold when its release arrived"), read.getMessage());
       TestSupport.await("the listener told of the read hold", Duration.ofSeconds(5), () -> events.size() == 2);
     }
   }
