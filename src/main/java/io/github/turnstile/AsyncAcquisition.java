@@ -569,6 +569,12 @@ final class AsyncAcquisition<H extends Hold> {
       send(null, env.faults(), false);
       return;
     }
+    if (ch != null && ch.ready().isCompletedExceptionally()) {
+      // failed (refused, or the connection failed): tell which, rather than subscribing again at
+      // once, which spun on a refused SUBSCRIBE (AclRefusalTest.withoutChannelPattern)
+      subscriptionFailed(ch);
+      return;
+    }
     if (ch == null || env.stale(ch)) {
       if (ch != null) {
         gate.drop(ch);
@@ -692,7 +698,11 @@ final class AsyncAcquisition<H extends Hold> {
       // One read decides: the confirmation may land between two reads, and "not ready" then
       // "done" stranded the head (AsyncConfirmationRaceTest).
       if (ch.ready().isDone()) {
-        step(); // confirmed: attempt; failed: tryStep sends it to subscriptionFailed
+        if (ch.ready().isCompletedExceptionally()) {
+          subscriptionFailed(ch); // refused (an ACL without the channel) or failed: never subscribe again at once
+        } else {
+          step(); // confirmed: attempt
+        }
       } else if (System.nanoTime() - since < env.commandTimeoutNanos()) {
         if (deadlineUp()) {
           return;

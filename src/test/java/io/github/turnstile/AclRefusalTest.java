@@ -215,6 +215,15 @@ class AclRefusalTest {
       assertTrue(e.getMessage().contains("channel"), e.getMessage());
       assertRefused("subscribe", () -> rw.readLock().tryLock(10, TimeUnit.SECONDS));
       assertEquals(0, rw.getReadHoldCount());
+      // the same for a future: it fails, it does not subscribe again and again (it spun on the
+      // refused SUBSCRIBE, a reply thread at 100 % CPU, before)
+      assertRefused("subscribe", () -> {
+        try {
+          rw.readLock().lockAsync().get(10, TimeUnit.SECONDS);
+        } catch (java.util.concurrent.ExecutionException x) {
+          throw x.getCause();
+        }
+      });
     } finally {
       held.writeLock().unlock();
     }
