@@ -369,12 +369,18 @@ final class AsyncSides {
       Lease l = hold.lease();
       engine.watchdog.unregister(l);
       metrics().released(hold.heldNanos());
-      long since = l.sinceNanos(); // the hand-off moves the hold, not its expiry
+      // The hand-off moves the hold, not its expiry, while the handing lease is young; once it has
+      // run a third of its time (a renewal interval, by default) the hand-off renews it: the
+      // watchdog's renewals name requests already handed on and are refused, so a chain of
+      // hand-offs would otherwise carry its first grant's lease to its end (HandOffChainTest).
+      long sentAt = engine.ticker.read();
+      boolean renew = l.remainingMillis(sentAt) < engine.leaseMillis * 2 / 3;
+      long since = renew ? sentAt : l.sinceNanos();
       String request = l.requestId;
       long token = l.token;
       // after a failover that lost the hand-off, the handing hold would stay until its lease ran out
       engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request, token));
-      return lock.handOffCall(next.owner(), next.request(), request).handle((reply, error) -> {
+      return lock.handOffCall(next.owner(), next.request(), request, renew).handle((reply, error) -> {
         if (error != null) {
           g.endedLocally(hold);
           return engine.retrying(() -> sendRelease(request, token), leaseEndNanos).thenApply(r -> r != 0L);

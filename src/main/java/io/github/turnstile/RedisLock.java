@@ -113,11 +113,12 @@ class RedisLock implements DistributedLock {
 
   /**
    * Runs lock_acquire.lua as a local hand-off: the hold of request {@code from}, of this client,
-   * moves to {@code owner}'s {@code request} with a new fencing token, its expiry unchanged.
+   * moves to {@code owner}'s {@code request} with a new fencing token, its expiry unchanged, or,
+   * if {@code renew}, renewed to a lease from now (flag r).
    */
-  CompletableFuture<List<Object>> handOffCall(String owner, String request, String from) {
+  CompletableFuture<List<Object>> handOffCall(String owner, String request, String from, boolean renew) {
     return engine.eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI, new String[] {lockKey, fenceKey}, owner, request,
-        engine.leaseArg, "", from);
+        engine.leaseArg, renew ? "r" : "", from);
   }
 
   /**

@@ -12,7 +12,8 @@
 -- ARGV[3]  lease, milliseconds
 -- ARGV[4]  flags (optional, any order): h = this request's previous attempt was refused;
 --          n = the caller will not wait if refused (tryLock()); s = the caller waits by pub/sub;
---          k = keep this client's waiting mark (another acquisition of this client waits)
+--          k = keep this client's waiting mark (another acquisition of this client waits);
+--          r = with a hand-off: renew the lease (PEXPIRE), the handing hold having run a third of it
 -- ARGV[5]  hand-off (optional): the request id of the current holder, a thread of the same client
 --          that hands the lock straight to ARGV[1]/ARGV[2] at its unlock
 --
@@ -185,6 +186,11 @@ if from then
   -- d = "-": the token may enter a later window than the expiry was set for
   local token = next_token(f[3])
   redis.call('HSET', lock, 'o', owner, 'r', req, 't', token, 'd', '-')
+  if string.find(flags, 'r', 1, true) then
+    -- a chain of hand-offs outlives the lease: the watchdog's renewals name requests already
+    -- handed on, and are refused; the hand-off of an aged hold renews it instead
+    redis.call('PEXPIRE', lock, lease)
+  end
   return {1, token, 0, f[4] and 1 or 0, 1}
 end
 
