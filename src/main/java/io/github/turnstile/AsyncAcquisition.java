@@ -630,9 +630,21 @@ final class AsyncAcquisition<H extends Hold> {
       phase = 1;
     }
     if (wake == null && phase == 1) {
-      wait = gate.standBack(STAND_BACK_NANOS);
-      wake = wait > 0 ? new CompletableFuture<>() : null; // the time alone: see STAND_BACK_NANOS
       phase = 2;
+      if (listTier()) {
+        // This JVM just yielded: queue on the wake list, behind the other clients' waiters blocked
+        // there (FIFO in Redis), for at most QUEUE_FIRST_NANOS; the yielding release marked this
+        // client as waiting, so the release after theirs wakes this head. Then it attempts.
+        long queueFirst = gate.standBack(Engine.QUEUE_FIRST_NANOS);
+        if (queueFirst > 0) {
+          setLocalPhase(phase);
+          waitOnList(queueFirst, env.faults());
+          return true;
+        }
+      } else {
+        wait = gate.standBack(STAND_BACK_NANOS);
+        wake = wait > 0 ? new CompletableFuture<>() : null; // the time alone: see STAND_BACK_NANOS
+      }
     }
     if (wake == null) {
       setLocalPhase(0); // the attempt follows; the next step checks again

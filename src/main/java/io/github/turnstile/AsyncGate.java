@@ -166,6 +166,22 @@ final class AsyncGate<H extends Hold> {
    *
    * @return how long to stand back (0: attempt now)
    */
+  /**
+   * Returns whether this JVM has just yielded (a release in Redis at the hand-off limit) and its
+   * head has not stood back yet: the yielding release then marks this client as waiting, so that
+   * the release that follows wakes this JVM's head in turn.
+   *
+   * @return whether a yield is pending
+   */
+  boolean yieldPending() {
+    lock.lock();
+    try {
+      return yielded;
+    } finally {
+      lock.unlock();
+    }
+  }
+
   long standBack(long maxNanos) {
     lock.lock();
     try {
@@ -241,6 +257,22 @@ final class AsyncGate<H extends Hold> {
    */
   CompletableFuture<H> acquire(Engine.Call call, int permits, Thread thread) {
     return new AsyncAcquisition<>(env, side, this, permits, call, thread).start();
+  }
+
+  /**
+   * A thread's acquisition of {@code permits}: queues it and parks the calling thread on it until
+   * it ends ({@link Waits#park}); an interrupt is counted in {@code metrics}.
+   *
+   * @return the hold, or null if the call timed out
+   * @throws InterruptedException if the call is interruptible and the thread was interrupted
+   */
+  H await(Engine.Call call, int permits, Metrics.Primitive metrics) throws InterruptedException {
+    try {
+      return Waits.park(enqueue(call, permits, Thread.currentThread()), call);
+    } catch (InterruptedException e) {
+      metrics.interrupted();
+      throw e;
+    }
   }
 
   /**

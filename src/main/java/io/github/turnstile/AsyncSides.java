@@ -359,6 +359,14 @@ final class AsyncSides {
     public CompletableFuture<Boolean> release(AsyncHold hold, long leaseEndNanos) {
       AsyncGate<LockHold> g = lock.asyncGate();
       AsyncGate.Successor<LockHold> next = g == null || !engine.connected() ? null : g.successor(lock.handoffLimit());
+      if (next == null && g != null && g.yieldPending()) {
+        // at the hand-off limit: released in Redis for other clients' waiters, this client marked
+        // as waiting, so that the release after theirs wakes this JVM's head in turn (it queues on
+        // the wake list behind them: AsyncAcquisition.waitLocally)
+        CompletableFuture<Boolean> released = releaseAsWaiting(hold, leaseEndNanos);
+        g.endedLocally(hold);
+        return released;
+      }
       if (next == null) {
         CompletableFuture<Boolean> released = super.release(hold, leaseEndNanos);
         if (g != null) {
@@ -396,6 +404,20 @@ final class AsyncSides {
         }
         return CompletableFuture.completedFuture(true);
       }).thenCompose(f -> f);
+    }
+
+    /** The release of {@code hold} as {@link LockKind#release}, first sent marking this client as waiting. */
+    private CompletableFuture<Boolean> releaseAsWaiting(AsyncHold hold, long leaseEndNanos) {
+      Lease l = hold.lease();
+      engine.watchdog.unregister(l);
+      metrics().released(hold.heldNanos());
+      String request = l.requestId;
+      long token = l.token;
+      CompletableFuture<Long> first = lock.releaseAsWaiting(request, token);
+      CompletableFuture<Long> all = engine.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
+          leaseEndNanos);
+      engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request, token));
+      return all.thenApply(r -> r != 0L);
     }
 
     @Override

@@ -205,18 +205,11 @@ class RedisLock implements DistributedLock {
     }
     beforeAcquire();
     engine.checkOpen(describe); // a call after close() fails at once instead of queueing
-    Thread me = Thread.currentThread();
-    LockHold h;
-    try {
-      h = Waits.park(gate().enqueue(call, 1, me), call);
-    } catch (InterruptedException e) {
-      metrics.interrupted();
-      throw e;
-    }
+    LockHold h = gate().await(call, 1, metrics);
     if (h == null) {
       return false;
     }
-    local.grant(me, (AsyncHold.Lock) h);
+    local.grant(Thread.currentThread(), (AsyncHold.Lock) h);
     return true;
   }
 
@@ -256,6 +249,17 @@ class RedisLock implements DistributedLock {
     return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey},
         Engine.withoutDefaults(new String[] {request, Long.toString(token), engine.leaseArg,
             engine.publishCommand()}, "PUBLISH"));
+  }
+
+  /**
+   * A release after which an acquisition of this client goes on waiting, at the hand-off limit:
+   * lock_release.lua marks this client as waiting (field {@code w:<client>}, {@code q}) and pushes
+   * a wake token for the first waiter blocked in Redis, so the release after that one wakes this
+   * client's head.
+   */
+  CompletableFuture<Long> releaseAsWaiting(String request, long token) {
+    return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey}, request,
+        Long.toString(token), engine.leaseArg, engine.publishCommand(), engine.clientId);
   }
 
   /** Sends {@code first} the first time, then {@code again}: a release already sent, re-sent after a failure. */

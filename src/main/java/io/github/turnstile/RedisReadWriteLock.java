@@ -339,19 +339,12 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
         return true;
       }
       engine.checkOpen(describe);
-      Thread me = Thread.currentThread();
-      LockHold h;
-      try {
-        h = Waits.park(gate().enqueue(call, 1, me), call);
-      } catch (InterruptedException e) {
-        metrics.interrupted();
-        throw e;
-      }
+      LockHold h = gate().await(call, 1, metrics);
       if (h == null) {
         return false;
       }
       long seen = releases; // volatile read: happens-after earlier local releases
-      holds.put(me, new Hold((AsyncHold.Lock) h));
+      holds.put(Thread.currentThread(), new Hold((AsyncHold.Lock) h));
       return true;
     }
 
