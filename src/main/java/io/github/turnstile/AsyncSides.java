@@ -252,11 +252,14 @@ final class AsyncSides {
     }
   }
 
-  /** A plain lock: lock_acquire.lua / lock_release.lua with the hold's own owner id. */
-  static final class LockSide extends LockKind {
-    private final RedisLock lock;
+  /**
+   * A lock kind over a {@link RedisLock} (the plain lock, or the write side of a read/write lock):
+   * its name, channel, wake list, metrics and listeners are the lock's.
+   */
+  abstract static class OnRedisLock extends LockKind {
+    final RedisLock lock;
 
-    LockSide(RedisLock lock) {
+    OnRedisLock(RedisLock lock) {
       super(lock.engine, lock.name());
       this.lock = lock;
     }
@@ -268,7 +271,7 @@ final class AsyncSides {
 
     @Override
     Inspection.Kind kind() {
-      return Inspection.Kind.LOCK;
+      return lock.inspectionKind();
     }
 
     @Override
@@ -294,6 +297,28 @@ final class AsyncSides {
     @Override
     Metrics.Primitive metrics() {
       return lock.metrics;
+    }
+
+    @Override
+    String leaseKey(AsyncAcquisition<LockHold> w) {
+      return lock.lockKey;
+    }
+
+    @Override
+    CompletableFuture<Long> sendRelease(String request, long token) {
+      return lock.release(request, token);
+    }
+
+    @Override
+    List<LeaseLossListener> listeners() {
+      return lock.lossListeners();
+    }
+  }
+
+  /** A plain lock: lock_acquire.lua / lock_release.lua with the hold's own owner id. */
+  static final class LockSide extends OnRedisLock {
+    LockSide(RedisLock lock) {
+      super(lock);
     }
 
     @Override
@@ -334,16 +359,6 @@ final class AsyncSides {
         // the mark is the client's; the gate's next head, if any, attempts after this and marks again
         engine.async().hdel(lock.lockKey, "w:" + engine.clientId);
       }
-    }
-
-    @Override
-    String leaseKey(AsyncAcquisition<LockHold> w) {
-      return lock.lockKey;
-    }
-
-    @Override
-    CompletableFuture<Long> sendRelease(String request, long token) {
-      return lock.release(request, token);
     }
 
     /**
@@ -440,57 +455,15 @@ final class AsyncSides {
       AsyncGate<LockHold> g = lock.asyncGate();
       return g == null || lock.handoffLimit() <= 0 ? null : g.localEnd();
     }
-
-    @Override
-    List<LeaseLossListener> listeners() {
-      return lock.lossListeners();
-    }
   }
 
   /** The write side of a read/write lock: rwlock.lua's write, wunlock and wcancel. */
-  static final class WriteSide extends LockKind {
+  static final class WriteSide extends OnRedisLock {
     private final RedisReadWriteLock rw;
-    private final RedisLock side;
 
     WriteSide(RedisReadWriteLock rw, RedisLock side) {
-      super(side.engine, rw.name());
+      super(side);
       this.rw = rw;
-      this.side = side;
-    }
-
-    @Override
-    String describe() {
-      return side.describe();
-    }
-
-    @Override
-    Inspection.Kind kind() {
-      return Inspection.Kind.READ_WRITE_LOCK;
-    }
-
-    @Override
-    String primitiveName() {
-      return rw.name();
-    }
-
-    @Override
-    String channel() {
-      return side.channel;
-    }
-
-    @Override
-    String wakeKey() {
-      return side.wakeKey;
-    }
-
-    @Override
-    void passWakeup() {
-      side.passWakeup();
-    }
-
-    @Override
-    Metrics.Primitive metrics() {
-      return side.metrics;
     }
 
     @Override
@@ -511,22 +484,7 @@ final class AsyncSides {
     }
 
     private void wcancel(String request) {
-      undo(side.lockKey, request, () -> rw.op(ScriptOutputType.INTEGER, "wcancel", "", request, 0));
-    }
-
-    @Override
-    String leaseKey(AsyncAcquisition<LockHold> w) {
-      return side.lockKey;
-    }
-
-    @Override
-    CompletableFuture<Long> sendRelease(String request, long token) {
-      return side.release(request, token);
-    }
-
-    @Override
-    List<LeaseLossListener> listeners() {
-      return side.lossListeners();
+      undo(lock.lockKey, request, () -> rw.op(ScriptOutputType.INTEGER, "wcancel", "", request, 0));
     }
   }
 
