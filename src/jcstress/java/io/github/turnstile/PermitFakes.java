@@ -3,12 +3,12 @@ package io.github.turnstile;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 
-/** {@link LocalPermits.Tickets} on a plain fair semaphore, for the scenarios that run LocalPermits without Redis. */
+/** {@link Waits.Tickets} on a plain fair semaphore, for the scenarios that park threads without Redis. */
 final class PermitFakes {
   private PermitFakes() {}
 
-  static LocalPermits.Tickets tickets(Semaphore s) {
-    return new LocalPermits.Tickets() {
+  static Waits.Tickets tickets(Semaphore s) {
+    return new Waits.Tickets() {
       @Override
       public void release() {
         s.release();

@@ -130,6 +130,12 @@ final class AsyncAcquisition<H extends Hold> {
      * @return the wait, or null if no pooled connection is free (wait by pub/sub)
      * @throws TurnstileException if no node serves the key right now
      */
+    /**
+     * A head began to wait on the wake list before its attempt, after its JVM yielded: {@code woken}
+     * completes true if a token ended the wait, false if it ran out (for the tests' figures).
+     */
+    default void queuedFirst(CompletableFuture<Boolean> woken) {}
+
     default Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
       return null;
     }
@@ -203,6 +209,16 @@ final class AsyncAcquisition<H extends Hold> {
      */
     String wakeKey() {
       return null;
+    }
+
+    /**
+     * Returns the wake list that {@code w} waits on, or null if it waits by pub/sub (by default
+     * {@link #wakeKey()}; a semaphore's multi-permit acquisitions wait by pub/sub).
+     *
+     * @return the wake list, or null
+     */
+    String wakeKey(AsyncAcquisition<H> w) {
+      return wakeKey();
     }
 
     /** Hands on a wake token that was (or may have been) taken and will not be used. */
@@ -279,7 +295,7 @@ final class AsyncAcquisition<H extends Hold> {
     /** The key whose existence is the hold {@code w} took (for {@code WAIT}, replicaAcks). */
     abstract String leaseKey(AsyncAcquisition<H> w);
 
-    /** The request id in field {@code r} of {@link #leaseKey}, or null if it has none (see {@link Engine.Contender#leaseRequest}). */
+    /** The request id in field {@code r} of {@link #leaseKey}, or null if it has none (a semaphore call's memo, whose existence alone is the record). */
     String leaseRequest(AsyncAcquisition<H> w) {
       return w.request;
     }
@@ -333,7 +349,7 @@ final class AsyncAcquisition<H extends Hold> {
   private Wake listWait;
   /**
    * No pooled connection was free (or could be opened) for a wait on the wake list: this
-   * acquisition waits by pub/sub from now on, as {@link Engine#contend} does. Touched by the loop only.
+   * acquisition waits by pub/sub from now on. Touched by the loop only.
    */
   private boolean pubsubOnly;
   private CompletableFuture<Boolean> deadlineTimer;
@@ -349,6 +365,8 @@ final class AsyncAcquisition<H extends Hold> {
   boolean marked;
   /** Side state: what the side keeps for this acquisition (the semaphore: its request). */
   Object sideState;
+  /** The grant being delivered came by a local hand-off of permits ({@link #handedPermits}), not from Redis. */
+  volatile boolean handedLocally;
   /**
    * Side state (read side): the server time since which this reader counts as waiting (0: not
    * known); set from its gate when it enqueues and by refusals (guarded by the gate's lock).
@@ -479,6 +497,46 @@ final class AsyncAcquisition<H extends Hold> {
       quietly(() -> side.cancelGrant(this, a));
     }
     return deliver;
+  }
+
+  /**
+   * Permits that a release of this JVM handed to this acquisition without Redis (a local hand-off:
+   * they stay counted under the registration {@code a.epoch}): delivered unless the acquisition
+   * ended meanwhile. Its own request, if it sent one, is withdrawn by the side's grant (a copy
+   * that grants later is given back). Unlike {@link #handedOver}, nothing is undone if it ended:
+   * the caller keeps the permits (it releases them in Redis).
+   *
+   * @return whether the permits are delivered to this acquisition (false: the caller keeps them)
+   */
+  boolean handedPermits(Engine.Attempt a) {
+    mu.lock();
+    try {
+      if (finished || abandoned) {
+        return false;
+      }
+      finished = true;
+      inFlight = null;
+      handedLocally = true;
+    } finally {
+      mu.unlock();
+    }
+    cancelTimers();
+    deliver(a, env.ticker());
+    return true;
+  }
+
+  /**
+   * Returns whether this acquisition may still be handed permits (it has not ended).
+   *
+   * @return whether this acquisition has not ended
+   */
+  boolean open() {
+    mu.lock();
+    try {
+      return !finished && !abandoned;
+    } finally {
+      mu.unlock();
+    }
   }
 
   boolean isOver() {
@@ -638,7 +696,10 @@ final class AsyncAcquisition<H extends Hold> {
         long queueFirst = gate.standBack(Engine.QUEUE_FIRST_NANOS);
         if (queueFirst > 0) {
           setLocalPhase(phase);
-          waitOnList(queueFirst, env.faults());
+          Wake w = waitOnList(queueFirst, env.faults());
+          if (w != null) {
+            env.queuedFirst(w.woken());
+          }
           return true;
         }
       } else {
@@ -966,6 +1027,10 @@ final class AsyncAcquisition<H extends Hold> {
       return;
     }
     side.refused(this, a);
+    if (call.once) {
+      timeout(); // one attempt, refused: it never waits in line (the runner leaves the gate with it)
+      return;
+    }
     if (isRunner() && !gate.runnerRefused(this)) {
       return; // refused beside the head: in line now (it goes on when it becomes head), or it ended
     }
@@ -1079,31 +1144,31 @@ final class AsyncAcquisition<H extends Hold> {
 
   /** Whether this acquisition waits on its primitive's wake list (the token-list tier) rather than by pub/sub. */
   private boolean listTier() {
-    return !pubsubOnly && side.wakeKey() != null;
+    return !pubsubOnly && side.wakeKey(this) != null;
   }
 
   /**
    * Waits on the wake list for a token (a release's wake-up), a recovery event, or the slice's
    * end, then steps again. Without a free pooled connection it waits by pub/sub from now on.
    */
-  private void waitOnList(long slice, CompletableFuture<Void> fault) {
+  private Wake waitOnList(long slice, CompletableFuture<Void> fault) {
     if (!env.connected()) {
       step(); // counts the outage
-      return;
+      return null;
     }
     Wake w;
     try {
-      w = env.waitOnList(side.wakeKey(), slice, side::passWakeup);
+      w = env.waitOnList(side.wakeKey(this), slice, side::passWakeup);
     } catch (Engine.Unavailable e) {
       if (outage(System.nanoTime(), "", e)) {
         pause(RECHECK_NANOS);
       }
-      return;
+      return null;
     }
     if (w == null) {
       pubsubOnly = true; // every pooled connection is lent out
       step();
-      return;
+      return null;
     }
     CompletableFuture<Boolean> t = Timer.after(slice + LIST_GRACE_NANOS);
     boolean armed = false;
@@ -1120,10 +1185,11 @@ final class AsyncAcquisition<H extends Hold> {
     if (!armed) {
       Timer.cancel(t);
       w.abandon(); // ended meanwhile
-      return;
+      return null;
     }
     Wake mine = w;
     CompletableFuture.anyOf(mine.woken(), fault, env.losses(), t).whenComplete((v, e) -> guarded(() -> woken(mine, t)));
+    return mine;
   }
 
   /** A wait on the wake list ended (a token, its timeout, a recovery event, or its client-side bound). */
@@ -1158,6 +1224,11 @@ final class AsyncAcquisition<H extends Hold> {
         return;
       }
       pubsubOnly = true; // no blocking connection could be opened: wait by pub/sub
+    }
+    if (Boolean.TRUE.equals(w.woken().getNow(false))) {
+      // a token: this head was in line in Redis (FIFO on the list) when it came, so it does not
+      // stand back for a yield of its JVM, which would waste the token while the primitive is free
+      gate.standBack(0);
     }
     w.used();
     step();
@@ -1272,12 +1343,16 @@ final class AsyncAcquisition<H extends Hold> {
       return;
     }
     if (hold == null) {
-      // not countable (given back): unless the caller has gone meanwhile, attempt again
+      // not countable (given back): unless the caller has gone meanwhile, attempt again; one still
+      // in line (permits handed to it locally under a registration lost meanwhile) waits on in line
       boolean gone;
+      boolean inLine;
       mu.lock();
       try {
         gone = result.isDone();
         finished = gone;
+        handedLocally = false;
+        inLine = !head && !runner;
       } finally {
         mu.unlock();
       }
@@ -1285,8 +1360,10 @@ final class AsyncAcquisition<H extends Hold> {
         quietly(() -> side.withdraw(this, false));
         cancelTimers();
         gate.leave(this);
-      } else {
+      } else if (!inLine) {
         step();
+      } else if (call.timed && !call.once) {
+        armDeadline(call.deadline - System.nanoTime()); // the hand-off cancelled it
       }
       return;
     }

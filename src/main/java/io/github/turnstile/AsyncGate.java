@@ -20,10 +20,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * {@link #successor}).
  *
  * <p>On a shared side (readers) a new acquisition attempts at once beside the others while
- * nobody waits in line ({@link #enter}: a runner). Threads that wait for permits still queue
- * apart, in the semaphore's own queue and the earlier blocking loop ({@link Engine#contend}); a
- * semaphore may have one blocking and one asynchronous waiter in Redis per JVM, and Redis decides
- * between them.
+ * nobody waits in line ({@link #enter}: a runner). For a semaphore the gate picks who a release's
+ * permits go to by local hand-off ({@link #servedBy}).
  */
 final class AsyncGate<H extends Hold> {
   private final AsyncAcquisition.Env env;
@@ -138,6 +136,85 @@ final class AsyncGate<H extends Hold> {
       }
       streak++;
       return new Successor<>(head, ids[0], ids[1]);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Permits: the acquisitions that {@code permits} released by this JVM serve by local hand-off,
+   * in FIFO order (the head, then those in line), each taking all it asked for while what is left
+   * covers it; empty if none is served, or if {@code limit} hand-offs in a row went to this JVM
+   * (then the release goes through Redis, where other clients' waiters get their turn, and this
+   * JVM's head stands back: {@link #standBack}). The caller delivers to each
+   * ({@link AsyncAcquisition#handedPermits}) and releases in Redis what none took.
+   *
+   * @param limit the local hand-off limit (0: no local hand-off)
+   * @return the acquisitions to hand to, in order
+   */
+  java.util.List<AsyncAcquisition<H>> servedBy(int permits, int limit) {
+    if (limit <= 0 || permits <= 0) {
+      return java.util.List.of();
+    }
+    lock.lock();
+    try {
+      java.util.List<AsyncAcquisition<H>> served = new java.util.ArrayList<>();
+      int left = permits;
+      if (head != null && head.open()) {
+        if (head.permits > left) {
+          return served;
+        }
+        served.add(head);
+        left -= head.permits;
+      }
+      for (AsyncAcquisition<H> q : queue) {
+        if (q.permits > left) {
+          break;
+        }
+        if (q.open()) {
+          served.add(q);
+          left -= q.permits;
+        }
+      }
+      if (served.isEmpty()) {
+        return served;
+      }
+      if (streak >= limit) {
+        streak = 0;
+        yielded = true;
+        yields++;
+        yieldedAtNanos = System.nanoTime();
+        return java.util.List.of();
+      }
+      streak += served.size();
+      return served;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** Releases in Redis at the hand-off limit so far (permits: see {@link #servedBy}); guarded by lock. */
+  private long yields;
+
+  /**
+   * Returns the releases in Redis at the hand-off limit so far (for tests).
+   *
+   * @return the releases in Redis at the hand-off limit so far
+   */
+  long yields() {
+    lock.lock();
+    try {
+      return yields;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** A grant from Redis: the run of local hand-offs in a row starts again. */
+  void grantedInRedis() {
+    lock.lock();
+    try {
+      streak = 0;
     } finally {
       lock.unlock();
     }

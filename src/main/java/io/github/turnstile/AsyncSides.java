@@ -142,6 +142,16 @@ final class AsyncSides {
     }
 
     @Override
+    public void queuedFirst(CompletableFuture<Boolean> woken) {
+      engine.queueFirstWaits.increment();
+      woken.thenAccept(token -> {
+        if (!token) {
+          engine.queueFirstLapsed.increment();
+        }
+      });
+    }
+
+    @Override
     public AsyncAcquisition.Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
       return ListWait.start(engine, key, sliceNanos, passWakeup);
     }

@@ -78,7 +78,7 @@ public abstract class DistributedSemaphore extends Semaphore {
 
   /*
    * The superclass's own state is a fair semaphore of tickets that the waiting threads of this
-   * JVM park on (see LocalPermits): so the final methods hasQueuedThreads() and getQueueLength(),
+   * JVM park on (see Waits.park with tickets): so the final methods hasQueuedThreads() and getQueueLength(),
    * and getQueuedThreads(), which Semaphore does not let subclasses change, count every waiting
    * thread. Every other public method is overridden to act on Redis.
    */
@@ -99,12 +99,12 @@ public abstract class DistributedSemaphore extends Semaphore {
   public abstract Inspection inspect();
 
   /**
-   * Returns the superclass's queue as the tickets of {@link LocalPermits}.
+   * Returns the superclass's queue as the tickets that waiting threads park on ({@link Waits.Tickets}).
    *
-   * @return the superclass's queue as the tickets of {@link LocalPermits}
+   * @return the superclass's queue as tickets
    */
-  final LocalPermits.Tickets tickets() {
-    return new LocalPermits.Tickets() {
+  final Waits.Tickets tickets() {
+    return new Waits.Tickets() {
       @Override
       public void release() {
         DistributedSemaphore.super.release();

@@ -25,14 +25,11 @@ import java.util.function.Supplier;
 
 /**
  * The one engine under every Turnstile primitive (in the manner of Curator's
- * {@code LockInternals}): connections, script execution with NOSCRIPT fallback, the two tiers of
- * waiting (a bounded pool of blocking connections, and pub/sub), the watchdog, outage handling,
- * and the wait loop that every primitive's acquisition runs.
- *
- * <p>A primitive plugs into the loop as a {@link Contender}: an idempotent attempt script keyed by
- * a request id, a cancel for an attempt whose outcome the caller no longer wants, a wake list to
- * block on, a channel to be woken on, and a way to hand on a wake token it consumed but will not
- * use.
+ * {@code LockInternals}): connections, script execution with NOSCRIPT fallback, the resources of
+ * the two tiers of waiting (a bounded pool of blocking connections, and pub/sub), the watchdog,
+ * outage handling and recovery events. Every acquisition, of every primitive and by either API,
+ * runs on them as an {@link AsyncAcquisition} at its primitive's {@link AsyncGate}; a primitive
+ * plugs in as an {@link AsyncAcquisition.Side}.
  *
  * <p><b>Faults.</b> Wake-ups are hints; Redis state decides. Whenever Redis may have come back (a
  * connection of the main client reconnected, the Cluster topology changed, a subscription was
@@ -99,82 +96,9 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /** A primitive's side of the wait loop. */
-  interface Contender {
-    /**
-     * Runs the attempt script for this request (idempotent per request id).
-     *
-     * @param subscribed the caller waits by pub/sub: a refusal must record that a publish is wanted
-     */
-    CompletableFuture<Attempt> attempt(String requestId, boolean subscribed);
-
-    /** Undoes a successful attempt whose caller gave up; runs after the attempt completed. */
-    void cancel(String requestId);
-
-    /** Hands on a wake token that was (or may have been) consumed and will not be used. */
-    void passWakeup();
-
-    /**
-     * Returns the key whose existence is the hold {@code requestId} took (its lease).
-     *
-     * @return the key whose existence is the hold {@code requestId} took (its lease)
-     */
-    String leaseKey(String requestId);
-
-    /**
-     * Returns the request id that field {@code r} of {@link #leaseKey} names while
-     * {@code requestId} holds; null if that key is no such hash (a semaphore call's memo, whose
-     * existence alone is the record).
-     *
-     * @return the request id in field {@code r} of the lease key, or null if it has none
-     */
-    default String leaseRequest(String requestId) {
-      return requestId;
-    }
-
-    /**
-     * Returns the list that releases push wake tokens to, or null if this contender waits only by pub/sub.
-     *
-     * @return the list that releases push wake tokens to, or null if this contender waits only by pub/sub
-     */
-    String wakeKey();
-
-    /**
-     * Returns the channel that releases publish to when a waiter subscribed.
-     *
-     * @return the channel that releases publish to when a waiter subscribed
-     */
-    String channel();
-
-    /**
-     * Returns e.g. "lock 'orders:42'", for messages.
-     *
-     * @return e.g. "lock 'orders:42'", for messages
-     */
-    String describe();
-
-    /**
-     * Returns the kind of primitive, for {@link Turnstile#activity()}; null if not one of them.
-     *
-     * @return the kind of primitive, or null
-     */
-    default Inspection.Kind inspectionKind() {
-      return null;
-    }
-
-    /**
-     * Returns the primitive's name, for {@link Turnstile#activity()}; null if unknown.
-     *
-     * @return the primitive's name, or null
-     */
-    default String name() {
-      return null;
-    }
-  }
-
   /**
-   * An acquisition of this client waiting in Redis for a primitive (a thread in {@link #contend},
-   * or the head of a gate, {@link AsyncAcquisition}), for {@link Turnstile#activity()}.
+   * An acquisition of this client waiting in Redis for a primitive (the head of a gate,
+   * {@link AsyncAcquisition}, a thread's or a future's), for {@link Turnstile#activity()}.
    */
   static final class Waiting {
     final Inspection.Kind kind;
@@ -193,10 +117,6 @@ final class Engine implements AutoCloseable {
       this.queued = queued;
     }
 
-    Waiting(Contender c, Thread thread, long sinceNanos) {
-      this(c.inspectionKind(), c.name() != null ? c.name() : c.describe(), thread.getName(), sinceNanos,
-          c instanceof RedisSemaphore ? ((RedisSemaphore) c)::getQueueLength : () -> -1);
-    }
   }
 
   /**
@@ -329,8 +249,6 @@ final class Engine implements AutoCloseable {
   private final ScheduledExecutorService scheduler;
   private final ExecutorService events;
   private final ExecutorService connector;
-  /** The threads that wait in Redis on behalf of a primitive's blocked callers (a semaphore's waiters). */
-  private final ExecutorService waiters;
   private final AtomicLong requests = new AtomicLong();
   /** Completed (and replaced) whenever Redis may have come back: every waiter then re-attempts. */
   private final Signal faults = new Signal();
@@ -366,7 +284,6 @@ final class Engine implements AutoCloseable {
         topology.sharded(), connector);
     this.scheduler = Executors.newSingleThreadScheduledExecutor(daemon("turnstile-watchdog-" + clientId));
     this.events = Executors.newSingleThreadExecutor(daemon("turnstile-events-" + clientId));
-    this.waiters = Executors.newCachedThreadPool(daemon("turnstile-waiter-" + clientId));
     this.identity = new Identity(this);
     this.inspector = new Inspector(this);
     this.watchdog = new Watchdog(this, scheduler, options.renewInterval().toMillis());
@@ -423,20 +340,6 @@ final class Engine implements AutoCloseable {
    */
   long newRequestSeq() {
     return requests.incrementAndGet();
-  }
-
-  /**
-   * Runs {@code task} on a waiter thread (a cached pool: threads live while a primitive's callers
-   * wait, and a little longer).
-   *
-   * @throws TurnstileException if the engine is closed
-   */
-  void startWaiter(Runnable task) {
-    try {
-      waiters.execute(task);
-    } catch (java.util.concurrent.RejectedExecutionException e) {
-      throw new TurnstileException("Turnstile is closed");
-    }
   }
 
   /** Runs {@code task} after {@code delayNanos} on the engine's scheduler (not at all once closed). */
@@ -659,132 +562,6 @@ final class Engine implements AutoCloseable {
   }
 
   /**
-   * Waits until the main connection is up (or returns at once if it is). An outage counts
-   * against the call: its deadline, or (untimed) its outage tolerance.
-   *
-   * @return false if the deadline passed first
-   * @throws TurnstileException when an untimed call's outage tolerance is used up
-   */
-  boolean awaitUp(Call call, String what) throws InterruptedException {
-    while (!topology.isOpen()) {
-      if (closed) {
-        throw new TurnstileException(what + ": Turnstile is closed");
-      }
-      unreachable(call, System.nanoTime(), what + " (connection down, reconnecting)", null);
-      long wait = Math.min(call.remaining(), RECHECK_NANOS);
-      if (wait <= 0) {
-        return false;
-      }
-      pause(faults(), wait, call);
-    }
-    return true;
-  }
-
-  /** Waits for {@code wake} up to {@code nanos}, as interruptible as the call. */
-  static void pause(CompletableFuture<?> wake, long nanos, Call call) throws InterruptedException {
-    try {
-      Waits.get(wake, nanos, call.interruptible);
-    } catch (TimeoutException | ExecutionException | CancellationException e) {
-      // the time is up, or what we waited for failed: either way, look again
-    }
-  }
-
-  /** Thrown internally when the caller's deadline passed while waiting for a reply. */
-  static final class DeadlinePassed extends Exception {
-    private static final long serialVersionUID = 1L;
-
-    DeadlinePassed() {
-      super(null, null, false, false);
-    }
-  }
-
-  /** Thrown internally when a command failed transiently: its outcome is unknown, send it again. */
-  static final class Retry extends Exception {
-    private static final long serialVersionUID = 1L;
-
-    Retry() {
-      super(null, null, false, false);
-    }
-  }
-
-  private static final DeadlinePassed DEADLINE = new DeadlinePassed();
-  private static final Retry RETRY = new Retry();
-
-  /**
-   * Waits for a command's reply on behalf of {@code call}, until the reply comes, the call's
-   * deadline passes (never before {@code minReplyNanos} after sending), the command fails, or
-   * the command timeout passes without a reply. A connection that drops meanwhile makes Redis
-   * count as unreachable at once. A command unanswered for the command timeout is given up on
-   * (not cancelled: it may still run) and the caller sends it again: on a Cluster whose master
-   * failed, a command queued for the dead master's connection would otherwise wait for that node
-   * to come back.
-   *
-   * @throws DeadlinePassed when a timed call's deadline passed first
-   * @throws Retry when the command failed transiently, or got no reply within the command
-   *     timeout; its outcome is unknown (it may even still run), and the caller may send it again
-   * @throws TurnstileException when the command failed for good, or the outage tolerance is used up
-   */
-  <T> T awaitReply(CompletableFuture<T> f, Call call, String what)
-      throws InterruptedException, DeadlinePassed, Retry {
-    return awaitReply(f, call, what, MIN_REPLY_NANOS);
-  }
-
-  /** As {@link #awaitReply(CompletableFuture, Call, String)}, with the least wait for the reply. */
-  <T> T awaitReply(CompletableFuture<T> f, Call call, String what, long minReplyNanos)
-      throws InterruptedException, DeadlinePassed, Retry {
-    long sent = System.nanoTime();
-    CompletableFuture<Void> fault = faults();
-    CompletableFuture<Object> either = CompletableFuture.anyOf(f, fault);
-    while (true) {
-      long now = System.nanoTime();
-      if (!topology.isOpen()) {
-        // the connection dropped while the command waits to be re-sent: Redis is unreachable
-        // from now on, without waiting for the command timeout
-        unreachable(call, now, what + " (connection down, reconnecting)", null);
-      }
-      // re-check the connection every RECHECK_NANOS until the command timeout, then keep waiting
-      long wait = Math.max(Math.min(commandTimeoutNanos - (now - sent), RECHECK_NANOS), RECHECK_NANOS);
-      boolean deadlineBound = false;
-      if (call.timed) {
-        long until = Math.max(call.deadline, sent + minReplyNanos);
-        if (until - now <= wait) {
-          wait = until - now;
-          deadlineBound = true;
-        }
-      }
-      try {
-        Waits.get(either, wait, call.interruptible);
-        if (!f.isDone()) {
-          // A recovery event (a reconnect, a new Cluster topology) while the command waits: it
-          // may be queued for a connection that will not answer (a dead master's); send again.
-          throw RETRY;
-        }
-        T value = Waits.get(f, 0, call.interruptible);
-        call.reachable();
-        reached();
-        return value;
-      } catch (TimeoutException e) {
-        if (deadlineBound) {
-          throw DEADLINE;
-        }
-        if (System.nanoTime() - sent >= commandTimeoutNanos) {
-          topology.suspect();
-          unreachable(call, sent, what + " (no reply within " + options.commandTimeout().toMillis() + " ms)", null);
-          throw RETRY;
-        }
-      } catch (ExecutionException | CancellationException e) {
-        Throwable cause = e instanceof ExecutionException ? unwrap(e.getCause()) : e;
-        if (!isTransient(cause)) {
-          throw failure(what, cause);
-        }
-        topology.suspect();
-        unreachable(call, now, what, cause);
-        throw RETRY;
-      }
-    }
-  }
-
-  /**
    * Returns {@code args} without its trailing optional arguments that hold their defaults: a script
    * defaults a missing trailing argument, and Redis does work for each argument sent, read or not.
    * {@code defaults} are the defaults of the last {@code defaults.length} arguments, in order; an
@@ -956,63 +733,6 @@ final class Engine implements AutoCloseable {
   }
 
   /**
-   * After a successful attempt, with {@link TurnstileOptions#replicaAcks()} set: waits for the
-   * replicas (see {@link #awaitReplicas}); if they do not acknowledge, gives the hold back and
-   * fails.
-   */
-  private void confirmReplicated(Contender c, String requestId) {
-    if (options.replicaAcks() == 0) {
-      return;
-    }
-    try {
-      awaitReplicas(c.leaseKey(requestId), c.leaseRequest(requestId));
-    } catch (RuntimeException e) {
-      c.cancel(requestId);
-      throw new TurnstileException(c.describe() + " was acquired, but " + e.getMessage()
-          + "; it was released again", e);
-    }
-  }
-
-  /**
-   * After a successful attempt of a waiting call, with {@link TurnstileOptions#replicaAcks()} set:
-   * waits for the replicas. Too few acknowledgements (or a refusal) give the hold back and fail, as
-   * in {@link #confirmReplicated}. A fault that cuts the acknowledgement itself (the connection to a
-   * primary that is failing over resets, none can be opened, no reply comes, or the hold is no
-   * longer on the node the acknowledgement reached) leaves the hold's fate unknown: the caller sends
-   * the attempt again, same request id, and acknowledges again. The attempt script is idempotent
-   * per request, so the copy replays the grant (same token) if the current primary has it, and
-   * otherwise grants afresh or reports the holder in the way. The fault counts against the call
-   * like an outage (its deadline, or its outage tolerance).
-   *
-   * @return true if acknowledged (or no acknowledgement is asked for); false if the attempt is to
-   *     be sent again
-   * @throws TurnstileException if the replicas did not acknowledge, the acknowledgement was
-   *     refused, or an untimed call's outage tolerance ran out; the hold was given back
-   */
-  private boolean acknowledged(Contender c, String request, Call call) {
-    if (options.replicaAcks() == 0) {
-      return true;
-    }
-    try {
-      awaitReplicas(c.leaseKey(request), c.leaseRequest(request));
-      return true;
-    } catch (RuntimeException e) {
-      if (!cutsAcknowledgement(e)) {
-        c.cancel(request);
-        throw new TurnstileException(c.describe() + " was acquired, but " + e.getMessage()
-            + "; it was released again", e);
-      }
-      try {
-        unreachable(call, System.nanoTime(), c.describe() + " (replica acknowledgement)", e);
-      } catch (TurnstileException outOfTolerance) {
-        c.cancel(request);
-        throw outOfTolerance;
-      }
-      return false;
-    }
-  }
-
-  /**
    * Whether a failure of {@link #awaitReplicas} is a fault that cut the acknowledgement (the
    * connection reset, no reply came, no connection could be opened, the hold was no longer on the
    * node asked), so that the hold's fate is unknown, rather than an answer: too few replicas
@@ -1074,135 +794,11 @@ final class Engine implements AutoCloseable {
     return new TurnstileException(what + ": " + cause, cause);
   }
 
-  /**
-   * One attempt and no wait (tryLock()). If no reply comes in time, an attempt that Redis runs
-   * later and that succeeds is cancelled once it does.
-   *
-   * @param sentAtNanos receives {@code System.nanoTime()} read before the attempt was sent
-   * @throws TurnstileException if Redis is unreachable
-   */
-  Attempt attemptOnce(Contender c, String requestId, long[] sentAtNanos) {
-    checkConnected(c.describe());
-    sentAtNanos[0] = ticker.read();
-    CompletableFuture<Attempt> f = c.attempt(requestId, false);
-    Attempt a;
-    try {
-      a = awaitQuietly(f, c.describe());
-    } catch (RuntimeException e) {
-      cancelIfAcquired(f, c, requestId);
-      throw e;
-    }
-    if (a.acquired) {
-      confirmReplicated(c, requestId);
-    }
-    return a;
-  }
-
-  /**
-   * Once the abandoned attempt completes: if it acquired, undo it; and if Redis stopped its script
-   * part-way (an error raised by one of the script's calls, such as an ACL refusal of a command
-   * after the grant's first write), undo it too, since Redis does not roll back what the script
-   * wrote before the error. The undo is by request id: for an attempt that wrote nothing it
-   * changes nothing.
-   */
-  static void cancelIfAcquired(CompletableFuture<Attempt> f, Contender c, String requestId) {
-    f.whenComplete((r, err) -> {
-      if (r != null && r.acquired || err != null && stoppedPartWay(err)) {
-        c.cancel(requestId);
-      }
-    });
-  }
-
-  /**
-   * Returns whether {@code error} is a script that Redis stopped part-way: an error raised inside
-   * the script, whose message names the script's line ({@code @user_script:<n>}, on Redis 6.2 to
-   * 7.x and Valkey). A refusal of the {@code EVALSHA} itself, or any error before the script ran,
-   * names no line.
-   *
-   * @return whether {@code error} is a script that Redis stopped part-way
-   */
-  static boolean stoppedPartWay(Throwable error) {
-    for (Throwable t = error; t != null; t = t.getCause() == t ? null : t.getCause()) {
-      String m = t.getMessage();
-      if (m != null && m.contains("@user_script")) {
-        return true;
-      }
-    }
-    return false;
-  }
-
   // ---------------------------------------------------------------- acquisition
 
   /**
-   * One attempt for {@code call}, riding through outages: it is sent again (same request id, so
-   * idempotent) after transient failures, once Redis answers.
-   *
-   * @return the attempt's outcome, or null if the deadline passed first (an attempt still
-   *     unanswered is then cancelled should it succeed later)
-   */
-  Attempt attempt(Contender c, String request, Call call, boolean subscribed, long[] sentAtNanos)
-      throws InterruptedException {
-    boolean uncertain = false; // an earlier copy of this attempt may have run
-    try {
-      while (true) {
-        call.checkInterrupt();
-        checkOpen(c.describe());
-        if (!awaitUp(call, c.describe())) {
-          return giveUp(c, request, uncertain);
-        }
-        long sentAt = ticker.read();
-        CompletableFuture<Attempt> f = c.attempt(request, subscribed);
-        Attempt a;
-        try {
-          a = awaitReply(f, call, c.describe(), call.minReplyNanos());
-          call.answered();
-        } catch (Retry r) {
-          uncertain = true;
-          if (!pauseUnlessExpired(call)) {
-            return giveUp(c, request, true);
-          }
-          continue;
-        } catch (DeadlinePassed e) {
-          cancelIfAcquired(f, c, request);
-          return giveUp(c, request, uncertain);
-        } catch (InterruptedException | RuntimeException e) {
-          cancelIfAcquired(f, c, request);
-          throw e;
-        }
-        if (a.acquired && !acknowledged(c, request, call)) {
-          uncertain = true;
-          if (!pauseUnlessExpired(call)) {
-            return giveUp(c, request, true);
-          }
-          continue;
-        }
-        sentAtNanos[0] = sentAt;
-        return a;
-      }
-    } catch (InterruptedException | RuntimeException e) {
-      // Interrupted or out of outage tolerance anywhere in the loop (not only while a reply was
-      // awaited: also while waiting for the connection or pausing before a re-send): a copy sent
-      // earlier may have granted, so undo it. The first version undid it only for a failure while
-      // a reply was awaited, and an interrupt while the connection was down left the grant held
-      // until its lease ran out (WaitingDefectsTest.interruptWhileRidingThroughAnOutageUndoesAGrantWhoseReplyWasLost).
-      if (uncertain) {
-        c.cancel(request);
-      }
-      throw e;
-    }
-  }
-
-  /** The deadline passed: if a copy of the attempt may have run, undo what it may have taken. */
-  private static Attempt giveUp(Contender c, String request, boolean uncertain) {
-    if (uncertain) {
-      c.cancel(request);
-    }
-    return null;
-  }
-
-  /**
-   * Waits before a first attempt ({@code queueFirstNanos} of {@link #contend}) on the wake list
-   * that ended without a token: nobody woke this JVM's waiter while it stood back (a test's
+   * Waits of a gate's head on the wake list before its attempt after its JVM yielded
+   * ({@link #QUEUE_FIRST_NANOS}) that ended without a token: nobody woke this JVM's waiter while it stood back (a test's
    * figure; a release that yields pushes a token, so with the primitive free this stays 0).
    */
   final java.util.concurrent.atomic.LongAdder queueFirstLapsed = new java.util.concurrent.atomic.LongAdder();
@@ -1210,153 +806,8 @@ final class Engine implements AutoCloseable {
   final java.util.concurrent.atomic.LongAdder queueFirstWaits = new java.util.concurrent.atomic.LongAdder();
 
   /**
-   * The wait loop: attempt; if held by someone else, wait for a wake-up for at most the holder's
-   * remaining lease (and the caller's deadline); repeat. A waiter waits on a pooled blocking
-   * connection (BLPOP on the wake list: FIFO across JVMs, one hop) while one is free, and by
-   * pub/sub otherwise, or always if the contender has no wake list: it subscribes to the
-   * primitive's channel (confirmed before its next attempt, which asks releases to publish), and
-   * stays subscribed until it stops waiting. Wake-ups are hints: every wake-up, every fault
-   * event and every slice's end is followed by a fresh attempt, so a lost wake-up costs at most
-   * the holder's remaining lease, and never correctness.
-   *
-   * @param queueFirstNanos how long to wait for a wake-up before the first attempt (0: none):
-   *     this JVM just released the primitive to let other JVMs' waiters in
-   * @return the successful attempt, with {@code sentAtNanos} read before it was sent; or
-   *     {@code null} if the deadline passed
-   */
-  Attempt contend(Contender c, String request, Call call, long queueFirstNanos, long[] sentAtNanos)
-      throws InterruptedException {
-    boolean pubsub = c.wakeKey() == null;
-    Subscriptions.Sub sub = null;
-    Waiting waits = null;
-    try {
-      if (queueFirstNanos > 0) {
-        long slice = Math.min(queueFirstNanos, call.remaining());
-        BlockingPool.Conn conn = pubsub || slice <= 0 ? null : tryBorrow(c.wakeKey(), call);
-        if (conn != null) {
-          queueFirstWaits.increment();
-          if (!block(conn, c, slice, call, faults()) && !call.expired()) {
-            queueFirstLapsed.increment();
-          }
-        } else if (slice > 0) {
-          pause(faults(), slice, call);
-        }
-      }
-      while (true) {
-        call.checkInterrupt();
-        if (pubsub) {
-          sub = subscribed(sub, c.channel(), call, c.describe());
-          if (sub == null) {
-            return null;
-          }
-        }
-        CompletableFuture<Void> fault = faults();
-        CompletableFuture<Void> event = sub != null ? sub.next() : null;
-        Attempt a = attempt(c, request, call, sub != null, sentAtNanos);
-        if (a == null) {
-          return null;
-        }
-        if (a.acquired) {
-          return a;
-        }
-        if (waits == null) {
-          waits = new Waiting(c, Thread.currentThread(), ticker.read());
-          waiting.add(waits);
-        }
-        long slice;
-        if (a.retryMillis == -2) {
-          continue; // the holder's key vanished between checks: try again at once
-        } else if (a.retryMillis < 0) {
-          slice = TimeUnit.MILLISECONDS.toNanos(leaseMillis);
-        } else {
-          slice = TimeUnit.MILLISECONDS.toNanos(a.retryMillis + 1);
-        }
-        if (call.timed) {
-          long remaining = call.remaining();
-          if (remaining <= 0) {
-            return null;
-          }
-          slice = Math.min(slice, remaining);
-        }
-        if (!pubsub) {
-          BlockingPool.Conn conn = tryBorrow(c.wakeKey(), call);
-          if (conn != null) {
-            block(conn, c, slice, call, fault);
-            continue;
-          }
-          // Every blocking connection is busy: wait by pub/sub from now on. The next attempt,
-          // made once the subscription is confirmed, asks releases to publish.
-          pubsub = true;
-          continue;
-        }
-        pause(CompletableFuture.anyOf(event, fault), slice, call);
-      }
-    } catch (AclRefusal e) {
-      // a blocking command or connection refused (the attempt's own refusals name the primitive)
-      throw e.getMessage().startsWith(c.describe()) ? e : e.in(c.describe());
-    } finally {
-      if (waits != null) {
-        waiting.remove(waits);
-      }
-      if (sub != null) {
-        sub.close();
-      }
-    }
-  }
-
-  /**
-   * Makes sure the waiter has a live, confirmed subscription to {@code channel}: keeps
-   * {@code sub} if it still is one, otherwise (none yet, dropped by the server, failed, or its
-   * Cluster slot moved) subscribes where the channel lives now and waits for the confirmation,
-   * riding through outages like an attempt.
-   *
-   * @param sub the waiter's current subscription, or null; closed here if it is replaced
-   * @return the subscription, or null if the deadline passed first (nothing is left open then)
-   */
-  Subscriptions.Sub subscribed(Subscriptions.Sub sub, String channel, Call call, String what)
-      throws InterruptedException {
-    while (true) {
-      if (sub != null && (sub.lost() || sub.ready.isCompletedExceptionally() || movedAway(sub))) {
-        sub.close();
-        sub = null;
-      }
-      if (sub == null) {
-        try {
-          sub = subscriptions.subscribe(channel, topology.nodeOf(channel));
-        } catch (Unavailable e) {
-          unreachable(call, System.nanoTime(), what, e);
-          if (!pauseUnlessExpired(call)) {
-            return null;
-          }
-          continue;
-        }
-      }
-      if (sub.ready.isDone() && !sub.ready.isCompletedExceptionally()) {
-        return sub;
-      }
-      try {
-        awaitReply(sub.ready, call, what + " (subscribing)");
-        return sub;
-      } catch (DeadlinePassed e) {
-        sub.close();
-        return null;
-      } catch (Retry r) {
-        // no confirmation, or it failed: the subscriber connection may be stuck (reconnecting to a
-        // node that is gone); replace it, so that this and every other waiter on it subscribes anew
-        if (!sub.ready.isDone()) {
-          subscriptions.reset(sub.node);
-        }
-        if (!pauseUnlessExpired(call)) {
-          sub.close();
-          return null;
-        }
-      }
-    }
-  }
-
-  /**
    * Subscribes to {@code channel} on the node that serves it now, without waiting for the
-   * confirmation: the asynchronous counterpart of {@link #subscribed} ({@link AsyncAcquisition}).
+   * confirmation ({@link AsyncAcquisition} waits for it).
    *
    * @return the subscription handle; {@link Subscriptions.Sub#close()} it when done
    * @throws Unavailable if no node serves the channel right now
@@ -1367,12 +818,21 @@ final class Engine implements AutoCloseable {
 
   /**
    * Returns whether {@code sub} can no longer be waited on: dropped by the server, failed, or its
-   * Cluster slot moved (see {@link #subscribed}).
+   * Cluster slot moved.
    *
    * @return whether {@code sub} can no longer be waited on
    */
   boolean stale(Subscriptions.Sub sub) {
     return sub.lost() || sub.ready.isCompletedExceptionally() || movedAway(sub);
+  }
+
+  /** Whether a Cluster slot moved: the subscription's node no longer serves its channel. */
+  private boolean movedAway(Subscriptions.Sub sub) {
+    try {
+      return !sub.node.name.equals(topology.nodeOf(sub.channel));
+    } catch (TurnstileException e) {
+      return false; // no master known right now: keep it until one is
+    }
   }
 
   /**
@@ -1395,41 +855,6 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /** After a transient failure: pause briefly (or until a recovery event); false if the deadline passed. */
-  boolean pauseUnlessExpired(Call call) throws InterruptedException {
-    if (call.expired()) {
-      return false;
-    }
-    pause(faults(), Math.min(RECHECK_NANOS, call.remaining()), call);
-    return true;
-  }
-
-  /** Whether a Cluster slot moved: the subscription's node no longer serves its channel. */
-  private boolean movedAway(Subscriptions.Sub sub) {
-    try {
-      return !sub.node.name.equals(topology.nodeOf(sub.channel));
-    } catch (TurnstileException e) {
-      return false; // no master known right now: keep it until one is
-    }
-  }
-
-  /**
-   * A pooled connection to the node of {@code key} if one is free now (or opens quickly),
-   * otherwise null: the waiter then waits by pub/sub.
-   */
-  BlockingPool.Conn tryBorrow(String key, Call call) {
-    try {
-      return pool.tryBorrow(topology.nodeOf(key), Math.min(call.remaining(), commandTimeoutNanos));
-    } catch (TurnstileException e) {
-      AclRefusal refused = AclRefusal.of(e, null, null, null);
-      if (refused != null) {
-        throw refused; // e.g. a key pattern or AUTH refused: a configuration error, not a busy pool
-      }
-      LOG.log(Level.DEBUG, "no blocking connection: {0}", e.toString());
-      return null;
-    }
-  }
-
   /** Told of the late reply of a blocking command that was abandoned. */
   interface Abandoned<T> {
     /**
@@ -1441,89 +866,9 @@ final class Engine implements AutoCloseable {
     void abandoned(T lateReply, boolean known);
   }
 
-  /**
-   * Blocks on the contender's wake list on {@code conn} for up to {@code sliceNanos}; where this
-   * client cannot unblock it, for {@link #NO_UNBLOCK_SLICE_NANOS} at most (the caller then attempts
-   * again): a give-up closes the connection, and the command may take wake tokens in Redis until
-   * Redis reads the close, or at the latest until its own timeout, when the hand-on is sent again.
-   */
-  private boolean block(BlockingPool.Conn conn, Contender c, long sliceNanos, Call call, CompletableFuture<Void> fault)
-      throws InterruptedException {
-    String key = c.wakeKey();
-    long slice = topology.optional.unblockRefused() || conn.clientId < 0
-        ? Math.min(sliceNanos, NO_UNBLOCK_SLICE_NANOS) : sliceNanos;
-    return null != block(conn, cn -> cn.async().blpop(seconds(slice), key), slice, call, fault,
-        (reply, known) -> {
-          if (!known || reply != null) {
-            c.passWakeup();
-          }
-        });
-  }
-
   /** A BLPOP/BLMOVE timeout in seconds: whole milliseconds, at least 1 ms (0 would block forever). */
   static double seconds(long sliceNanos) {
     return Math.max(1, TimeUnit.NANOSECONDS.toMillis(sliceNanos + 999_999)) / 1000.0;
-  }
-
-  /**
-   * Runs one blocking command (whose server-side timeout is {@code sliceNanos}) on {@code conn},
-   * a pooled connection to the node that serves its key. Returns its reply, or {@code null}
-   * when it timed out, when a fault event came first, or when it failed (the connection is
-   * discarded, {@code onAbandon} reconciles the unknown outcome, and the caller's next attempt
-   * finds out whether Redis is reachable). On interrupt, at the deadline, or on a fault event
-   * the command is abandoned without waiting: CLIENT UNBLOCK, and {@code onAbandon} is told
-   * later what it did after all. Whenever this does not return a reply, {@code onAbandon} is
-   * called exactly once, now or later ({@code (null, true)} for a server-side timeout), or, for a
-   * closed connection whose outcome is unknown, twice (see {@link #close}).
-   *
-   * @throws AclRefusal if Redis refused the command to this user (ACL): it did not run
-   */
-  <T> T block(BlockingPool.Conn conn,
-      java.util.function.Function<StatefulRedisConnection<String, String>, io.lettuce.core.RedisFuture<T>> command,
-      long sliceNanos, Call call, CompletableFuture<?> fault, Abandoned<T> onAbandon)
-      throws InterruptedException {
-    CompletableFuture<T> reply = command.apply(conn.connection).toCompletableFuture();
-    long serverEnd = System.nanoTime() + sliceNanos; // the command ends in Redis by then (its timeout)
-    long clientWait = sliceNanos + BLOCK_GRACE_NANOS;
-    if (call.timed) {
-      clientWait = Math.min(clientWait, call.remaining());
-    }
-    CompletableFuture<Object> either = CompletableFuture.anyOf(reply, fault);
-    try {
-      Waits.get(either, clientWait, call.interruptible);
-    } catch (InterruptedException e) {
-      abandon(conn, reply, serverEnd, onAbandon);
-      throw e;
-    } catch (TimeoutException e) {
-      abandon(conn, reply, serverEnd, onAbandon);
-      return null;
-    } catch (ExecutionException | CancellationException e) {
-      // the connection failed: Lettuce gave up on the command, so its outcome is unknown
-    }
-    if (!reply.isDone()) {
-      abandon(conn, reply, serverEnd, onAbandon); // a fault event: attempt again now
-      return null;
-    }
-    try {
-      T value = reply.getNow(null);
-      pool.release(conn);
-      if (value == null) {
-        onAbandon.abandoned(null, true); // timed out on the server: nothing was taken
-      }
-      return value;
-    } catch (CompletionException | CancellationException e) {
-      AclRefusal refused = AclRefusal.of(e, null, null, null);
-      if (refused != null) {
-        pool.release(conn); // refused before it ran: nothing to reconcile, the connection is idle
-        onAbandon.abandoned(null, true);
-        throw refused; // a configuration error: retrying would spin, not wait
-      }
-      pool.discard(conn);
-      onAbandon.abandoned(null, false);
-      topology.suspect();
-      LOG.log(Level.DEBUG, "blocking command failed: {0}", e.getCause());
-      return null;
-    }
   }
 
   /**
@@ -1766,7 +1111,6 @@ final class Engine implements AutoCloseable {
     events.shutdown();
     subscriptions.close();
     connector.shutdown();
-    waiters.shutdown();
     pool.close();
     acks.close();
     topology.close();

@@ -33,12 +33,13 @@ import java.util.function.Supplier;
  * {@code lost}, and releasing it throws {@link LockLostException}. A grant under a registration
  * the client no longer renews is not counted (Redis takes those permits back with it).
  *
- * <p><b>Waiting.</b> Threads of this JVM wait in {@link LocalPermits} (the superclass's queue);
- * one waiter thread ({@link #helperLoop}) contends in Redis on their behalf through
- * {@link Engine#contend}, the engine's one wait loop, for the head's permits, and assigns what it
- * gets in FIFO order. A release while threads of this JVM wait hands the permits to them directly.
+ * <p><b>Waiting.</b> Every acquisition, a thread's or a future's, is an {@link AsyncAcquisition}
+ * at the semaphore's one {@link AsyncGate}: FIFO in this JVM, only the head contends in Redis. A
+ * thread parks in the superclass's queue (so its queue methods count it) until its acquisition
+ * ends, and its permits then become the client's. A release while acquisitions of this JVM wait
+ * hands the permits to them directly ({@link #handOn}).
  */
-final class RedisSemaphore extends DistributedSemaphore implements Engine.Contender {
+final class RedisSemaphore extends DistributedSemaphore {
   private static final long serialVersionUID = 1L;
   /** Releases and cancels kept to be sent again after a recovery (a failover may lose recent writes). */
   private static final int REPLAY_MAX = 64;
@@ -58,9 +59,12 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   private final String leaseMs;
   final transient Metrics.Primitive metrics;
   final transient CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
-  private final transient LocalPermits local;
+  /** Guards the books below (no {@code synchronized} in Turnstile: it would pin virtual threads). */
+  private final transient java.util.concurrent.locks.ReentrantLock books = new java.util.concurrent.locks.ReentrantLock();
+  /** The superclass's queue, where this JVM's waiting threads park. */
+  private final transient Waits.Tickets tickets;
 
-  // ---- guarded by local.lock()
+  // ---- guarded by books
   /** The live registration's epoch (0: none) and its lease. */
   private long epoch;
   private transient Lease lease;
@@ -77,30 +81,16 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   /** Changes with every grant and release: an idle check scheduled before one does nothing. */
   private long activity;
   private boolean idleCheck;
-  /** Under the lock: set by {@link #handOff} when the release it serves yields (flag y, semaphore.lua). */
-  private boolean yielding;
-  /** Local hand-offs in a row since a grant in Redis; when the last run of them ended. */
-  private int streak;
   /**
    * Whether the last reply that said found the free permits negative (a debt after
    * reducePermits): releases then pay it in Redis rather than hand permits over locally.
    */
   private boolean debt;
-  private long yieldedAtNanos = System.nanoTime() - Engine.QUEUE_FIRST_NANOS;
-  /** The waiter thread (see helperLoop) and the permits it contends for. */
-  private boolean helperRunning;
-  private transient Thread helperThread;
-  private int helperNeed;
-  /** Whether the waiter thread contends for one permit (it then waits on the wake list). */
-  private volatile boolean singlePermit = true;
-  private boolean helperStale;
   // ----
 
   /** Free memo slots, and the next never used. */
   private final transient ConcurrentLinkedDeque<Integer> freeSlots = new ConcurrentLinkedDeque<>();
   private final AtomicInteger nextSlot = new AtomicInteger();
-  /** Requests by id, for the engine's calls back ({@link #attempt}, {@link #cancel}). */
-  private final transient ConcurrentHashMap<String, Req> requests = new ConcurrentHashMap<>();
   /** Recent releases and cancels, sent again after a recovery. */
   private final transient ArrayDeque<Replay> replays = new ArrayDeque<>();
   /** Guards {@link #replays} (no {@code synchronized} in Turnstile: it would pin virtual threads). */
@@ -120,8 +110,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     return engine.inspector.inspect(Inspection.Kind.SEMAPHORE, name);
   }
 
-  @Override
-  public Inspection.Kind inspectionKind() {
+  Inspection.Kind inspectionKind() {
     return Inspection.Kind.SEMAPHORE;
   }
 
@@ -141,7 +130,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     this.waitersKey = base + ":w";
     this.leaseMs = Long.toString(engine.leaseMillis);
     this.metrics = engine.metrics.primitive("semaphore", name);
-    this.local = new LocalPermits(tickets(), this::headChanged);
+    this.tickets = tickets();
   }
 
   /**
@@ -222,7 +211,6 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       this.permits = permits;
       this.lane = lane;
       this.marks = marks;
-      requests.put(id, this);
     }
 
 
@@ -288,7 +276,6 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
 
     private void unref() {
       if (refs.decrementAndGet() == 0) {
-        requests.remove(id, this);
         freeSlots.addFirst(slot);
       }
     }
@@ -362,12 +349,12 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     String flags = (r.marks ? "w" : "") + (subscribed ? "s" : "");
     long live;
     long dead;
-    local.lock().lock();
+    books.lock();
     try {
       live = epoch;
       dead = deadEpoch;
     } finally {
-      local.lock().unlock();
+      books.unlock();
     }
     return r.track(eval("acquire", r, r.permits, flags, r.lane, live, dead))
         .thenApply(reply -> {
@@ -410,62 +397,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     remember(send, until);
   }
 
-  // ---------------------------------------------------------------- Engine.Contender (the waiter thread, tryAcquire)
-
-  @Override
-  public CompletableFuture<Engine.Attempt> attempt(String requestId, boolean subscribed) {
-    Req r = requests.get(requestId);
-    if (r == null) {
-      return CompletableFuture.failedFuture(new IllegalStateException(describe + ": unknown request " + requestId));
-    }
-    return sendAcquire(r, subscribed);
-  }
-
-  @Override
-  public void cancel(String requestId) {
-    Req r = requests.get(requestId);
-    if (r != null) {
-      sendCancel(r);
-    }
-  }
-
-  @Override
-  public void passWakeup() {
-    eval("pass", null, 0, "", 't', 0, 0);
-  }
-
-  @Override
-  public String leaseKey(String requestId) {
-    Req r = requests.get(requestId);
-    return memoPrefix + (r == null ? "-" : Integer.toString(r.slot)); // the grant wrote it (its memo); WAIT's PEXPIRE only renews it
-  }
-
-  /** None: the memo is a string (see {@link Engine#awaitReplicas}). */
-  @Override
-  public String leaseRequest(String requestId) {
-    return null;
-  }
-
-  /**
-   * The wake list while the waiter thread contends for one permit; none (pub/sub) for more: a
-   * wake token goes to whoever has waited longest, and must be of use to it.
-   */
-  @Override
-  public String wakeKey() {
-    return singlePermit ? wakeKey : null;
-  }
-
-  @Override
-  public String channel() {
-    return channel;
-  }
-
-  @Override
-  public String describe() {
-    return describe;
-  }
-
-  // ---------------------------------------------------------------- the books (under local.lock())
+  // ---------------------------------------------------------------- the books (under books)
 
   /**
    * Counts {@code n} permits granted under {@code grantEpoch} by a call sent at {@code sentAt}.
@@ -523,11 +455,11 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
 
     @Override
     public Object snapshot() {
-      local.lock().lock();
+      books.lock();
       try {
         return new long[] {held, releasedSent.get()};
       } finally {
-        local.lock().unlock();
+        books.unlock();
       }
     }
 
@@ -546,7 +478,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   private void leaseLost(Lease l, String reason) {
     int n;
     long dead;
-    local.lock().lock();
+    books.lock();
     try {
       if (l != lease) {
         return;
@@ -560,7 +492,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       epoch = 0;
       lease = null;
     } finally {
-      local.lock().unlock();
+      books.unlock();
     }
     // The loss is logged before the registration is retired: once retired, its permits are free
     // in Redis for other clients, and the log line is the instant the loss was declared (the
@@ -600,13 +532,13 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
 
   private void endIfIdle(long seen) {
     long dead;
-    local.lock().lock();
+    books.lock();
     try {
       idleCheck = false;
       if (lease == null || held > 0 || inFlight > 0) {
         return;
       }
-      if (activity != seen || helperRunning || !local.isEmpty() || AsyncSides.waiting(async) > 0) {
+      if (activity != seen || AsyncSides.waiting(async) > 0) {
         maybeIdle();
         return;
       }
@@ -618,7 +550,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       epoch = 0;
       lease = null;
     } finally {
-      local.lock().unlock();
+      books.unlock();
     }
     retire(dead);
   }
@@ -668,13 +600,14 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     return tryAcquire(1);
   }
 
+  /** One attempt in Redis, beside this JVM's waiters (it barges, as {@code Semaphore.tryAcquire()} does). */
   @Override
   public boolean tryAcquire(int permits) {
     checkPermits(permits);
     checkOpen();
-    long start = System.nanoTime();
+    engine.checkConnected(describe); // fails fast, naming the outage, rather than "not acquired"
     try {
-      return metrics.outcome(tryOnce(permits, null), start);
+      return acquire(permits, Engine.Call.once());
     } catch (InterruptedException e) {
       throw new AssertionError("an uninterruptible attempt was interrupted", e);
     }
@@ -707,249 +640,69 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     }
   }
 
-  /**
-   * One attempt: true if the permits were granted and counted for the caller.
-   *
-   * @param call null: no wait (tryAcquire(), as tryLock()); otherwise the attempt is bounded by
-   *     {@code call} (its deadline, interrupts, outages), and abandoned (cancelled if it grants
-   *     later) when the call ends first
-   * @throws TurnstileException if Redis cannot be reached (no call) or failed
-   */
-  private boolean tryOnce(int permits, Engine.Call call) throws InterruptedException {
-    Req r = new Req(permits, 't', false);
-    long[] sentAt = new long[1];
-    local.lock().lock();
-    try {
-      inFlight++;
-    } finally {
-      local.lock().unlock();
-    }
-    boolean counted = false;
-    try {
-      Engine.Attempt a = call == null ? engine.attemptOnce(this, r.id, sentAt)
-          : engine.attempt(this, r.id, call, false, sentAt);
-      if (a != null && a.acquired) {
-        local.lock().lock();
-        try {
-          counted = count((int) a.token, a.epoch, sentAt[0]);
-          streak = 0;
-        } finally {
-          local.lock().unlock();
-        }
-      }
-      return counted;
-    } finally {
-      local.lock().lock();
-      try {
-        inFlight--;
-        if (!counted) {
-          maybeIdle();
-        }
-      } finally {
-        local.lock().unlock();
-      }
-      r.end();
-    }
+  /** A test's seam: runs when a thread's grant reaches it, before its permits become the client's. */
+  transient volatile Runnable beforeAbsorb;
+
+  /** Returns this semaphore's gate, creating it on first use. */
+  AsyncGate<PermitHold> gate() {
+    return AsyncSides.gate(async, engine, PermitSide::new);
   }
 
   /**
-   * The acquisition: if no thread of this JVM waits, one attempt at once; otherwise (or if it was
-   * refused) the thread queues in {@link LocalPermits} and the waiter thread contends for it.
+   * A thread's acquisition: it queues at the gate, as a future's does, and parks in the
+   * superclass's queue ({@link Waits#park(AsyncAcquisition, Engine.Call, Waits.Tickets)}) until it
+   * ends. Granted, the permits become this client's ({@link #absorb}); permits lost with the
+   * registration before they reached the thread are not its: it asks again.
    */
   private boolean acquire(int permits, Engine.Call call) throws InterruptedException {
     checkOpen();
-    long start = System.nanoTime();
-    boolean alone;
-    local.lock().lock();
-    try {
-      alone = local.isEmpty() && !helperRunning;
-    } finally {
-      local.lock().unlock();
-    }
-    if (alone && engine.connected()) {
-      // one attempt, for no longer than a healthy Redis takes to answer: a slower one is left to
-      // the waiter thread, which rides through outages while this thread waits in the queue
-      long bound = System.nanoTime() + Engine.RELEASE_PATIENCE_NANOS;
-      Engine.Call inline = Engine.Call.until(call.timed && call.deadline - bound < 0 ? call.deadline : bound,
-          call.interruptible);
+    AsyncGate<PermitHold> g = gate();
+    while (true) {
+      AsyncAcquisition<PermitHold> a = g.enqueue(call, permits, Thread.currentThread());
+      PermitHold h;
       try {
-        if (tryOnce(permits, inline)) {
-          metrics.acquired(System.nanoTime() - start);
-          return true;
-        }
-      } catch (AclRefusal e) {
-        throw e; // a configuration error: waiting would not help
-      } catch (TurnstileException e) {
-        // unreachable just now, or failed: the waiter thread rides through an outage, or fails the call
+        h = Waits.park(a, call, tickets);
+      } catch (InterruptedException e) {
+        metrics.interrupted();
+        throw e;
+      }
+      if (h == null) {
+        return false;
+      }
+      if (absorb((AsyncHold.Permits) h)) {
+        return true;
+      }
+      if (call.once || call.expired()) {
+        metrics.timedOut();
+        return false;
       }
     }
-    if (call.expired()) {
-      metrics.timedOut();
+  }
+
+  /**
+   * A thread's grant: its permits are the client's from now on, released by any thread, not a
+   * hold's. False if the registration they were counted under was lost before this: the loss
+   * counted them among the lost permits, but they never reached the caller, so they are revoked
+   * (the caller would otherwise hold permits that Redis gave to others, and its release would
+   * throw {@link LockLostException}).
+   */
+  private boolean absorb(AsyncHold.Permits h) {
+    if (!leased) {
+      return true;
+    }
+    Runnable hook = beforeAbsorb;
+    if (hook != null) {
+      hook.run();
+    }
+    books.lock();
+    try {
+      if (h.lease() != null && h.lease() == lease && lease.alive(now())) {
+        return true;
+      }
+      lost -= Math.min(lost, h.permits());
       return false;
-    }
-    LocalPermits.Waiter w;
-    local.lock().lock();
-    try {
-      w = local.enqueue(permits, call);
-      ensureHelper();
     } finally {
-      local.lock().unlock();
-    }
-    try {
-      return metrics.outcome(Waits.managed(() -> local.await(w, this::giveBack)), start);
-    } catch (InterruptedException e) {
-      metrics.interrupted();
-      throw e;
-    }
-  }
-
-  /** Permits granted to a waiter that left at the same moment (interrupted): as a release. */
-  private void giveBack(int permits) {
-    releaseQuietly(permits);
-  }
-
-  // ---------------------------------------------------------------- the waiter thread
-
-  /** Under the lock: starts the waiter thread if none runs. */
-  private void ensureHelper() {
-    if (helperRunning) {
-      return;
-    }
-    helperRunning = true;
-    try {
-      engine.startWaiter(this::helperLoop);
-    } catch (TurnstileException e) {
-      helperRunning = false;
-      local.fail(w -> true, new TurnstileException(describe + ": Turnstile is closed"));
-    }
-  }
-
-  /** Under the lock: the head of the queue changed; a waiter thread contending for another need starts over. */
-  private void headChanged() {
-    if (!helperRunning || helperThread == null || helperStale) {
-      return;
-    }
-    LocalPermits.Waiter h = local.head();
-    if (h == null || h.permits != helperNeed) {
-      helperStale = true;
-      helperThread.interrupt();
-    }
-  }
-
-  /**
-   * The one thread of this JVM that waits in Redis for this semaphore, while threads wait here: it
-   * contends for the head's permits through {@link Engine#contend} (tiers, outages and recovery
-   * events as for every primitive) and hands them out in FIFO order. It is interrupted when the
-   * head's need changes or nobody waits any more, and gives up its attempt then.
-   */
-  private void helperLoop() {
-    Thread me = Thread.currentThread();
-    boolean done = false;
-    try {
-      while (true) {
-        Thread.interrupted(); // an interrupt of an earlier demand
-        int need;
-        Engine.Call call;
-        long queueFirst = 0;
-        local.lock().lock();
-        try {
-          LocalPermits.Waiter head = local.head();
-          if (head == null) {
-            helperRunning = false;
-            helperThread = null;
-            done = true;
-            maybeIdle();
-            return;
-          }
-          helperThread = me;
-          helperStale = false;
-          need = head.permits;
-          helperNeed = need;
-          singlePermit = need == 1;
-          call = local.anyUntimed() ? Engine.Call.untimed(true) : Engine.Call.until(local.latestDeadline(), true);
-          long sinceYield = System.nanoTime() - yieldedAtNanos;
-          if (sinceYield < Engine.QUEUE_FIRST_NANOS) {
-            queueFirst = Engine.QUEUE_FIRST_NANOS - sinceYield; // let other clients' waiters go first
-          }
-          inFlight++;
-        } finally {
-          local.lock().unlock();
-        }
-        Req r = new Req(need, 't', need == 1);
-        long[] sentAt = new long[1];
-        try {
-          Engine.Attempt a = engine.contend(this, r.id, call, queueFirst, sentAt);
-          if (a != null) {
-            granted(a, sentAt[0]);
-          }
-        } catch (InterruptedException e) {
-          // the demand changed: look again
-        } catch (RuntimeException e) {
-          failWaiters(e);
-        } finally {
-          local.lock().lock();
-          try {
-            inFlight--;
-          } finally {
-            local.lock().unlock();
-          }
-          endRequest(r, false);
-        }
-      }
-    } finally {
-      if (!done) {
-        // ended by an Error: let another thread take over if threads still wait
-        local.lock().lock();
-        try {
-          helperThread = null;
-          helperRunning = false;
-          if (!local.isEmpty()) {
-            ensureHelper();
-          }
-        } finally {
-          local.lock().unlock();
-        }
-      }
-    }
-  }
-
-  /** The waiter thread's grant: counted, and handed out in FIFO order; what is left is released. */
-  private void granted(Engine.Attempt a, long sentAt) {
-    int left;
-    long from;
-    local.lock().lock();
-    try {
-      streak = 0;
-      if (!count((int) a.token, a.epoch, sentAt)) {
-        return; // granted under a registration that is gone: Redis takes them back with it
-      }
-      left = local.assign((int) a.token);
-      if (leased) {
-        held -= left;
-      }
-      from = epoch;
-    } finally {
-      local.lock().unlock();
-    }
-    if (left > 0) {
-      sendRelease(left, from, false);
-    }
-  }
-
-  /**
-   * The waiter thread's call failed: the closed client and errors that are not outages fail every
-   * waiting thread; an outage longer than the tolerance fails the untimed ones (the timed ones wait
-   * on until their deadline).
-   */
-  private void failWaiters(RuntimeException e) {
-    TurnstileException failure = e instanceof TurnstileException ? (TurnstileException) e
-        : Engine.failure(describe, e);
-    boolean all = engine.isClosed() || !(failure instanceof Engine.OutOfTolerance);
-    local.lock().lock();
-    try {
-      local.fail(w -> all || !w.call.timed, failure);
-    } finally {
-      local.lock().unlock();
+      books.unlock();
     }
   }
 
@@ -967,12 +720,10 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       return;
     }
     int fromLost = 0;
-    int send;
+    int live;
     long from;
-    boolean yields;
-    local.lock().lock();
+    books.lock();
     try {
-      yielding = false;
       if (leased) {
         if (lease != null) {
           lease.alive(now()); // a lease past its confirmed time is lost now, before its permits are counted
@@ -983,24 +734,26 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
         }
         fromLost = Math.min(lost, permits);
         lost -= fromLost;
-        int live = permits - fromLost;
-        send = handOff(live);
-        held -= send;
+        live = permits - fromLost;
+        held -= live;
       } else {
-        send = handOff(permits);
+        live = permits;
       }
       from = epoch;
-      yields = yielding;
       activity++;
-      if (send == 0) {
+      if (live == 0) {
         maybeIdle();
       }
     } finally {
-      local.lock().unlock();
+      books.unlock();
     }
     try {
-      if (send > 0) {
-        sendRelease(send, from, true, yields);
+      if (live > 0) {
+        int send = handOn(live, from);
+        if (send > 0) {
+          AsyncGate<PermitHold> g = async.get();
+          sendRelease(send, from, true, g != null && g.yieldPending());
+        }
       }
     } finally {
       if (fromLost > 0) {
@@ -1011,42 +764,37 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     }
   }
 
-  /** Releases without throwing (permits granted to a thread that left at the same moment). */
-  private void releaseQuietly(int permits) {
-    try {
-      release(permits);
-    } catch (RuntimeException e) {
-      System.getLogger("io.github.turnstile").log(System.Logger.Level.DEBUG, "giving back permits: {0}", e.toString());
-    }
-  }
-
   /**
-   * Under the lock: hands released permits to this JVM's waiting threads, at most
-   * {@code localHandoffLimit} times in a row: then the permits go to Redis, where other clients'
-   * waiters (blocked longer than this JVM's waiter thread) get their turn. The bound applies
-   * whether or not others are known to wait: a hand-off makes no round trip, so this client would
-   * not learn of a waiter that arrived since. No hand-off while async acquisitions of this JVM wait
-   * (they wait in Redis, and would wait forever).
+   * Hands {@code permits} that this client releases (counted out of its books already, under the
+   * registration {@code from}) to this JVM's waiters, threads or futures, by local hand-off: in
+   * FIFO order, each taking all it asked for, at most {@code localHandoffLimit} in a row (then the
+   * release goes through Redis, where other clients' waiters get their turn: {@link AsyncGate#servedBy}).
+   * A waiter counts what it is handed as a grant from Redis under {@code from} would be, with no
+   * round trip. No hand-off while the free permits are in debt (after reducePermits: releases pay
+   * it in Redis) or while Redis is unreachable.
    *
    * @return what is left to release in Redis
    */
-  private int handOff(int permits) {
-    int limit = engine.options.localHandoffLimit();
-    if (local.isEmpty() || limit == 0 || debt || AsyncSides.waiting(async) > 0) {
+  private int handOn(int permits, long from) {
+    AsyncGate<PermitHold> g = async.get();
+    if (g == null || !engine.connected()) {
       return permits;
     }
-    if (streak >= limit) {
-      streak = 0;
-      yieldedAtNanos = System.nanoTime(); // this JVM's waiter queues behind the others for a moment
-      yielding = true; // the release pushes a wake token: for the others' waiters, or this one's
-      return permits;
+    books.lock();
+    try {
+      if (debt) {
+        return permits;
+      }
+    } finally {
+      books.unlock();
     }
-    int served = local.wouldServe(permits);
-    if (served == 0) {
-      return permits;
+    int left = permits;
+    for (AsyncAcquisition<PermitHold> a : g.servedBy(permits, engine.options.localHandoffLimit())) {
+      if (a.handedPermits(new Engine.Attempt(true, a.permits, 0, from))) {
+        left -= a.permits;
+      }
     }
-    streak += served;
-    return local.assign(permits);
+    return left;
   }
 
   /**
@@ -1143,11 +891,11 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
    */
   private void booksShort(long from, String why) {
     Lease l;
-    local.lock().lock();
+    books.lock();
     try {
       l = from != 0 && from == epoch ? lease : null;
     } finally {
-      local.lock().unlock();
+      books.unlock();
     }
     if (l != null) {
       l.lose(why + " (a release found fewer of the registration's permits than it gave back: every permit"
@@ -1156,12 +904,12 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
   }
 
   private void afterRelease(List<Object> reply) {
-    local.lock().lock();
+    books.lock();
     try {
       noteFree(reply, 2);
       maybeIdle();
     } finally {
-      local.lock().unlock();
+      books.unlock();
     }
   }
 
@@ -1227,11 +975,11 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
 
   /** Whether the client has a live registration (racy read: a hint for unhooking only). */
   private boolean hasLease() {
-    local.lock().lock();
+    books.lock();
     try {
       return lease != null;
     } finally {
-      local.lock().unlock();
+      books.unlock();
     }
   }
 
@@ -1257,7 +1005,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     Lease l;
     long counted;
     CompletableFuture<List<Object>> reply;
-    local.lock().lock();
+    books.lock();
     try {
       l = lease;
       if (l == null || held == 0) {
@@ -1267,7 +1015,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       reply = engine.evalInOrder(Script.RENEW, ScriptOutputType.MULTI, new String[] {liveKey, stateKey},
           l.requestId, Long.toString(l.leaseMillis));
     } finally {
-      local.lock().unlock();
+      books.unlock();
     }
     reply.whenComplete((r, e) -> {
       if (e != null || r == null || r.isEmpty()) {
@@ -1321,14 +1069,14 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
    * @return this client's books
    */
   String books() {
-    local.lock().lock();
+    books.lock();
     try {
       return "epoch " + epoch + (lease == null ? " (no lease)" : "") + ", dead " + deadEpoch + ", held " + held
           + ", lost " + lost + ", in flight " + inFlight + ", waiting " + getQueueLength()
-          + (helperRunning ? ", waiter thread running" : "") + ", slots " + nextSlot.get() + " (" + freeSlots.size()
+          + ", in the gate " + AsyncSides.waiting(async) + ", slots " + nextSlot.get() + " (" + freeSlots.size()
           + " free)";
     } finally {
-      local.lock().unlock();
+      books.unlock();
     }
   }
 
@@ -1339,13 +1087,13 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     Req r = new Req(0, 't', false);
     long live;
     long dead;
-    local.lock().lock();
+    books.lock();
     try {
       inFlight++;
       live = epoch;
       dead = deadEpoch;
     } finally {
-      local.lock().unlock();
+      books.unlock();
     }
     long sentAt = now();
     boolean answered = false;
@@ -1356,19 +1104,19 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       if (moved <= 0) {
         return moved;
       }
-      local.lock().lock();
+      books.lock();
       try {
         return count(moved, at(reply, 2), sentAt) ? moved : 0;
       } finally {
-        local.lock().unlock();
+        books.unlock();
       }
     } finally {
-      local.lock().lock();
+      books.lock();
       try {
         inFlight--;
         maybeIdle();
       } finally {
-        local.lock().unlock();
+        books.unlock();
       }
       endRequest(r, !answered);
     }
@@ -1407,11 +1155,11 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
         System.nanoTime() + engine.options.commandTimeout().toNanos());
     done.whenComplete((v, e) -> r.end()); // the slot is kept while copies may still be sent
     List<Object> reply = engine.awaitQuietly(done, describe);
-    local.lock().lock();
+    books.lock();
     try {
       noteFree(reply, 2);
     } finally {
-      local.lock().unlock();
+      books.unlock();
     }
     return at(reply, 0) == 1L;
   }
@@ -1421,14 +1169,14 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     if (!leased) {
       return 0;
     }
-    local.lock().lock();
+    books.lock();
     try {
       if (lease != null) {
         lease.alive(now());
       }
       return held;
     } finally {
-      local.lock().unlock();
+      books.unlock();
     }
   }
 
@@ -1499,13 +1247,13 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
     private Req req(AsyncAcquisition<PermitHold> w) {
       Req r = (Req) w.sideState;
       if (r == null) {
-        r = new Req(w.permits, 'a', false); // async acquisitions wait by pub/sub
+        r = new Req(w.permits, 'a', w.permits == 1 && !w.call.once); // one permit: the wake list
         w.sideState = r;
-        local.lock().lock();
+        books.lock();
         try {
           inFlight++;
         } finally {
-          local.lock().unlock();
+          books.unlock();
         }
       }
       return r;
@@ -1518,12 +1266,12 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
         return;
       }
       w.sideState = null;
-      local.lock().lock();
+      books.lock();
       try {
         inFlight--;
         maybeIdle();
       } finally {
-        local.lock().unlock();
+        books.unlock();
       }
       endRequest(r, undo);
     }
@@ -1553,29 +1301,66 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       return metrics;
     }
 
+    /**
+     * A wake token goes to whoever has waited longest and must be of use to it: only a
+     * single-permit acquisition waits on the wake list; one for more waits by pub/sub.
+     */
+    @Override
+    String wakeKey(AsyncAcquisition<PermitHold> w) {
+      return w.permits == 1 ? wakeKey : null;
+    }
+
+    @Override
+    void passWakeup() {
+      eval("pass", null, 0, "", 't', 0, 0);
+    }
+
+    /** A {@code tryAcquire()} barges: it attempts at once beside this JVM's waiters. */
+    @Override
+    int runMode(AsyncAcquisition<PermitHold> w) {
+      return w.call.once ? AsyncGate.RUN_ALWAYS : AsyncGate.RUN_NEVER;
+    }
+
     @Override
     CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<PermitHold> w, boolean subscribed) {
       return sendAcquire(req(w), subscribed);
     }
 
+    /**
+     * Counts the permits granted (from Redis, or handed on by a release of this JVM: then they
+     * were counted out of the books by that release, and come back in now, under the same
+     * registration). A thread's permits become the client's when the thread takes them
+     * ({@link #absorb}); a future's are its hold's.
+     */
     @Override
     PermitHold grant(AsyncAcquisition<PermitHold> w, Engine.Attempt a, long sentAtTicks) {
       int n = (int) a.token;
+      boolean local = w.handedLocally;
       Lease under;
       boolean counted;
-      local.lock().lock();
+      books.lock();
       try {
         counted = count(n, a.epoch, sentAtTicks);
         under = lease;
       } finally {
-        local.lock().unlock();
+        books.unlock();
       }
-      end(w, false);
+      // a local hand-off withdraws the request the acquisition may have sent (a copy that grants
+      // later is given back, and its waiting mark goes)
+      end(w, local);
+      if (!local) {
+        AsyncGate<PermitHold> g = async.get();
+        if (g != null) {
+          g.grantedInRedis();
+        }
+      }
       if (!counted) {
         return null; // granted under a registration that is gone: ask again, with a new request
       }
       AsyncHold.Permits hold = new AsyncHold.Permits(name, this, engine.ticker, n, leased ? under : null);
-      liveHolds.add(hold);
+      if (w.thread == null) {
+        liveHolds.add(hold);
+      }
       return hold;
     }
 
@@ -1610,7 +1395,7 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
       }
       long from;
       boolean wasLost = false;
-      local.lock().lock();
+      books.lock();
       try {
         if (leased) {
           if (lease != null) {
@@ -1631,13 +1416,19 @@ final class RedisSemaphore extends DistributedSemaphore implements Engine.Conten
         from = epoch;
         activity++;
       } finally {
-        local.lock().unlock();
+        books.unlock();
       }
       if (wasLost) {
         return CompletableFuture.failedFuture(new LockLostException(name, 0, System.currentTimeMillis(),
             "this client's lease on " + describe + " was lost and its permits were given to others"));
       }
-      return releaseInRedis(n, from, 'a').thenApply(reply -> released(reply, n, from) == null);
+      int send = handOn(n, from);
+      if (send == 0) {
+        return CompletableFuture.completedFuture(Boolean.TRUE);
+      }
+      AsyncGate<PermitHold> g = async.get();
+      boolean yields = g != null && g.yieldPending();
+      return releaseInRedis(send, from, 'a', yields).thenApply(reply -> released(reply, send, from) == null);
     }
 
     @Override

@@ -8,7 +8,7 @@ package io.github.turnstile;
  * measured with it.
  *
  * <p>It is read by: the lock's and the read/write lock's acquisition send time
- * ({@code Engine.contend}, {@code Engine.attemptOnce}), their liveness checks
+ * ({@code AsyncAcquisition}), their liveness checks
  * ({@code isHeldByCurrentThread}, re-entry, unlock, {@code fencingToken}), and the watchdog's scan
  * and renewal send time. The semaphore still stamps its liveness lease with
  * {@link System#nanoTime()} (its send times double as wait deadlines), so a test that moves the

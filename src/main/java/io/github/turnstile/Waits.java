@@ -166,6 +166,105 @@ final class Waits {
     }
   }
 
+  /**
+   * A parking lot whose permits are tickets: a semaphore's superclass, a fair
+   * {@code java.util.concurrent.Semaphore} of no permits, so that its final queue methods
+   * ({@code hasQueuedThreads()}, {@code getQueueLength()}) count the threads parked here.
+   */
+  interface Tickets {
+    /** Releases one ticket. */
+    void release();
+
+    /** Takes one ticket, waiting untimed and interruptibly. */
+    void acquire() throws InterruptedException;
+
+    /** Takes one ticket, waiting untimed; an interrupt is re-asserted on return. */
+    void acquireUninterruptibly();
+
+    /** Takes one ticket within {@code nanos}, interruptibly. */
+    boolean tryAcquire(long nanos) throws InterruptedException;
+  }
+
+  /**
+   * Parks the calling thread on its acquisition as {@link #park(AsyncAcquisition, Engine.Call)}
+   * does, but in {@code lot}: the acquisition's end releases one ticket, and the thread takes
+   * exactly one ticket before it returns or throws. A ticket it takes while its own acquisition
+   * has not ended is another's (the lot and the gate can order two threads differently): it puts
+   * it back and queues again, behind those parked (the lot is fair). So every ticket released
+   * reaches a thread whose acquisition ended, and none is left over.
+   *
+   * @return the hold, or null if the acquisition timed out
+   * @throws InterruptedException if the call is interruptible and the thread was interrupted:
+   *     the acquisition is cancelled first (a hold delivered just before is released)
+   */
+  static <H extends Hold> H park(AsyncAcquisition<H> a, Engine.Call call, Tickets lot) throws InterruptedException {
+    CompletableFuture<H> f = a.result;
+    f.whenComplete((v, e) -> lot.release());
+    boolean interrupted;
+    try {
+      interrupted = managed(() -> takeTicket(f, call, lot));
+    } catch (InterruptedException e) {
+      giveUp(f);
+      lot.acquireUninterruptibly(); // the ticket of its end (the interrupt is reported by the exception)
+      Thread.interrupted();
+      a.left().join();
+      throw e;
+    }
+    if (!f.isDone()) {
+      System.getLogger("io.github.turnstile").log(System.Logger.Level.WARNING,
+          "an acquisition did not end within " + TimeUnit.NANOSECONDS.toSeconds(PARK_OVERRUN_NANOS)
+          + " s after its deadline; cancelled: " + a);
+      giveUp(f);
+      boolean was = Thread.interrupted();
+      lot.acquireUninterruptibly();
+      interrupted |= was | Thread.interrupted();
+    }
+    if (interrupted) {
+      Thread.currentThread().interrupt(); // an uninterruptible wait keeps the interrupt
+    }
+    return park(a, call); // done: its outcome
+  }
+
+  /**
+   * Takes a ticket once {@code f} is done; returns whether an uninterruptible call was interrupted
+   * meanwhile, without a ticket only if a timed call's bound passed first.
+   */
+  private static boolean takeTicket(CompletableFuture<?> f, Engine.Call call, Tickets lot) throws InterruptedException {
+    boolean interrupted = false;
+    long bound = call.deadline + PARK_OVERRUN_NANOS;
+    while (true) {
+      if (!call.timed) {
+        if (call.interruptible) {
+          lot.acquire();
+        } else {
+          lot.acquireUninterruptibly();
+          interrupted |= Thread.interrupted();
+        }
+      } else {
+        long left = bound - System.nanoTime();
+        if (left <= 0) {
+          return interrupted;
+        }
+        try {
+          if (!lot.tryAcquire(left)) {
+            return interrupted;
+          }
+        } catch (InterruptedException e) {
+          if (call.interruptible) {
+            throw e;
+          }
+          interrupted = true;
+          continue;
+        }
+      }
+      if (f.isDone()) {
+        return interrupted;
+      }
+      lot.release(); // another's: back, and queue again behind those parked
+      Thread.yield();
+    }
+  }
+
   /** Parks until {@code f} is done; returns whether an uninterruptible call was interrupted meanwhile. */
   private static boolean parkUntilDone(CompletableFuture<?> f, Engine.Call call) throws InterruptedException {
     boolean interrupted = false;
