@@ -201,13 +201,6 @@ final class Engine implements AutoCloseable {
       return timed && deadline - System.nanoTime() <= 0;
     }
 
-    /** Throws if this call is interruptible and the thread was interrupted. */
-    void checkInterrupt() throws InterruptedException {
-      if (interruptible && Thread.interrupted()) {
-        throw new InterruptedException();
-      }
-    }
-
     void reachable() {
       unreachable = false;
     }

@@ -88,12 +88,6 @@ final class Waits {
     return nowOrManaged(n -> s.tryAcquire(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible);
   }
 
-  /** Acquires a lock within the time, interruptibly or not. */
-  static boolean lock(java.util.concurrent.locks.Lock l, long timeoutNanos, boolean interruptible)
-      throws InterruptedException {
-    return nowOrManaged(n -> l.tryLock(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible);
-  }
-
   /**
    * A timed wait tried first with a zero timeout (which, unlike an untimed {@code tryLock()} or
    * {@code tryAcquire()}, keeps a fair queue's order), then for the time given as a managed wait.
