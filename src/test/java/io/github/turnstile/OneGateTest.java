@@ -169,4 +169,30 @@ class OneGateTest {
       assertThrows(IllegalMonitorStateException.class, lock::unlock);
     }
   }
+
+  /**
+   * A read lock's {@code tryLock()} is one attempt: refused while a reader of its JVM waits in
+   * line for a writer of another client, it returns false at once. It attempts beside the line
+   * (it barges), and a refused one used to take its place in line like a waiting reader's
+   * attempt, so it parked until the writer released.
+   */
+  @Test
+  void aRefusedReadTryLockDoesNotWaitInLine() throws Exception {
+    String name = unique("one-gate-read-try");
+    try (Turnstile writer = Turnstile.connect(redis.uri()); Turnstile t = Turnstile.connect(redis.uri())) {
+      DistributedReadWriteLock held = writer.readWriteLock(name);
+      held.writeLock().lock();
+      DistributedReadWriteLock rw = t.readWriteLock(name);
+      Thread waiting = start("reader", () -> {
+        rw.readLock().lock();
+        rw.readLock().unlock();
+      });
+      TestSupport.await("the reader waits", PATIENCE, () -> waits(t, name).size() == 1);
+      CompletableFuture<Boolean> tried = CompletableFuture.supplyAsync(() -> rw.readLock().tryLock());
+      assertFalse(tried.get(PATIENCE.toSeconds(), TimeUnit.SECONDS), "refused while the writer holds");
+      held.writeLock().unlock();
+      waiting.join(PATIENCE.toMillis());
+      assertFalse(waiting.isAlive(), "the waiting reader got the lock after the writer");
+    }
+  }
 }
