@@ -1215,8 +1215,9 @@ final class AsyncAcquisition<H extends Hold> {
       }
       return;
     }
+    boolean token = false;
     try {
-      w.woken().join();
+      token = w.woken().join();
     } catch (CompletionException | CancellationException e) {
       Throwable cause = Engine.unwrap(e);
       if (cause instanceof AclRefusal) {
@@ -1225,7 +1226,7 @@ final class AsyncAcquisition<H extends Hold> {
       }
       pubsubOnly = true; // no blocking connection could be opened: wait by pub/sub
     }
-    if (Boolean.TRUE.equals(w.woken().getNow(false))) {
+    if (token) {
       // a token: this head was in line in Redis (FIFO on the list) when it came, so it does not
       // stand back for a yield of its JVM, which would waste the token while the primitive is free
       gate.standBack(0);

@@ -126,7 +126,20 @@ class WaitCostAndLeaseLossTest {
       java.util.concurrent.CompletableFuture<LockHold> first = rw.readLock().lockAsync();
       TestSupport.await("the first reader's waiting entry", Duration.ofSeconds(10),
           () -> redis.command("ZCARD", rwait).trim().equals("1"));
-      Thread.sleep(500); // a re-attempt of the async reader lands before the window
+      // the async reader's first attempt does not subscribe; it subscribes and attempts again at
+      // once, and that must land before the window: wait until it subscribed and no script ran for
+      // 300 ms (a fixed 500 ms sleep was too short for a loaded CI machine)
+      TestSupport.await("the first reader subscribed and waits", Duration.ofSeconds(30), () -> {
+        Map<String, Long> s1 = TestSupport.commandStats(redis);
+        try {
+          Thread.sleep(300);
+        } catch (InterruptedException e) {
+          throw new AssertionError(e);
+        }
+        Map<String, Long> s2 = TestSupport.commandStats(redis);
+        return s2.getOrDefault("subscribe", 0L) >= 1
+            && TestSupport.totalCalls(s2, "evalsha", "eval") == TestSupport.totalCalls(s1, "evalsha", "eval");
+      });
       Map<String, Long> before = TestSupport.commandStats(redis);
       CountDownLatch got = new CountDownLatch(1);
       Thread reader = TestSupport.start("reader", () -> {
