@@ -36,12 +36,12 @@ public class CancelVersusGrantStress {
 
   public CancelVersusGrantStress() {
     // becomes head at once and sends its first attempt: replies[0], which the actor completes
-    result = new AsyncGate<>(env, side).acquire(Engine.Call.untimed(false), 1);
+    result = new AsyncGate<>(env, side).acquire(Call.untimed(false), 1);
   }
 
   @Actor
   public void reply() {
-    side.replies.get(0).complete(new Engine.Attempt(true, 42, 0));
+    side.replies.get(0).complete(new Attempt(true, 42, 0));
   }
 
   @Actor

@@ -33,7 +33,7 @@ import org.openjdk.jcstress.infra.results.II_Result;
 @State
 public class InterruptVersusGrantStress {
   private final AsyncFakes.Side side = new AsyncFakes.Side(1);
-  private final Engine.Call call = Engine.Call.untimed(true);
+  private final Call call = Call.untimed(true);
   private final AsyncAcquisition<LockHold> acquisition;
   private final AtomicInteger phase = new AtomicInteger(); // 0 not started, 1 waiting, 2 done
   private volatile Thread acquirer;
@@ -70,7 +70,7 @@ public class InterruptVersusGrantStress {
         acquirer.interrupt();
       }
     }
-    side.replies.get(0).complete(new Engine.Attempt(true, 42, 0));
+    side.replies.get(0).complete(new Attempt(true, 42, 0));
   }
 
   @Arbiter

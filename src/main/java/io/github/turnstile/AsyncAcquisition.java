@@ -92,8 +92,8 @@ final class AsyncAcquisition<H extends Hold> {
     /** The subscription was not confirmed in time: replace its node's subscriber connection. */
     void reset(Channel c);
 
-    /** See {@link Engine#unreachable}. */
-    void unreachable(Engine.Call call, long sinceNanos, String what, Throwable cause);
+    /** See {@link Outages#unreachable}. */
+    void unreachable(Call call, long sinceNanos, String what, Throwable cause);
 
     /** A command failed or went unanswered (see {@link Engine#suspectTopology}). */
     void suspect();
@@ -244,26 +244,26 @@ final class AsyncAcquisition<H extends Hold> {
      *
      * @param subscribed the acquisition waits by pub/sub: a refusal asks the next release to publish
      */
-    abstract CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<H> w, boolean subscribed);
+    abstract CompletableFuture<Attempt> attempt(AsyncAcquisition<H> w, boolean subscribed);
 
     /** The attempt was refused (its reply arrived), whether or not the acquisition goes on. */
-    void refused(AsyncAcquisition<H> w, Engine.Attempt a) {}
+    void refused(AsyncAcquisition<H> w, Attempt a) {}
 
     /**
      * The attempt granted, and the caller may still want it: start the hold (lease, watchdog).
      *
      * @return the hold, or null if the grant could not be counted (it was given back): go round
      */
-    abstract H grant(AsyncAcquisition<H> w, Engine.Attempt a, long sentAtTicks);
+    abstract H grant(AsyncAcquisition<H> w, Attempt a, long sentAtTicks);
 
     /** The attempt granted, but the acquisition was abandoned first: undo the grant, waking the next waiter. */
-    abstract void cancelGrant(AsyncAcquisition<H> w, Engine.Attempt a);
+    abstract void cancelGrant(AsyncAcquisition<H> w, Attempt a);
 
     /**
      * The attempt {@code f} failed, or got no reply in time (it may still run): its outcome is
      * unknown. Runs once per such attempt.
      */
-    void failed(AsyncAcquisition<H> w, CompletableFuture<Engine.Attempt> f) {}
+    void failed(AsyncAcquisition<H> w, CompletableFuture<Attempt> f) {}
 
     /**
      * The acquisition gave up after it attempted: withdraw what marks it as waiting and, if
@@ -278,7 +278,7 @@ final class AsyncAcquisition<H extends Hold> {
      *
      * @return whether {@code w} may still hold the grant (undone if it gives up)
      */
-    boolean acknowledgementCut(AsyncAcquisition<H> w, Engine.Attempt a) {
+    boolean acknowledgementCut(AsyncAcquisition<H> w, Attempt a) {
       return true;
     }
 
@@ -319,7 +319,7 @@ final class AsyncAcquisition<H extends Hold> {
    */
   final Thread thread;
   /** Deadline and outage bookkeeping; touched only by the loop (one continuation at a time). */
-  final Engine.Call call;
+  final Call call;
   private final long startNanos = System.nanoTime();
   final CompletableFuture<H> result = new CompletableFuture<>();
   private final CompletableFuture<Void> left = new CompletableFuture<>();
@@ -342,7 +342,7 @@ final class AsyncAcquisition<H extends Hold> {
    * waited for a local hold's hand-off, 2 it stood back after this JVM's yield (it attempts next).
    */
   private int localPhase;
-  private CompletableFuture<Engine.Attempt> inFlight;
+  private CompletableFuture<Attempt> inFlight;
   private long inFlightSentNanos;
   private CompletableFuture<Boolean> waitTimer;
   /** The current wait on the wake list (the token-list tier), if any. */
@@ -373,7 +373,7 @@ final class AsyncAcquisition<H extends Hold> {
    */
   volatile long readSince;
 
-  AsyncAcquisition(Env env, Side<H> side, AsyncGate<H> gate, int permits, Engine.Call call, Thread thread) {
+  AsyncAcquisition(Env env, Side<H> side, AsyncGate<H> gate, int permits, Call call, Thread thread) {
     this.env = env;
     this.side = side;
     this.gate = gate;
@@ -475,7 +475,7 @@ final class AsyncAcquisition<H extends Hold> {
    *
    * @return whether the grant is delivered to this acquisition (false: it was undone)
    */
-  boolean handedOver(Engine.Attempt a, long sinceTicks) {
+  boolean handedOver(Attempt a, long sinceTicks) {
     boolean deliver = false;
     boolean undo;
     mu.lock();
@@ -508,7 +508,7 @@ final class AsyncAcquisition<H extends Hold> {
    *
    * @return whether the permits are delivered to this acquisition (false: the caller keeps them)
    */
-  boolean handedPermits(Engine.Attempt a) {
+  boolean handedPermits(Attempt a) {
     mu.lock();
     try {
       if (finished || abandoned) {
@@ -816,7 +816,7 @@ final class AsyncAcquisition<H extends Hold> {
   }
 
   private void send(CompletableFuture<Void> event, CompletableFuture<Void> fault, boolean subscribed) {
-    CompletableFuture<Engine.Attempt> f;
+    CompletableFuture<Attempt> f;
     long sentNanos;
     long sentAt;
     boolean rearm;
@@ -861,7 +861,7 @@ final class AsyncAcquisition<H extends Hold> {
    * (a connection that drops makes Redis count as unreachable at once, as {@link Engine#awaitReply}
    * does) until the command timeout.
    */
-  private void awaitReply(CompletableFuture<Engine.Attempt> f, CompletableFuture<Void> event,
+  private void awaitReply(CompletableFuture<Attempt> f, CompletableFuture<Void> event,
       CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
     long left = env.commandTimeoutNanos() - (System.nanoTime() - sentNanos);
     CompletableFuture<Boolean> check = Timer.after(Math.max(0, Math.min(env.recheckNanos(), left)));
@@ -896,7 +896,7 @@ final class AsyncAcquisition<H extends Hold> {
   }
 
   /** A recovery event came while {@code f} was in flight: its outcome is unknown; send again shortly. */
-  private void recovered(CompletableFuture<Engine.Attempt> f, CompletableFuture<Void> event,
+  private void recovered(CompletableFuture<Attempt> f, CompletableFuture<Void> event,
       CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
     boolean wasAbandoned;
     mu.lock();
@@ -932,7 +932,7 @@ final class AsyncAcquisition<H extends Hold> {
   }
 
   /** Fails the acquisition while {@code f} is in flight: its reply, when it comes, is undone. */
-  private void failInFlight(CompletableFuture<Engine.Attempt> f, Throwable error) {
+  private void failInFlight(CompletableFuture<Attempt> f, Throwable error) {
     mu.lock();
     try {
       if (finished || inFlight != f) {
@@ -947,9 +947,9 @@ final class AsyncAcquisition<H extends Hold> {
     f.whenComplete((a, x) -> guarded(() -> onReply(f, null, null, 0, 0, false)));
   }
 
-  private void onReply(CompletableFuture<Engine.Attempt> f, CompletableFuture<Void> event,
+  private void onReply(CompletableFuture<Attempt> f, CompletableFuture<Void> event,
       CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
-    Engine.Attempt a = null;
+    Attempt a = null;
     Throwable error = null;
     if (f.isDone()) {
       try {
@@ -984,7 +984,7 @@ final class AsyncAcquisition<H extends Hold> {
       mu.unlock();
     }
     if (wasAbandoned) {
-      Engine.Attempt reply = a;
+      Attempt reply = a;
       quietly(() -> {
         if (reply != null && reply.acquired) {
           side.cancelGrant(this, reply);
@@ -1258,7 +1258,7 @@ final class AsyncAcquisition<H extends Hold> {
   }
 
   /** A grant to deliver ({@link #finished} is set): acknowledged by the replicas first if asked. */
-  private void granted(Engine.Attempt a, long sentAt) {
+  private void granted(Attempt a, long sentAt) {
     if (env.replicaAcks() == 0) {
       deliver(a, sentAt);
       return;
@@ -1289,7 +1289,7 @@ final class AsyncAcquisition<H extends Hold> {
    * next attempt (for locks, the same request id) replays it where the primary has it, or asks
    * afresh. An untimed call whose outage tolerance runs out fails, its grant undone.
    */
-  private void goOnAfterCut(Engine.Attempt a, Throwable cause) {
+  private void goOnAfterCut(Attempt a, Throwable cause) {
     if (!call.expired()) {
       try {
         env.unreachable(call, System.nanoTime(), side.describe() + " (replica acknowledgement)", cause);
@@ -1331,7 +1331,7 @@ final class AsyncAcquisition<H extends Hold> {
     step();
   }
 
-  private void deliver(Engine.Attempt a, long sentAt) {
+  private void deliver(Attempt a, long sentAt) {
     H hold;
     try {
       hold = side.grant(this, a, sentAt);
@@ -1454,7 +1454,7 @@ final class AsyncAcquisition<H extends Hold> {
   }
 
   /**
-   * Counts an outage against the call ({@link Engine#unreachable}).
+   * Counts an outage against the call ({@link Outages#unreachable}).
    *
    * @return false if the call failed (its outage tolerance is used up)
    */

@@ -324,7 +324,7 @@ final class AsyncGate<H extends Hold> {
   }
 
   /** Starts an asynchronous acquisition of {@code permits} for {@code call}. */
-  CompletableFuture<H> acquire(Engine.Call call, int permits) {
+  CompletableFuture<H> acquire(Call call, int permits) {
     return acquire(call, permits, null);
   }
 
@@ -332,7 +332,7 @@ final class AsyncGate<H extends Hold> {
    * Starts an acquisition of {@code permits} for {@code call}, on behalf of {@code thread} (which
    * parks on the future) or of nobody (null: an asynchronous call).
    */
-  CompletableFuture<H> acquire(Engine.Call call, int permits, Thread thread) {
+  CompletableFuture<H> acquire(Call call, int permits, Thread thread) {
     return new AsyncAcquisition<>(env, side, this, permits, call, thread).start();
   }
 
@@ -343,7 +343,7 @@ final class AsyncGate<H extends Hold> {
    * @return the hold, or null if the call timed out
    * @throws InterruptedException if the call is interruptible and the thread was interrupted
    */
-  H await(Engine.Call call, int permits, Metrics.Primitive metrics) throws InterruptedException {
+  H await(Call call, int permits, Metrics.Primitive metrics) throws InterruptedException {
     try {
       return Waits.park(enqueue(call, permits, Thread.currentThread()), call);
     } catch (InterruptedException e) {
@@ -358,7 +358,7 @@ final class AsyncGate<H extends Hold> {
    *
    * @return the acquisition, started
    */
-  AsyncAcquisition<H> enqueue(Engine.Call call, int permits, Thread thread) {
+  AsyncAcquisition<H> enqueue(Call call, int permits, Thread thread) {
     AsyncAcquisition<H> a = new AsyncAcquisition<>(env, side, this, permits, call, thread);
     a.start();
     return a;

@@ -83,8 +83,8 @@ final class AsyncSides {
     }
 
     @Override
-    public void unreachable(Engine.Call call, long sinceNanos, String what, Throwable cause) {
-      engine.unreachable(call, sinceNanos, what, cause);
+    public void unreachable(Call call, long sinceNanos, String what, Throwable cause) {
+      engine.outages.unreachable(call, sinceNanos, what, cause);
     }
 
     @Override
@@ -220,7 +220,7 @@ final class AsyncSides {
     }
 
     @Override
-    LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+    LockHold grant(AsyncAcquisition<LockHold> w, Attempt a, long sentAtTicks) {
       // a thread's hold is named after the thread, as Redis's owner id is (see AsyncAcquisition#thread)
       String holder = w.thread != null ? w.thread.getName() : "async hold " + w.owner;
       AsyncHold.Lock hold = new AsyncHold.Lock(name, this, engine.ticker, leaseKey(w), w.request, engine.leaseMillis,
@@ -332,14 +332,14 @@ final class AsyncSides {
     }
 
     @Override
-    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+    CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       // past its deadline (tryLock(), or a late first attempt) it will not wait: no waiting mark
       boolean noWait = w.call.once || (w.call.timed && w.call.expired());
       w.marked |= !noWait;
       String flags = RedisLock.acquireFlags(w.refused, noWait, subscribed);
       return lock.acquireCall(w.owner, w.request, flags)
           .thenApply(reply -> {
-            Engine.Attempt a = RedisLock.parseAttempt(reply);
+            Attempt a = RedisLock.parseAttempt(reply);
             if (a.acquired && reply.size() > 2 && (Long) reply.get(2) == 1L) {
               Metrics.reclaimed(lock.metrics, lock.describe(), 1); // the holder it waited for never released
             }
@@ -348,12 +348,12 @@ final class AsyncSides {
     }
 
     @Override
-    void refused(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
+    void refused(AsyncAcquisition<LockHold> w, Attempt a) {
       w.refused = true;
     }
 
     @Override
-    void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
+    void cancelGrant(AsyncAcquisition<LockHold> w, Attempt a) {
       String request = w.request;
       long token = a.token;
       undo(lock.lockKey, request, () -> lock.release(request, token)); // frees it and wakes the next waiter, as a release does
@@ -418,7 +418,7 @@ final class AsyncSides {
           g.endedLocally(hold);
           return engine.retrying(() -> sendRelease(request, token), leaseEndNanos).thenApply(r -> r != 0L);
         }
-        Engine.Attempt a = RedisLock.parseAttempt(reply);
+        Attempt a = RedisLock.parseAttempt(reply);
         if (!a.acquired) {
           g.endedLocally(hold);
           return CompletableFuture.completedFuture(false); // the handing hold no longer held the lock
@@ -446,7 +446,7 @@ final class AsyncSides {
     }
 
     @Override
-    LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+    LockHold grant(AsyncAcquisition<LockHold> w, Attempt a, long sentAtTicks) {
       LockHold hold = super.grant(w, a, sentAtTicks);
       AsyncGate<LockHold> g = lock.asyncGate();
       if (g != null) {
@@ -477,14 +477,14 @@ final class AsyncSides {
     }
 
     @Override
-    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+    CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       return rw.<List<Object>>op(ScriptOutputType.MULTI, "write", w.owner, w.request, 0, subscribed)
           .thenApply(rw::reclaims)
           .thenApply(RedisLock::parseAttempt);
     }
 
     @Override
-    void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
+    void cancelGrant(AsyncAcquisition<LockHold> w, Attempt a) {
       wcancel(w.request); // releases the grant, wakes readers or a writer
     }
 
@@ -556,7 +556,7 @@ final class AsyncSides {
     }
 
     @Override
-    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+    CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       AsyncGate<LockHold> g = gate.get();
       // tryLock() barges: -1 reads as "waiting since before the last admission", so rwlock.lua
       // grants unless another owner holds the write lock, past waiting writers
@@ -576,7 +576,7 @@ final class AsyncSides {
     }
 
     @Override
-    void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
+    void cancelGrant(AsyncAcquisition<LockHold> w, Attempt a) {
       rcancel(w.request); // drops the read hold; the last reader out wakes a writer
     }
 

@@ -49,20 +49,6 @@ final class Engine implements AutoCloseable {
    * reads the close, and at its own timeout at the latest; until then it may take a wake token.
    */
   static final long NO_UNBLOCK_SLICE_NANOS = TimeUnit.SECONDS.toNanos(2);
-  /**
-   * The least time a reply is waited for, even when the caller's deadline is closer, once the
-   * call has had an answer from Redis (a refusal): a waiter's attempt near its deadline stretches
-   * the call by at most this much.
-   */
-  static final long MIN_REPLY_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
-  /**
-   * The least time the reply to a call's attempt is waited for until the call has had an answer
-   * from Redis: a zero or short timeout still learns whether the primitive is free from a Redis
-   * that answers, on a busy host too (a free lock is taken, as the JDK's {@code tryLock(0, unit)}
-   * takes it; {@link #MIN_REPLY_NANOS} was too short for a loaded machine, RELIABILITY). A Redis
-   * that does not answer at all makes a timed call return at most this long after it began.
-   */
-  static final long FIRST_REPLY_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
   /** How often an outage is re-checked while no reconnect event arrives, and the pause between re-sends after a transient error. */
   private static final long RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
   /**
@@ -73,28 +59,6 @@ final class Engine implements AutoCloseable {
   static final long RELEASE_PATIENCE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
   /** The longest a waiter queues behind other JVMs' waiters before its first attempt (fairness after a streak). */
   static final long QUEUE_FIRST_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
-
-  /** The outcome of one attempt script. */
-  static final class Attempt {
-    final boolean acquired;
-    /** The fencing token when acquired. */
-    final long token;
-    /** When not acquired: how long the current holder's lease still runs, in ms (-1 unknown). */
-    final long retryMillis;
-    /** A semaphore's grant: the epoch of the registration the permits count under (0: none, counting mode). */
-    final long epoch;
-
-    Attempt(boolean acquired, long token, long retryMillis) {
-      this(acquired, token, retryMillis, 0);
-    }
-
-    Attempt(boolean acquired, long token, long retryMillis, long epoch) {
-      this.acquired = acquired;
-      this.token = token;
-      this.retryMillis = retryMillis;
-      this.epoch = epoch;
-    }
-  }
 
   /**
    * An acquisition of this client waiting in Redis for a primitive (the head of a gate,
@@ -127,86 +91,6 @@ final class Engine implements AutoCloseable {
   final java.util.Set<Waiting> waiting = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   /**
-   * The time and outage bookkeeping of one acquisition call: its deadline (if timed), whether it
-   * may be interrupted, and since when Redis has been continuously unreachable for it.
-   */
-  static final class Call {
-    final boolean timed;
-    final long deadline;
-    final boolean interruptible;
-    /**
-     * One attempt and no wait ({@code tryLock()}, {@code tryAcquire()}): its reply is awaited for
-     * the command timeout, and a failure or no reply fails the call rather than timing it out.
-     */
-    final boolean once;
-    /** nanoTime since which Redis has been unreachable for this call; meaningful while unreachable. */
-    private long unreachableSince;
-    private boolean unreachable;
-    /** When the call began: its outage clock starts no earlier (see {@link Engine#unreachable}). */
-    final long startNanos = System.nanoTime();
-    /** Whether an attempt of this call has had its answer (see {@link Engine#FIRST_REPLY_NANOS}). */
-    private boolean answered;
-
-    /** Records that an attempt of this call had its answer from Redis. */
-    void answered() {
-      answered = true;
-    }
-
-    /** The least wait for an attempt's reply: {@link #FIRST_REPLY_NANOS} until one was answered. */
-    long minReplyNanos() {
-      return answered ? MIN_REPLY_NANOS : FIRST_REPLY_NANOS;
-    }
-
-    private Call(boolean timed, long deadline, boolean interruptible) {
-      this(timed, deadline, interruptible, false);
-    }
-
-    private Call(boolean timed, long deadline, boolean interruptible, boolean once) {
-      this.timed = timed;
-      this.deadline = deadline;
-      this.interruptible = interruptible;
-      this.once = once;
-    }
-
-    /** One attempt and no wait, never interrupted ({@code tryLock()}). */
-    static Call once() {
-      return new Call(true, System.nanoTime(), false, true);
-    }
-
-    /** An untimed call ({@code lock()}, {@code acquire()}). */
-    static Call untimed(boolean interruptible) {
-      return new Call(false, 0, interruptible);
-    }
-
-    /** A timed call, interruptible as {@code tryLock(t)} is. */
-    static Call until(long deadline) {
-      return new Call(true, deadline, true);
-    }
-
-    /** A timed call with the given interruptibility. */
-    static Call until(long deadline, boolean interruptible) {
-      return new Call(true, deadline, interruptible);
-    }
-
-    /**
-     * Returns the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed).
-     *
-     * @return the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed)
-     */
-    long remaining() {
-      return timed ? deadline - System.nanoTime() : Long.MAX_VALUE;
-    }
-
-    boolean expired() {
-      return timed && deadline - System.nanoTime() <= 0;
-    }
-
-    void reachable() {
-      unreachable = false;
-    }
-  }
-
-  /**
    * Engines (clients) created in this JVM. Tests bound per-client figures by it: a command refused
    * to every client shows in {@code ACL LOG} at most this many times.
    */
@@ -220,11 +104,8 @@ final class Engine implements AutoCloseable {
   /** {@link #leaseMillis} as a script argument. */
   final String leaseArg;
   private final long commandTimeoutNanos;
-  private final long outageToleranceNanos;
-  /** Guards {@link #lostSinceNanos}: since when the calls have found Redis unreachable, while {@link #redisLost}. */
-  private final java.util.concurrent.locks.ReentrantLock lostLock = new java.util.concurrent.locks.ReentrantLock();
-  private long lostSinceNanos;
-  private volatile boolean redisLost;
+  /** The outage clock: since when the calls have found Redis unreachable, and what that costs a call. */
+  final Outages outages;
   private final Topology topology;
   private final RedisClusterAsyncCommands<String, String> async;
   final BlockingPool pool;
@@ -260,7 +141,7 @@ final class Engine implements AutoCloseable {
     this.leaseMillis = options.leaseTime().toMillis();
     this.leaseArg = Long.toString(leaseMillis);
     this.commandTimeoutNanos = options.commandTimeout().toNanos();
-    this.outageToleranceNanos = options.outageTolerance().toNanos();
+    this.outages = new Outages(options);
     byte[] id = new byte[8];
     new SecureRandom().nextBytes(id);
     this.clientId = HexFormat.of().formatHex(id);
@@ -478,79 +359,12 @@ final class Engine implements AutoCloseable {
         || t instanceof java.io.IOException || t instanceof TimeoutException;
   }
 
-  /** An untimed call gave up: Redis was unreachable for longer than the outage tolerance. */
-  static final class OutOfTolerance extends TurnstileException {
-    private static final long serialVersionUID = 1L;
-
-    OutOfTolerance(String message, Throwable cause) {
-      super(message, cause);
-    }
-  }
-
   /** Redis cannot be used right now (e.g. no master is known for a slot); retried like a lost connection. */
   static final class Unavailable extends TurnstileException {
     private static final long serialVersionUID = 1L;
 
     Unavailable(String message) {
       super(message);
-    }
-  }
-
-  /**
-   * Returns when {@code call}'s outage clock starts, first finding Redis unreachable since
-   * {@code sinceNanos}: when this client lost Redis (the earliest such finding of any call since
-   * Redis last answered), or the call's start if later, never after {@code sinceNanos}. So a call
-   * that only now looks (an async acquisition that just became its gate's head, a thread that just
-   * got its turn) counts the outage it has already waited through, and a queue of untimed calls
-   * fails after one tolerance, not one tolerance per call ahead of it.
-   */
-  private long outageStart(Call call, long sinceNanos) {
-    lostLock.lock();
-    try {
-      if (!redisLost) {
-        redisLost = true;
-        lostSinceNanos = sinceNanos;
-        return sinceNanos;
-      }
-      if (sinceNanos - lostSinceNanos < 0) {
-        lostSinceNanos = sinceNanos;
-      }
-      long start = lostSinceNanos - call.startNanos >= 0 ? lostSinceNanos : call.startNanos;
-      return start - sinceNanos <= 0 ? start : sinceNanos;
-    } finally {
-      lostLock.unlock();
-    }
-  }
-
-  /** Redis answered: a later outage starts its own clock. */
-  private void reached() {
-    if (redisLost) {
-      lostLock.lock();
-      try {
-        redisLost = false;
-      } finally {
-        lostLock.unlock();
-      }
-    }
-  }
-
-  /**
-   * Records that Redis is unreachable for {@code call} since {@code sinceNanos} (the start of the
-   * stretch, if it began earlier); an untimed call that has waited through more than
-   * {@link TurnstileOptions#outageTolerance()} of it gives up.
-   *
-   * @throws TurnstileException when an untimed call's outage tolerance is used up
-   */
-  void unreachable(Call call, long sinceNanos, String what, Throwable cause) {
-    if (!call.unreachable) {
-      call.unreachable = true;
-      call.unreachableSince = outageStart(call, sinceNanos);
-    }
-    long down = System.nanoTime() - call.unreachableSince;
-    if (!call.timed && down >= outageToleranceNanos) {
-      throw new OutOfTolerance(what + ": Redis has been unreachable for "
-          + TimeUnit.NANOSECONDS.toMillis(down) + " ms, longer than the outage tolerance ("
-          + options.outageTolerance().toMillis() + " ms)" + (cause == null ? "" : ": " + cause), cause);
     }
   }
 
@@ -588,14 +402,14 @@ final class Engine implements AutoCloseable {
     }
     sent.whenComplete((value, error) -> {
       if (error == null) {
-        reached();
+        outages.reached();
         result.complete(value);
         return;
       }
       Throwable cause = unwrap(error);
       if (cause instanceof RedisNoScriptException
           || (cause.getMessage() != null && cause.getMessage().startsWith("NOSCRIPT"))) {
-        reached();
+        outages.reached();
         async.<T>eval(s.body, type, keys, args).toCompletableFuture().whenComplete((v, e) -> {
           if (e == null) {
             result.complete(v);
@@ -619,7 +433,7 @@ final class Engine implements AutoCloseable {
     CompletableFuture<T> result = new CompletableFuture<>();
     async.<T>eval(s.body, type, keys, args).toCompletableFuture().whenComplete((v, e) -> {
       if (e == null) {
-        reached();
+        outages.reached();
         result.complete(v);
       } else {
         failEval(result, unwrap(e), "eval", s);

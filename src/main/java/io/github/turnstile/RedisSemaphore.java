@@ -345,7 +345,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   }
 
   /** Sends {@code r}'s acquire (a copy of it, if sent before). */
-  private CompletableFuture<Engine.Attempt> sendAcquire(Req r, boolean subscribed) {
+  private CompletableFuture<Attempt> sendAcquire(Req r, boolean subscribed) {
     String flags = (r.marks ? "w" : "") + (subscribed ? "s" : "");
     long live;
     long dead;
@@ -365,9 +365,9 @@ final class RedisSemaphore extends DistributedSemaphore {
           Metrics.reclaimed(metrics, describe, at(reply, 4));
           if (status == 1L) {
             r.granted = true;
-            return new Engine.Attempt(true, at(reply, 1), 0, at(reply, 2));
+            return new Attempt(true, at(reply, 1), 0, at(reply, 2));
           }
-          return new Engine.Attempt(false, 0, at(reply, 3), 0);
+          return new Attempt(false, 0, at(reply, 3), 0);
         });
   }
 
@@ -577,7 +577,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (Thread.interrupted()) {
       throw metrics.interruption();
     }
-    acquire(permits, Engine.Call.untimed(true));
+    acquire(permits, Call.untimed(true));
   }
 
   @Override
@@ -589,7 +589,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   public void acquireUninterruptibly(int permits) {
     checkPermits(permits);
     try {
-      acquire(permits, Engine.Call.untimed(false));
+      acquire(permits, Call.untimed(false));
     } catch (InterruptedException e) {
       throw new AssertionError("uninterruptible acquire was interrupted", e);
     }
@@ -607,7 +607,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     checkOpen();
     engine.checkConnected(describe); // fails fast, naming the outage, rather than "not acquired"
     try {
-      return acquire(permits, Engine.Call.once());
+      return acquire(permits, Call.once());
     } catch (InterruptedException e) {
       throw new AssertionError("an uninterruptible attempt was interrupted", e);
     }
@@ -625,7 +625,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (Thread.interrupted()) {
       throw metrics.interruption();
     }
-    return acquire(permits, Engine.Call.until(deadline));
+    return acquire(permits, Call.until(deadline));
   }
 
   private static void checkPermits(int permits) {
@@ -650,11 +650,11 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   /**
    * A thread's acquisition: it queues at the gate, as a future's does, and parks in the
-   * superclass's queue ({@link Waits#park(AsyncAcquisition, Engine.Call, Waits.Tickets)}) until it
+   * superclass's queue ({@link Waits#park(AsyncAcquisition, Call, Waits.Tickets)}) until it
    * ends. Granted, the permits become this client's ({@link #absorb}); permits lost with the
    * registration before they reached the thread are not its: it asks again.
    */
-  private boolean acquire(int permits, Engine.Call call) throws InterruptedException {
+  private boolean acquire(int permits, Call call) throws InterruptedException {
     checkOpen();
     AsyncGate<PermitHold> g = gate();
     while (true) {
@@ -790,7 +790,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
     int left = permits;
     for (AsyncAcquisition<PermitHold> a : g.servedBy(permits, engine.options.localHandoffLimit())) {
-      if (a.handedPermits(new Engine.Attempt(true, a.permits, 0, from))) {
+      if (a.handedPermits(new Attempt(true, a.permits, 0, from))) {
         left -= a.permits;
       }
     }
@@ -1211,17 +1211,17 @@ final class RedisSemaphore extends DistributedSemaphore {
   @Override
   public CompletableFuture<PermitHold> acquireAsync(int permits) {
     checkPermits(permits);
-    return acquireAsync(permits, Engine.Call.untimed(false));
+    return acquireAsync(permits, Call.untimed(false));
   }
 
   @Override
   public CompletableFuture<PermitHold> tryAcquireAsync(int permits, long timeout, TimeUnit unit) {
     long deadline = Waits.deadline(timeout, unit);
     checkPermits(permits);
-    return acquireAsync(permits, Engine.Call.until(deadline, false));
+    return acquireAsync(permits, Call.until(deadline, false));
   }
 
-  private CompletableFuture<PermitHold> acquireAsync(int permits, Engine.Call call) {
+  private CompletableFuture<PermitHold> acquireAsync(int permits, Call call) {
     AsyncGate<PermitHold> gate = AsyncSides.gate(async, engine, PermitSide::new);
     if (permits == 0) {
       return CompletableFuture.completedFuture(((PermitSide) gate.side()).none());
@@ -1322,7 +1322,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
 
     @Override
-    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<PermitHold> w, boolean subscribed) {
+    CompletableFuture<Attempt> attempt(AsyncAcquisition<PermitHold> w, boolean subscribed) {
       return sendAcquire(req(w), subscribed);
     }
 
@@ -1333,7 +1333,7 @@ final class RedisSemaphore extends DistributedSemaphore {
      * ({@link #absorb}); a future's are its hold's.
      */
     @Override
-    PermitHold grant(AsyncAcquisition<PermitHold> w, Engine.Attempt a, long sentAtTicks) {
+    PermitHold grant(AsyncAcquisition<PermitHold> w, Attempt a, long sentAtTicks) {
       int n = (int) a.token;
       boolean local = w.handedLocally;
       Lease under;
@@ -1365,7 +1365,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
 
     @Override
-    void cancelGrant(AsyncAcquisition<PermitHold> w, Engine.Attempt a) {
+    void cancelGrant(AsyncAcquisition<PermitHold> w, Attempt a) {
       end(w, true); // the cancel gives back exactly what the grant took, and wakes the next waiter
     }
 

@@ -34,7 +34,7 @@ class AsyncStubEnv implements AsyncAcquisition.Env {
 
   @Override public boolean stale(AsyncAcquisition.Channel c) { return false; }
   @Override public void reset(AsyncAcquisition.Channel c) { }
-  @Override public void unreachable(Engine.Call call, long sinceNanos, String what, Throwable cause) { }
+  @Override public void unreachable(Call call, long sinceNanos, String what, Throwable cause) { }
   @Override public void suspect() { }
   @Override public long commandTimeoutNanos() { return TimeUnit.MINUTES.toNanos(10); }
   @Override public long recheckNanos() { return TimeUnit.MINUTES.toNanos(10); }

@@ -32,9 +32,9 @@ class ReplayIdempotencyTest {
       RedisLock lock = (RedisLock) turnstile.lock(unique("idem"));
       Engine engine = turnstile.engine();
       String req = engine.newRequestId();
-      Engine.Attempt a1 = engine.awaitQuietly(attempt(engine, lock, req), "a1");
+      Attempt a1 = engine.awaitQuietly(attempt(engine, lock, req), "a1");
       String fenceAfterFirst = redis.command("GET", lock.fenceKey);
-      Engine.Attempt a2 = engine.awaitQuietly(attempt(engine, lock, req), "a2");
+      Attempt a2 = engine.awaitQuietly(attempt(engine, lock, req), "a2");
       assertTrue(a1.acquired && a2.acquired);
       assertEquals(a1.token, a2.token, "replayed acquire returns the same token");
       assertEquals(fenceAfterFirst, redis.command("GET", lock.fenceKey), "no second token issued");
@@ -45,7 +45,7 @@ class ReplayIdempotencyTest {
       assertEquals(0L, release(engine, lock, "someone:else", 0), "a release of a request that never held it is refused");
       // a new owner's lock survives a replay of the previous owner's release
       String other = engine.newRequestId();
-      Engine.Attempt a3 = engine.awaitQuietly(attempt(engine, lock, other), "a3");
+      Attempt a3 = engine.awaitQuietly(attempt(engine, lock, other), "a3");
       assertTrue(a3.acquired);
       assertTrue(a3.token > a1.token);
       assertEquals(2L, release(engine, lock, req, a1.token), "r4");
@@ -71,20 +71,20 @@ class ReplayIdempotencyTest {
       RedisLock lock = (RedisLock) turnstile.lock(unique("idem-expired"));
       Engine engine = turnstile.engine();
       String first = engine.newRequestId();
-      Engine.Attempt a1 = engine.awaitQuietly(attempt(engine, lock, first), "a1");
+      Attempt a1 = engine.awaitQuietly(attempt(engine, lock, first), "a1");
       assertEquals(1L, release(engine, lock, first, a1.token));
       String expired = engine.newRequestId();
-      Engine.Attempt a2 = engine.awaitQuietly(attempt(engine, lock, expired), "a2");
+      Attempt a2 = engine.awaitQuietly(attempt(engine, lock, expired), "a2");
       assertTrue(a2.acquired);
       redis.command("DEL", lock.lockKey); // its lease runs out in Redis
       String next = engine.newRequestId();
-      Engine.Attempt a3 = engine.awaitQuietly(attempt(engine, lock, next), "a3");
+      Attempt a3 = engine.awaitQuietly(attempt(engine, lock, next), "a3");
       assertTrue(a3.acquired && a3.token > a2.token, "tokens go on above the expired hold's");
       assertEquals(1L, release(engine, lock, next, a3.token));
       assertEquals(0L, release(engine, lock, expired, a2.token), "the expired hold was not released");
       assertEquals(0L, release(engine, lock, first, a1.token), "nor can a hold before it be told apart");
       String last = engine.newRequestId();
-      Engine.Attempt a4 = engine.awaitQuietly(attempt(engine, lock, last), "a4");
+      Attempt a4 = engine.awaitQuietly(attempt(engine, lock, last), "a4");
       assertEquals(1L, release(engine, lock, last, a4.token));
       assertEquals(2L, release(engine, lock, next, a3.token), "a hold granted after the expiry is recognised");
     }
@@ -671,7 +671,7 @@ class ReplayIdempotencyTest {
   }
 
   /** One run of lock_acquire.lua for {@code request}, owned by the calling thread. */
-  private static java.util.concurrent.CompletableFuture<Engine.Attempt> attempt(Engine engine, RedisLock lock,
+  private static java.util.concurrent.CompletableFuture<Attempt> attempt(Engine engine, RedisLock lock,
       String request) {
     return lock.acquireCall(engine.ownerId(Thread.currentThread()), request, "").thenApply(RedisLock::parseAttempt);
   }
