@@ -119,7 +119,7 @@ final class AsyncAcquisition<H extends Hold> {
 
     int replicaAcks();
 
-    /** Blocks until the replicas acknowledged (see {@link Engine#awaitReplicas}). */
+    /** Blocks until the replicas acknowledged (see {@link Replicas#awaitReplicas}). */
     void awaitReplicas(String leaseKey, String request);
 
     /**
@@ -1269,7 +1269,7 @@ final class AsyncAcquisition<H extends Hold> {
         return;
       }
       Throwable cause = Engine.unwrap(e);
-      if (cause instanceof RuntimeException && Engine.cutsAcknowledgement((RuntimeException) cause)) {
+      if (cause instanceof RuntimeException && Replicas.cutsAcknowledgement((RuntimeException) cause)) {
         goOnAfterCut(a, cause);
         return;
       }

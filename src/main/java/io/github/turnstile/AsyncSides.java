@@ -119,7 +119,7 @@ final class AsyncSides {
 
     @Override
     public void awaitReplicas(String leaseKey, String request) {
-      engine.awaitReplicas(leaseKey, request);
+      engine.replicas.awaitReplicas(leaseKey, request);
     }
 
     @Override

@@ -113,6 +113,8 @@ final class Engine implements AutoCloseable {
   final java.util.concurrent.atomic.LongAdder abandonedByClose = new java.util.concurrent.atomic.LongAdder();
   /** Connections for WAIT (replica acknowledgements): separate, so they never queue behind waiters. */
   private final BlockingPool acks;
+  /** Replica acknowledgement of grants ({@link TurnstileOptions#replicaAcks()}), on {@link #acks}. */
+  final Replicas replicas;
   final Subscriptions subscriptions;
   final Watchdog watchdog;
   /** This client's identity record in Redis (written at connect, then kept by the watchdog). */
@@ -148,11 +150,12 @@ final class Engine implements AutoCloseable {
     String name = "turnstile:" + clientId;
     this.topology = connect.apply(name);
     if (options.replicaAcks() > 0) {
-      requireWait(topology, options);
+      Replicas.requireWait(topology, options);
     }
     this.async = topology.async();
     this.pool = new BlockingPool(options.blockingPoolSize(), node -> topology.openBlocking(node, name + ":blocking"));
     this.acks = new BlockingPool(options.blockingPoolSize(), node -> topology.openBlocking(node, name + ":acks"));
+    this.replicas = new Replicas(this, topology, acks);
     this.connector = Executors.newCachedThreadPool(daemon("turnstile-subscriber-" + clientId));
     this.subscriptions = new Subscriptions(node -> topology.openSubscriber(node, name + ":subscriber"),
         topology.sharded(), connector);
@@ -171,27 +174,6 @@ final class Engine implements AutoCloseable {
         // Turnstile closed: no waiter left
       }
     });
-  }
-
-  /**
-   * With {@code replicaAcks} set: fails at once, naming the option, if Redis does not run
-   * {@code WAIT} for this client (an ACL without it, a managed service that refuses it), rather
-   * than at the first acquisition. Closes the topology when it fails.
-   */
-  private static void requireWait(Topology topology, TurnstileOptions options) {
-    String option = "replicaAcks(" + options.replicaAcks() + ", " + options.replicaAckTimeout().toMillis() + " ms)";
-    try {
-      topology.probeWait();
-    } catch (RuntimeException e) {
-      topology.close();
-      Throwable cause = unwrap(e);
-      if (OptionalCommands.isRefusal(cause)) {
-        throw new TurnstileException(option + " needs WAIT, which Redis refused to this client: "
-            + cause.getMessage() + ". Grant +wait (README, \"Least privilege\"), or connect without"
-            + " replicaAcks", cause);
-      }
-      throw new TurnstileException("cannot check that Redis runs WAIT, which " + option + " needs: " + cause, cause);
-    }
   }
 
   private static java.util.concurrent.ThreadFactory daemon(String name) {
@@ -452,20 +434,6 @@ final class Engine implements AutoCloseable {
     return error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
   }
 
-  // ---------------------------------------------------------------- replica acknowledgement
-
-  /**
-   * Thrown when a hold was taken but fewer replicas than {@link TurnstileOptions#replicaAcks()}
-   * acknowledged it in time; the primitive then gives the hold back.
-   */
-  static final class NotReplicated extends TurnstileException {
-    private static final long serialVersionUID = 1L;
-
-    NotReplicated(String message) {
-      super(message);
-    }
-  }
-
   /**
    * How long a lock record may outlive its holder's lease: a grant sets the record's expiry to a
    * lease after the end of its token's 2^15 µs window (at most 32.8 ms and 3 ms of rounding after
@@ -473,85 +441,6 @@ final class Engine implements AutoCloseable {
    * field {@code d}; DESIGN §3).
    */
   static final long RECORD_SPARE_MILLIS = 36;
-
-  /**
-   * With {@link TurnstileOptions#replicaAcks()} set, waits until that many replicas of the node
-   * serving {@code leaseKey} have everything this node has done up to now, including the
-   * acquisition that just wrote {@code leaseKey}; otherwise returns at once.
-   *
-   * <p>{@code WAIT} counts the writes of its own connection, and the main connection, shared by
-   * every thread, must not block. So on a connection of the acknowledgement pool (never the
-   * waiters' pool, so acknowledgements do not queue behind waiters) it sends a write, then
-   * {@code WAIT replicas timeout}, pipelined. Replication is one ordered stream per node, so
-   * acknowledging this later write acknowledges the acquisition too. The write renews the hold's
-   * own lease, just written: where the lease key names its request ({@code request} not null),
-   * by {@code renew.lua} for that one lease, which writes only if field {@code r} is still
-   * {@code request} (a holder paused past its lease between the grant and this must not set the
-   * expiry of another's hold, and must learn it lost); sent by {@code EVAL}, so that it runs
-   * before the {@code WAIT} whatever the script cache holds. Otherwise (a semaphore call's memo)
-   * {@code PEXPIRE leaseKey lease}.
-   *
-   * @param request the request id in field {@code r} of {@code leaseKey}, or null if it has none
-   * @throws NotReplicated if fewer replicas acknowledged within the timeout
-   * @throws TurnstileException if Redis failed, no connection was free in time, or the hold is
-   *     gone or no longer this request's
-   */
-  void awaitReplicas(String leaseKey, String request) {
-    int replicas = options.replicaAcks();
-    if (replicas == 0) {
-      return;
-    }
-    BlockingPool.Conn conn;
-    try {
-      conn = acks.borrow(topology.nodeOf(leaseKey), commandTimeoutNanos, false);
-    } catch (InterruptedException e) {
-      throw new AssertionError(e); // not interruptible
-    }
-    if (conn == null) {
-      throw new TurnstileException("no connection free within the command timeout to await"
-          + " replica acknowledgement");
-    }
-    long timeoutMillis = options.replicaAckTimeout().toMillis();
-    RedisClusterAsyncCommands<String, String> on = conn.connection.async();
-    CompletableFuture<Boolean> renewed = request == null
-        ? on.pexpire(leaseKey, leaseMillis).toCompletableFuture()
-        : on.<List<Object>>eval(Script.RENEW.body, ScriptOutputType.MULTI, new String[] {leaseKey}, request, leaseArg)
-            .toCompletableFuture().thenApply(r -> Long.valueOf(1).equals(r.get(0)));
-    CompletableFuture<Long> acked = on.waitForReplication(replicas, timeoutMillis).toCompletableFuture();
-    long acks;
-    try {
-      boolean held = awaitQuietly(renewed, "replica acknowledgement");
-      acks = awaitQuietly(acked, "replica acknowledgement");
-      this.acks.release(conn);
-      if (!held) {
-        throw new TurnstileException("the hold vanished (expired or taken by another request) before its"
-            + " replica acknowledgement");
-      }
-    } catch (RuntimeException e) {
-      if (!(e instanceof TurnstileException && renewed.isDone() && acked.isDone())) {
-        this.acks.discard(conn);
-      }
-      throw e;
-    }
-    if (acks < replicas) {
-      throw new NotReplicated("only " + acks + " of " + replicas + " replicas acknowledged within "
-          + timeoutMillis + " ms (replicaAcks)");
-    }
-  }
-
-  /**
-   * Whether a failure of {@link #awaitReplicas} is a fault that cut the acknowledgement (the
-   * connection reset, no reply came, no connection could be opened, the hold was no longer on the
-   * node asked), so that the hold's fate is unknown, rather than an answer: too few replicas
-   * ({@link NotReplicated}), an ACL refusal, or another error Redis gave.
-   *
-   * @param e what {@link #awaitReplicas} threw
-   * @return true if the acknowledgement was cut by a fault
-   */
-  static boolean cutsAcknowledgement(RuntimeException e) {
-    return !(e instanceof NotReplicated || e instanceof AclRefusal
-        || (e.getCause() != null && !isTransient(e.getCause())));
-  }
 
   // ---------------------------------------------------------------- one-shot commands
 
