@@ -215,7 +215,7 @@ final class AsyncSides {
      */
     void undo(String key, String request, Supplier<CompletableFuture<Long>> send) {
       long until = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
-      engine.retrying(send, until);
+      engine.releases.retrying(send, until);
       engine.replayOnRecovery(key + " undo " + request, until, send::get);
     }
 
@@ -239,7 +239,7 @@ final class AsyncSides {
       String request = l.requestId;
       long token = l.token;
       CompletableFuture<Long> first = sendRelease(request, token);
-      CompletableFuture<Long> all = engine.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
+      CompletableFuture<Long> all = engine.releases.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
           leaseEndNanos);
       engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request, token));
       return all.thenApply(r -> r != 0L);
@@ -416,7 +416,7 @@ final class AsyncSides {
       return lock.handOffCall(next.owner(), next.request(), request, renew).handle((reply, error) -> {
         if (error != null) {
           g.endedLocally(hold);
-          return engine.retrying(() -> sendRelease(request, token), leaseEndNanos).thenApply(r -> r != 0L);
+          return engine.releases.retrying(() -> sendRelease(request, token), leaseEndNanos).thenApply(r -> r != 0L);
         }
         Attempt a = RedisLock.parseAttempt(reply);
         if (!a.acquired) {
@@ -439,7 +439,7 @@ final class AsyncSides {
       String request = l.requestId;
       long token = l.token;
       CompletableFuture<Long> first = lock.releaseAsWaiting(request, token);
-      CompletableFuture<Long> all = engine.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
+      CompletableFuture<Long> all = engine.releases.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
           leaseEndNanos);
       engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request, token));
       return all.thenApply(r -> r != 0L);

@@ -393,7 +393,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
     // the slot stays reserved until the cancel is answered or given up, so no copy of it is stale;
     // a grant is counted only when handed to a caller, and a cancelled one never is
-    engine.retrying(send, until).whenComplete((v, e) -> r.unretain());
+    engine.releases.retrying(send, until).whenComplete((v, e) -> r.unretain());
     remember(send, until);
   }
 
@@ -560,7 +560,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (dead == 0) {
       return;
     }
-    engine.retrying(() -> eval("retire", null, 0, "", 't', dead, 0),
+    engine.releases.retrying(() -> eval("retire", null, 0, "", 't', dead, 0),
         System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis));
   }
 
@@ -801,7 +801,7 @@ final class RedisSemaphore extends DistributedSemaphore {
    * Releases {@code permits} in Redis (from the registration {@code from}), re-sent until answered
    * (the same request: given back once) and after a recovery.
    *
-   * @param wait whether to wait for the answer (briefly, see {@link Engine#release}) and throw a loss
+   * @param wait whether to wait for the answer (briefly, see {@link Releases#release}) and throw a loss
    */
   private void sendRelease(int permits, long from, boolean wait) {
     sendRelease(permits, from, wait, false);
@@ -817,7 +817,7 @@ final class RedisSemaphore extends DistributedSemaphore {
       });
       return;
     }
-    List<Object> reply = engine.release(done, describe + " release");
+    List<Object> reply = engine.releases.release(done, describe + " release");
     if (reply == null) {
       // Redis unreachable or slow: it completes in the background; a loss found then is reported
       done.thenAccept(late -> {
@@ -850,7 +850,7 @@ final class RedisSemaphore extends DistributedSemaphore {
         () -> r.track(eval("release", r, permits, flags, lane, from, 0));
     releasedSent.addAndGet(permits); // before the first copy is sent (the renewal's check)
     long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
-    CompletableFuture<List<Object>> done = engine.retrying(send, until);
+    CompletableFuture<List<Object>> done = engine.releases.retrying(send, until);
     remember(send, until);
     done.whenComplete((reply, e) -> {
       r.end();
@@ -1151,7 +1151,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     engine.checkConnected(describe);
     Req r = new Req(n, 't', false);
     Supplier<CompletableFuture<List<Object>>> send = () -> r.track(eval(op, r, n, "", 't', 0, 0));
-    CompletableFuture<List<Object>> done = engine.retrying(send,
+    CompletableFuture<List<Object>> done = engine.releases.retrying(send,
         System.nanoTime() + engine.options.commandTimeout().toNanos());
     done.whenComplete((v, e) -> r.end()); // the slot is kept while copies may still be sent
     List<Object> reply = engine.awaitQuietly(done, describe);
