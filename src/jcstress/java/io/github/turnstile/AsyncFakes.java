@@ -5,8 +5,8 @@ import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * Redis-free stand-ins for the async acquisition's engine ({@link AsyncAcquisition.Env}) and a
- * lock's Redis operations ({@link AsyncAcquisition.Side}): attempts return futures the scenario
+ * Redis-free stand-ins for the async acquisition's engine ({@link AcquisitionEnv}) and a
+ * lock's Redis operations ({@link AcquisitionSide}): attempts return futures the scenario
  * completes, and every undo, withdrawal and hold is counted.
  */
 final class AsyncFakes {
@@ -16,7 +16,7 @@ final class AsyncFakes {
   static final class Env extends AsyncStubEnv {}
 
   /** Attempts answered by the scenario, in order; undos counted. */
-  static final class Side extends AsyncAcquisition.Side<LockHold> {
+  static final class Side extends AcquisitionSide<LockHold> {
     /** The replies the attempts get, one per attempt sent. */
     final java.util.List<CompletableFuture<Attempt>> replies = new java.util.ArrayList<>();
     final AtomicInteger sent = new AtomicInteger();

@@ -15,7 +15,7 @@ import org.openjdk.jcstress.infra.results.III_Result;
  * "granted" while the caller cancels the returned future. Exactly one of two things must happen:
  * the caller gets the hold (the future completes with it, nothing is undone), or the future is
  * cancelled and the grant is undone exactly once, either before a hold was made
- * ({@link AsyncAcquisition.Side#cancelGrant}, which releases in Redis and wakes the next waiter) or by
+ * ({@link AcquisitionSide#cancelGrant}, which releases in Redis and wakes the next waiter) or by
  * releasing the hold made just too late. A cancelled future whose grant nobody undoes leaves the
  * lock held in Redis until its lease runs out, and nobody would ever release it. Runs the real
  * {@link AsyncAcquisition} state machine on a fake engine.

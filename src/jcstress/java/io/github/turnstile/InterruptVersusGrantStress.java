@@ -15,7 +15,7 @@ import org.openjdk.jcstress.infra.results.II_Result;
  * future ({@link Waits#park}, the blocking API's wait on the one engine) while another thread
  * interrupts it and then the attempt's reply arrives saying "granted". Either the acquire returns
  * with the hold, or it throws InterruptedException and the grant is undone (the cancelled
- * acquisition's reply decides: {@link AsyncAcquisition.Side#cancelGrant}; or a hold delivered just
+ * acquisition's reply decides: {@link AcquisitionSide#cancelGrant}; or a hold delivered just
  * before the cancel is released). Never both, never neither: a grant that nobody holds and nobody
  * undoes stays locked in Redis until its lease runs out. Runs the real {@link AsyncGate} and
  * {@link AsyncAcquisition} on the Redis-free stand-ins of {@link AsyncFakes}.

@@ -40,7 +40,7 @@ import java.util.concurrent.locks.ReentrantLock;
  *       cancelled, the waiting marks are withdrawn (and an attempt whose outcome stayed unknown is
  *       cancelled), and the gate's next acquisition becomes head;</li>
  *   <li>with an attempt in flight: {@code abandon} only marks the acquisition abandoned; the reply
- *       decides: a grant is undone ({@link Side#cancelGrant}, which wakes the next waiter as a release
+ *       decides: a grant is undone ({@link AcquisitionSide#cancelGrant}, which wakes the next waiter as a release
  *       does), a refusal withdraws;</li>
  *   <li>a grant the loop has decided to deliver ({@link #finished} set first) is completed into the
  *       future; if the caller completed the future first, the hold is released at once.</li>
@@ -49,8 +49,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * Exactly one of "the caller has the hold" and "the grant was undone" happens (jcstress:
  * {@code CancelVersusGrantStress}).
  *
- * <p>The engine is reached through {@link Env}, and the primitive's Redis operations through
- * {@link Side}, so that the state machine runs without Redis in jcstress.
+ * <p>The engine is reached through {@link AcquisitionEnv}, and the primitive's Redis operations through
+ * {@link AcquisitionSide}, so that the state machine runs without Redis in jcstress.
  */
 final class AsyncAcquisition<H extends Hold> {
   private static final System.Logger LOG = System.getLogger("io.github.turnstile");
@@ -69,238 +69,6 @@ final class AsyncAcquisition<H extends Hold> {
   /** Extra client-side wait beyond a wake-list wait's server-side timeout before it is abandoned (as {@link Engine}'s). */
   static final long LIST_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
-  /** What the state machine needs from the engine. */
-  interface Env {
-    boolean closed();
-
-    boolean connected();
-
-    /** See {@link Engine#faults()}. */
-    CompletableFuture<Void> faults();
-
-    /**
-     * Subscribes to {@code channel} where it lives now (unconfirmed).
-     *
-     * @throws Engine.Unavailable if no node serves it right now
-     * @throws TurnstileException if the client is closed
-     */
-    Channel subscribe(String channel);
-
-    /** Whether {@code c} can no longer be waited on (dropped by the server, failed, slot moved). */
-    boolean stale(Channel c);
-
-    /** The subscription was not confirmed in time: replace its node's subscriber connection. */
-    void reset(Channel c);
-
-    /** See {@link Outages#unreachable}. */
-    void unreachable(Call call, long sinceNanos, String what, Throwable cause);
-
-    /** A command failed or went unanswered (see {@link Engine#suspectTopology}). */
-    void suspect();
-
-    long commandTimeoutNanos();
-
-    /** The longest random pause after a release's message ({@link #JITTER_NANOS}; 0: none). */
-    default long jitterNanos() {
-      return JITTER_NANOS;
-    }
-
-    /** How often an attempt in flight re-checks the connection ({@link #RECHECK_NANOS}). */
-    default long recheckNanos() {
-      return RECHECK_NANOS;
-    }
-
-    long leaseMillis();
-
-    /** The lease clock ({@link Engine#ticker}). */
-    long ticker();
-
-    String newRequestId();
-
-    int replicaAcks();
-
-    /** Blocks until the replicas acknowledged (see {@link Replicas#awaitReplicas}). */
-    void awaitReplicas(String leaseKey, String request);
-
-    /**
-     * Starts a wait of up to {@code sliceNanos} on the wake list {@code key} (the token-list
-     * tier, {@link ListWait}).
-     *
-     * @param passWakeup hands on a wake token the wait took, or may have taken, and will not use
-     * @return the wait, or null if no pooled connection is free (wait by pub/sub)
-     * @throws TurnstileException if no node serves the key right now
-     */
-    /**
-     * A head began to wait on the wake list before its attempt, after its JVM yielded: {@code woken}
-     * completes true if a token ended the wait, false if it ran out (for the tests' figures).
-     */
-    default void queuedFirst(CompletableFuture<Boolean> woken) {}
-
-    default Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
-      return null;
-    }
-
-    /**
-     * The head {@code a} waits in Redis from now on (its first attempt was refused): list it in
-     * {@link Turnstile#activity()} until {@link #waitEnded}.
-     *
-     * @return what to hand to {@link #waitEnded}
-     */
-    default Object waitStarted(AsyncAcquisition<?> a, Side<?> side, java.util.function.IntSupplier queued) {
-      return null;
-    }
-
-    /** The wait {@code mark} ({@link #waitStarted}) ended. */
-    default void waitEnded(Object mark) {}
-
-    /** See {@link Engine#losses()}. */
-    default CompletableFuture<Void> losses() {
-      return new CompletableFuture<>();
-    }
-  }
-
-  /** A wait on a wake list (see {@link Env#waitOnList}). */
-  interface Wake {
-    /**
-     * Completes with true when a wake token was taken, false when the wait ended without one
-     * (its server-side timeout, or a failure); fails with an {@link AclRefusal} if Redis refused
-     * the command, or if no connection could be opened.
-     */
-    CompletableFuture<Boolean> woken();
-
-    /** The acquisition attempts now: a token taken is consumed by that attempt. */
-    void used();
-
-    /** No longer wanted: stops the command, and hands on a token it took and will not use. */
-    void abandon();
-  }
-
-  /** A subscription to a wake-up channel (see {@link Subscriptions.Sub}). */
-  interface Channel {
-    /** Completes when the subscription is confirmed; fails if it could not be made. */
-    CompletableFuture<Void> ready();
-
-    /** The future the next message (or re-subscription) completes. */
-    CompletableFuture<Void> next();
-
-    /** No longer needed. */
-    void close();
-  }
-
-  /** A primitive's Redis operations, for one kind of primitive. */
-  abstract static class Side<H extends Hold> {
-    abstract String describe();
-
-    /** The primitive's kind, for {@link Turnstile#activity()} (null: not one of them). */
-    Inspection.Kind kind() {
-      return null;
-    }
-
-    /** The primitive's name, for {@link Turnstile#activity()}. */
-    String primitiveName() {
-      return describe();
-    }
-
-    /**
-     * Returns the list that releases push wake tokens to (the token-list tier), or null if
-     * acquisitions of this side wait by pub/sub only.
-     *
-     * @return the wake list, or null
-     */
-    String wakeKey() {
-      return null;
-    }
-
-    /**
-     * Returns the wake list that {@code w} waits on, or null if it waits by pub/sub (by default
-     * {@link #wakeKey()}; a semaphore's multi-permit acquisitions wait by pub/sub).
-     *
-     * @return the wake list, or null
-     */
-    String wakeKey(AsyncAcquisition<H> w) {
-      return wakeKey();
-    }
-
-    /** Hands on a wake token that was (or may have been) taken and will not be used. */
-    void passWakeup() {}
-
-    /**
-     * Returns whether {@code w} may attempt at once beside the gate's head rather than queue
-     * ({@link AsyncGate#RUN_NEVER}, {@link AsyncGate#RUN_WHEN_IDLE}, {@link AsyncGate#RUN_ALWAYS}):
-     * a shared side's (readers share while nobody waits).
-     *
-     * @return the run mode of {@code w}
-     */
-    int runMode(AsyncAcquisition<H> w) {
-      return AsyncGate.RUN_NEVER;
-    }
-
-    abstract String channel();
-
-    abstract Metrics.Primitive metrics();
-
-    /**
-     * Sends one attempt for {@code w} ({@link AsyncAcquisition#request}, {@link #owner}).
-     *
-     * @param subscribed the acquisition waits by pub/sub: a refusal asks the next release to publish
-     */
-    abstract CompletableFuture<Attempt> attempt(AsyncAcquisition<H> w, boolean subscribed);
-
-    /** The attempt was refused (its reply arrived), whether or not the acquisition goes on. */
-    void refused(AsyncAcquisition<H> w, Attempt a) {}
-
-    /**
-     * The attempt granted, and the caller may still want it: start the hold (lease, watchdog).
-     *
-     * @return the hold, or null if the grant could not be counted (it was given back): go round
-     */
-    abstract H grant(AsyncAcquisition<H> w, Attempt a, long sentAtTicks);
-
-    /** The attempt granted, but the acquisition was abandoned first: undo the grant, waking the next waiter. */
-    abstract void cancelGrant(AsyncAcquisition<H> w, Attempt a);
-
-    /**
-     * The attempt {@code f} failed, or got no reply in time (it may still run): its outcome is
-     * unknown. Runs once per such attempt.
-     */
-    void failed(AsyncAcquisition<H> w, CompletableFuture<Attempt> f) {}
-
-    /**
-     * The acquisition gave up after it attempted: withdraw what marks it as waiting and, if
-     * {@code uncertain} (a copy of an attempt may have run unseen), undo what it may hold.
-     */
-    abstract void withdraw(AsyncAcquisition<H> w, boolean uncertain);
-
-    /**
-     * A fault cut the replicas' acknowledgement of grant {@code a} and the acquisition goes on. By
-     * default the next attempt carries the same request id, so it replays the grant where the
-     * primary has it: the grant is left as it is, and may be held.
-     *
-     * @return whether {@code w} may still hold the grant (undone if it gives up)
-     */
-    boolean acknowledgementCut(AsyncAcquisition<H> w, Attempt a) {
-      return true;
-    }
-
-    /**
-     * Returns a future that completes when the hold of this JVM that holds the primitive ends other
-     * than by a hand-off to {@code w}, or null if none does (see {@link AsyncGate#localEnd}).
-     *
-     * @return the future, or null
-     */
-    CompletableFuture<Void> localEnd(AsyncAcquisition<H> w) {
-      return null;
-    }
-
-    /** The key whose existence is the hold {@code w} took (for {@code WAIT}, replicaAcks). */
-    abstract String leaseKey(AsyncAcquisition<H> w);
-
-    /** The request id in field {@code r} of {@link #leaseKey}, or null if it has none (a semaphore call's memo, whose existence alone is the record). */
-    String leaseRequest(AsyncAcquisition<H> w) {
-      return w.request;
-    }
-  }
-
   /** Runs the blocking WAIT of replicaAcks off the reply threads; its threads live only while a WAIT does. */
   private static final ExecutorService ACKS = Executors.newCachedThreadPool(r -> {
     Thread t = new Thread(r, "turnstile-async-acks");
@@ -308,8 +76,8 @@ final class AsyncAcquisition<H extends Hold> {
     return t;
   });
 
-  private final Env env;
-  private final Side<H> side;
+  private final AcquisitionEnv env;
+  private final AcquisitionSide<H> side;
   private final AsyncGate<H> gate;
   /** Permits asked for (1 for locks). */
   final int permits;
@@ -331,7 +99,7 @@ final class AsyncAcquisition<H extends Hold> {
   private boolean abandoned;
   private boolean finished;
   private boolean attempted;
-  /** What {@link Env#waitStarted} returned while this head waits in Redis (null: not waiting). */
+  /** What {@link AcquisitionEnv#waitStarted} returned while this head waits in Redis (null: not waiting). */
   private Object waitMark;
   /** A copy of an attempt may have run without its reply being seen. */
   private boolean uncertain;
@@ -373,7 +141,7 @@ final class AsyncAcquisition<H extends Hold> {
    */
   volatile long readSince;
 
-  AsyncAcquisition(Env env, Side<H> side, AsyncGate<H> gate, int permits, Call call, Thread thread) {
+  AsyncAcquisition(AcquisitionEnv env, AcquisitionSide<H> side, AsyncGate<H> gate, int permits, Call call, Thread thread) {
     this.env = env;
     this.side = side;
     this.gate = gate;
@@ -621,7 +389,7 @@ final class AsyncAcquisition<H extends Hold> {
       send(null, env.faults(), false);
       return;
     }
-    Channel ch = gate.channel();
+    WakeChannel ch = gate.channel();
     if (!attemptedYet() && (ch == null || !isReady(ch))) {
       // The first attempt does not subscribe: uncontended, an acquisition costs one round trip.
       send(null, env.faults(), false);
@@ -736,7 +504,7 @@ final class AsyncAcquisition<H extends Hold> {
     }
   }
 
-  private static boolean isReady(Channel ch) {
+  private static boolean isReady(WakeChannel ch) {
     return ch.ready().isDone() && !ch.ready().isCompletedExceptionally();
   }
 
@@ -751,14 +519,14 @@ final class AsyncAcquisition<H extends Hold> {
 
   /**
    * Waits for the subscription's confirmation, at most the command timeout, re-checking the
-   * connection every {@link Env#recheckNanos()}: an outage that begins meanwhile is counted
+   * connection every {@link AcquisitionEnv#recheckNanos()}: an outage that begins meanwhile is counted
    * against the outage tolerance as it goes, not only once the command timeout has passed.
    */
-  private void awaitReady(Channel ch) {
+  private void awaitReady(WakeChannel ch) {
     awaitReady(ch, System.nanoTime());
   }
 
-  private void awaitReady(Channel ch, long since) {
+  private void awaitReady(WakeChannel ch, long since) {
     long left = env.commandTimeoutNanos() - (System.nanoTime() - since);
     CompletableFuture<Boolean> t = Timer.after(Math.max(0, Math.min(env.recheckNanos(), left)));
     if (!arm(t)) {
@@ -796,7 +564,7 @@ final class AsyncAcquisition<H extends Hold> {
     }));
   }
 
-  private void subscriptionFailed(Channel ch) {
+  private void subscriptionFailed(WakeChannel ch) {
     gate.drop(ch);
     Throwable cause;
     try {
@@ -1285,7 +1053,7 @@ final class AsyncAcquisition<H extends Hold> {
    * A fault cut the replicas' acknowledgement of a grant (a failover reset the connection, no reply
    * came): its fate on the current primary is unknown. As {@link Engine} does for a waiting
    * thread, the fault counts against the call like an outage, and the acquisition goes on: the
-   * side gives the grant up if it cannot be replayed ({@link Side#acknowledgementCut}), and the
+   * side gives the grant up if it cannot be replayed ({@link AcquisitionSide#acknowledgementCut}), and the
    * next attempt (for locks, the same request id) replays it where the primary has it, or asks
    * afresh. An untimed call whose outage tolerance runs out fails, its grant undone.
    */
@@ -1597,26 +1365,6 @@ final class AsyncAcquisition<H extends Hold> {
     Timer.cancel(d);
     if (l != null) {
       l.abandon();
-    }
-  }
-
-  /**
-   * One-shot timers on the JDK's shared delay scheduler ({@code CompletableFuture.completeOnTimeout}):
-   * one daemon thread per JVM, whatever the number of pending acquisitions. A timer completes
-   * with {@code true} when it fires; cancelling completes it with {@code false}, which also
-   * removes its task from the scheduler's queue.
-   */
-  static final class Timer {
-    private Timer() {}
-
-    static CompletableFuture<Boolean> after(long nanos) {
-      return new CompletableFuture<Boolean>().completeOnTimeout(Boolean.TRUE, Math.max(0, nanos), TimeUnit.NANOSECONDS);
-    }
-
-    static void cancel(CompletableFuture<Boolean> t) {
-      if (t != null) {
-        t.complete(Boolean.FALSE);
-      }
     }
   }
 

@@ -176,7 +176,7 @@ abstract class AsyncHold implements Hold {
     }
     CompletableFuture<Boolean> patience = null;
     if (io.connected()) {
-      patience = AsyncAcquisition.Timer.after(RELEASE_PATIENCE_NANOS);
+      patience = Timer.after(RELEASE_PATIENCE_NANOS);
       patience.thenAccept(fired -> {
         if (fired) {
           done.complete(null); // Redis is slow or gone: the release completes in the background
@@ -187,7 +187,7 @@ abstract class AsyncHold implements Hold {
     }
     CompletableFuture<Boolean> timer = patience;
     outcome.whenComplete((ok, e) -> {
-      AsyncAcquisition.Timer.cancel(timer);
+      Timer.cancel(timer);
       if (e != null) {
         Throwable cause = Engine.unwrap(e);
         if (cause instanceof LockLostException) {

@@ -7,7 +7,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
 
 /**
- * The Redis operations of asynchronous acquisitions ({@link AsyncAcquisition.Side}) and their holds
+ * The Redis operations of asynchronous acquisitions ({@link AcquisitionSide}) and their holds
  * ({@link AsyncHold.Io}), one kind per primitive: the lock, the write and read sides of a
  * read/write lock, and the semaphore. Each reuses its primitive's scripts; an async hold has an
  * owner id of its own in Redis ({@code <client>:h<n>}), so Redis keeps it apart from every thread
@@ -22,7 +22,7 @@ final class AsyncSides {
    * @return the primitive's async gate
    */
   static <H extends Hold> AsyncGate<H> gate(AtomicReference<AsyncGate<H>> ref, Engine engine,
-      Supplier<AsyncAcquisition.Side<H>> side) {
+      Supplier<AcquisitionSide<H>> side) {
     AsyncGate<H> g = ref.get();
     if (g == null) {
       ref.compareAndSet(null, new AsyncGate<>(new EngineEnv(engine), side.get()));
@@ -42,7 +42,7 @@ final class AsyncSides {
   }
 
   /** The engine as the state machine sees it. */
-  static final class EngineEnv implements AsyncAcquisition.Env {
+  static final class EngineEnv implements AcquisitionEnv {
     private final Engine engine;
 
     EngineEnv(Engine engine) {
@@ -65,17 +65,17 @@ final class AsyncSides {
     }
 
     @Override
-    public AsyncAcquisition.Channel subscribe(String channel) {
+    public WakeChannel subscribe(String channel) {
       return new SubChannel(engine.subscribe(channel));
     }
 
     @Override
-    public boolean stale(AsyncAcquisition.Channel c) {
+    public boolean stale(WakeChannel c) {
       return engine.stale(((SubChannel) c).sub);
     }
 
     @Override
-    public void reset(AsyncAcquisition.Channel c) {
+    public void reset(WakeChannel c) {
       Subscriptions.Sub sub = ((SubChannel) c).sub;
       if (!sub.ready.isDone()) {
         engine.subscriptions.reset(sub.node);
@@ -128,7 +128,7 @@ final class AsyncSides {
     }
 
     @Override
-    public Object waitStarted(AsyncAcquisition<?> a, AsyncAcquisition.Side<?> side,
+    public Object waitStarted(AsyncAcquisition<?> a, AcquisitionSide<?> side,
         java.util.function.IntSupplier queued) {
       String waiter = a.thread != null ? a.thread.getName() : "async acquisition " + a.owner;
       Engine.Waiting w = new Engine.Waiting(side.kind(), side.primitiveName(), waiter, engine.ticker.read(), queued);
@@ -152,13 +152,13 @@ final class AsyncSides {
     }
 
     @Override
-    public AsyncAcquisition.Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
+    public Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
       return ListWait.start(engine, key, sliceNanos, passWakeup);
     }
   }
 
   /** A {@link Subscriptions.Sub} as a channel of the state machine. */
-  static final class SubChannel implements AsyncAcquisition.Channel {
+  static final class SubChannel implements WakeChannel {
     final Subscriptions.Sub sub;
 
     SubChannel(Subscriptions.Sub sub) {
@@ -188,7 +188,7 @@ final class AsyncSides {
    * (re-sent after transient failures, and again after a recovery), reported to the primitive's
    * listeners when lost.
    */
-  abstract static class LockKind extends AsyncAcquisition.Side<LockHold> implements AsyncHold.Io {
+  abstract static class LockKind extends AcquisitionSide<LockHold> implements AsyncHold.Io {
     final Engine engine;
     final String name;
 

@@ -28,7 +28,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * the two tiers of waiting (a bounded pool of blocking connections, and pub/sub), the watchdog,
  * outage handling and recovery events. Every acquisition, of every primitive and by either API,
  * runs on them as an {@link AsyncAcquisition} at its primitive's {@link AsyncGate}; a primitive
- * plugs in as an {@link AsyncAcquisition.Side}.
+ * plugs in as an {@link AcquisitionSide}.
  *
  * <p>Parts of it are classes of their own, each reached through a field of the engine: the outage
  * clock ({@link Outages}), replica acknowledgement ({@link Replicas}), stopping blocking commands no

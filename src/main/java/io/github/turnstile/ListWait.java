@@ -23,7 +23,7 @@ import java.util.concurrent.locks.ReentrantLock;
  *   <li>abandoned when ready with a token the acquisition will not use: the token is handed on.</li>
  * </ul>
  */
-final class ListWait implements AsyncAcquisition.Wake {
+final class ListWait implements Wake {
   private static final int OPENING = 0;
   private static final int BLOCKED = 1;
   private static final int READY = 2;

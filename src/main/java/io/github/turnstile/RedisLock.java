@@ -338,7 +338,7 @@ class RedisLock implements DistributedLock {
   }
 
   /** The Redis operations of this lock's acquisitions (the write side of a read/write lock replaces them). */
-  AsyncAcquisition.Side<LockHold> asyncSide() {
+  AcquisitionSide<LockHold> asyncSide() {
     return new AsyncSides.LockSide(this);
   }
 

@@ -181,7 +181,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     }
 
     @Override
-    AsyncAcquisition.Side<LockHold> asyncSide() {
+    AcquisitionSide<LockHold> asyncSide() {
       return new AsyncSides.WriteSide(RedisReadWriteLock.this, this);
     }
 

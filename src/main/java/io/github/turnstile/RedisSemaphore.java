@@ -1243,7 +1243,7 @@ final class RedisSemaphore extends DistributedSemaphore {
    * request for the whole acquisition (a new one after a grant that could not be counted); the
    * permits belong to the hold, which releases them under the registration they were granted in.
    */
-  final class PermitSide extends AsyncAcquisition.Side<PermitHold> implements AsyncHold.Io {
+  final class PermitSide extends AcquisitionSide<PermitHold> implements AsyncHold.Io {
     private Req req(AsyncAcquisition<PermitHold> w) {
       Req r = (Req) w.sideState;
       if (r == null) {

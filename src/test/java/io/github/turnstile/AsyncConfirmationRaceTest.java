@@ -48,9 +48,9 @@ class AsyncConfirmationRaceTest {
     final AtomicInteger subscribed = new AtomicInteger();
 
     @Override
-    public AsyncAcquisition.Channel subscribe(String channel) {
+    public WakeChannel subscribe(String channel) {
       subscribed.incrementAndGet();
-      return new AsyncAcquisition.Channel() {
+      return new WakeChannel() {
         @Override public CompletableFuture<Void> ready() { return ready; }
         @Override public CompletableFuture<Void> next() { return event; }
         @Override public void close() { }
@@ -64,7 +64,7 @@ class AsyncConfirmationRaceTest {
   }
 
   /** The first attempt is refused; the subscribed one is granted. */
-  static final class Side extends AsyncAcquisition.Side<LockHold> {
+  static final class Side extends AcquisitionSide<LockHold> {
     final AtomicInteger attempts = new AtomicInteger();
     final AtomicInteger subscribedAttempts = new AtomicInteger();
 

@@ -12,7 +12,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The subscription an async gate's head makes is given back however the head ends, even when it
- * ends while it is subscribing. Deterministic: the engine (a stand-in for {@link AsyncAcquisition.Env},
+ * ends while it is subscribing. Deterministic: the engine (a stand-in for {@link AcquisitionEnv},
  * no Redis involved) holds the head inside {@code subscribe} while the caller cancels it.
  *
  * <p>Found from a subscription left open after {@code AsyncScaleTest} (1 run in 10 beside 4
@@ -28,7 +28,7 @@ class AsyncGateChannelTest {
     final CountDownLatch proceed = new CountDownLatch(1);
 
     @Override
-    public AsyncAcquisition.Channel subscribe(String channel) {
+    public WakeChannel subscribe(String channel) {
       opened.incrementAndGet();
       subscribing.countDown();
       try {
@@ -41,7 +41,7 @@ class AsyncGateChannelTest {
   }
 
   /** Every attempt is refused (another client holds the lock for 30 s); withdrawals counted. */
-  static final class Side extends AsyncAcquisition.Side<LockHold> {
+  static final class Side extends AcquisitionSide<LockHold> {
     final AtomicInteger attempts = new AtomicInteger();
     final AtomicInteger withdrawn = new AtomicInteger();
     /** The first attempt's reply, completed by the test (on a thread of its own). */

@@ -552,7 +552,7 @@ class AsyncLockContractTest {
   }
 
   /** A lock's real Redis operations, but the withdrawal throws after it ran. */
-  static final class ThrowingWithdrawal extends AsyncAcquisition.Side<LockHold> {
+  static final class ThrowingWithdrawal extends AcquisitionSide<LockHold> {
     private final AsyncSides.LockSide real;
 
     ThrowingWithdrawal(AsyncSides.LockSide real) {
