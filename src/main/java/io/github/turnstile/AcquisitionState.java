@@ -44,8 +44,9 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   /** The deadline passed before the head's first attempt was sent: it is sent all the same. */
   boolean deadlinePassed;
   /**
-   * Where the head is in its waits before an attempt (see {@link #waitLocally}): 0 none yet, 1 it
-   * waited for a local hold's hand-off, 2 it stood back after this JVM's yield (it attempts next).
+   * Where the head is in its waits before an attempt (see {@link AsyncAcquisition#waitLocally}): 0
+   * none yet, 1 it waited for a local hold's hand-off, 2 it stood back after this JVM's yield (it
+   * attempts next).
    */
   int localPhase;
   CompletableFuture<Attempt> inFlight;
@@ -71,7 +72,7 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   boolean marked;
   /** Side state: what the side keeps for this acquisition (the semaphore: its request). */
   Object sideState;
-  /** The grant being delivered came by a local hand-off of permits ({@link #handedPermits}), not from Redis. */
+  /** The grant being delivered came by a local hand-off of permits ({@link AcquisitionDelivery#handedPermits}), not from Redis. */
   volatile boolean handedLocally;
   /**
    * Side state (read side): the server time since which this reader counts as waiting (0: not
