@@ -5,8 +5,8 @@ import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * Redis-free stand-ins for the async acquisition's engine ({@link AsyncAcquisition.Env}) and a
- * lock's Redis operations ({@link AsyncAcquisition.Side}): attempts return futures the scenario
+ * Redis-free stand-ins for the async acquisition's engine ({@link AcquisitionEnv}) and a
+ * lock's Redis operations ({@link AcquisitionSide}): attempts return futures the scenario
  * completes, and every undo, withdrawal and hold is counted.
  */
 final class AsyncFakes {
@@ -16,9 +16,9 @@ final class AsyncFakes {
   static final class Env extends AsyncStubEnv {}
 
   /** Attempts answered by the scenario, in order; undos counted. */
-  static final class Side extends AsyncAcquisition.Side<LockHold> {
+  static final class Side extends AcquisitionSide<LockHold> {
     /** The replies the attempts get, one per attempt sent. */
-    final java.util.List<CompletableFuture<Engine.Attempt>> replies = new java.util.ArrayList<>();
+    final java.util.List<CompletableFuture<Attempt>> replies = new java.util.ArrayList<>();
     final AtomicInteger sent = new AtomicInteger();
     final AtomicInteger granted = new AtomicInteger();
     final AtomicInteger cancelledGrants = new AtomicInteger();
@@ -38,14 +38,14 @@ final class AsyncFakes {
     @Override String describe() { return "lock 'n'"; }
     @Override String channel() { return "ch"; }
     @Override Metrics.Primitive metrics() { return Metrics.Primitive.NOOP; }
-    @Override CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+    @Override CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       return replies.get(sent.getAndIncrement());
     }
-    @Override LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+    @Override LockHold grant(AsyncAcquisition<LockHold> w, Attempt a, long sentAtTicks) {
       granted.incrementAndGet();
       return new Hold(this, a.token);
     }
-    @Override void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) { cancelledGrants.incrementAndGet(); }
+    @Override void cancelGrant(AsyncAcquisition<LockHold> w, Attempt a) { cancelledGrants.incrementAndGet(); }
     @Override void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) { withdrawn.incrementAndGet(); }
     @Override String leaseKey(AsyncAcquisition<LockHold> w) { return "k"; }
 

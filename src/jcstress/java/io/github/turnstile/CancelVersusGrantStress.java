@@ -15,7 +15,7 @@ import org.openjdk.jcstress.infra.results.III_Result;
  * "granted" while the caller cancels the returned future. Exactly one of two things must happen:
  * the caller gets the hold (the future completes with it, nothing is undone), or the future is
  * cancelled and the grant is undone exactly once, either before a hold was made
- * ({@link AsyncAcquisition.Side#cancelGrant}, which releases in Redis and wakes the next waiter) or by
+ * ({@link AcquisitionSide#cancelGrant}, which releases in Redis and wakes the next waiter) or by
  * releasing the hold made just too late. A cancelled future whose grant nobody undoes leaves the
  * lock held in Redis until its lease runs out, and nobody would ever release it. Runs the real
  * {@link AsyncAcquisition} state machine on a fake engine.
@@ -36,12 +36,12 @@ public class CancelVersusGrantStress {
 
   public CancelVersusGrantStress() {
     // becomes head at once and sends its first attempt: replies[0], which the actor completes
-    result = new AsyncGate<>(env, side).acquire(Engine.Call.untimed(false), 1);
+    result = new AsyncGate<>(env, side).acquire(Call.untimed(false), 1);
   }
 
   @Actor
   public void reply() {
-    side.replies.get(0).complete(new Engine.Attempt(true, 42, 0));
+    side.replies.get(0).complete(new Attempt(true, 42, 0));
   }
 
   @Actor

@@ -33,8 +33,8 @@ public class CancelVersusWakeStress {
   private final CompletableFuture<LockHold> result;
 
   public CancelVersusWakeStress() {
-    result = new AsyncGate<>(env, side).acquire(Engine.Call.untimed(false), 1);
-    Engine.Attempt refused = new Engine.Attempt(false, 0, 30_000);
+    result = new AsyncGate<>(env, side).acquire(Call.untimed(false), 1);
+    Attempt refused = new Attempt(false, 0, 30_000);
     side.replies.get(0).complete(refused); // the first attempt (not subscribed): refused; it subscribes
     side.replies.get(1).complete(refused); // the subscribed attempt: refused; it waits for the message
   }
@@ -51,7 +51,7 @@ public class CancelVersusWakeStress {
 
   @Arbiter
   public void arbiter(III_Result r) {
-    side.replies.get(2).complete(new Engine.Attempt(false, 0, 30_000)); // a woken attempt's reply, if it was sent
+    side.replies.get(2).complete(new Attempt(false, 0, 30_000)); // a woken attempt's reply, if it was sent
     r.r1 = side.withdrawn.get();
     r.r2 = side.sent.get();
     r.r3 = side.granted.get() + side.cancelledGrants.get();

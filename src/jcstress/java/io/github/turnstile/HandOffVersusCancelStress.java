@@ -37,13 +37,13 @@ public class HandOffVersusCancelStress {
   public HandOffVersusCancelStress() {
     AsyncGate<LockHold> gate = new AsyncGate<>(env, side);
     // becomes head at once and sends its first attempt: replies[0], which stays unanswered
-    result = gate.acquire(Engine.Call.untimed(false), 1);
+    result = gate.acquire(Call.untimed(false), 1);
     head = gate.successor(8).acquisition();
   }
 
   @Actor
   public void handOff() {
-    head.handedOver(new Engine.Attempt(true, 43, 0), 0);
+    head.handedOver(new Attempt(true, 43, 0), 0);
   }
 
   @Actor
@@ -58,6 +58,6 @@ public class HandOffVersusCancelStress {
     r.r3 = side.granted.get();
     // the head's own attempt, refused at last: ends its reply's re-check timer (else each state
     // would keep one for the stand-in engine's 10 minutes)
-    side.replies.get(0).complete(new Engine.Attempt(false, 0, 30_000));
+    side.replies.get(0).complete(new Attempt(false, 0, 30_000));
   }
 }

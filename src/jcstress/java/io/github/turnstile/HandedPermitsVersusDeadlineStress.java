@@ -35,7 +35,7 @@ public class HandedPermitsVersusDeadlineStress {
   private final AsyncFakes.Side side = new AsyncFakes.Side(1);
   private final Semaphore lot = new Semaphore(0, true);
   private final Waits.Tickets tickets = PermitFakes.tickets(lot);
-  private final Engine.Call call = Engine.Call.until(System.nanoTime() + TimeUnit.MINUTES.toNanos(10), true);
+  private final Call call = Call.until(System.nanoTime() + TimeUnit.MINUTES.toNanos(10), true);
   private final AsyncAcquisition<LockHold> acquisition;
   private int held;
   private int delivered;
@@ -53,7 +53,7 @@ public class HandedPermitsVersusDeadlineStress {
 
   @Actor
   public void releaser() {
-    delivered = acquisition.handedPermits(new Engine.Attempt(true, 1, 0, 7)) ? 1 : 0;
+    delivered = acquisition.handedPermits(new Attempt(true, 1, 0, 7)) ? 1 : 0;
   }
 
   @Arbiter
@@ -68,6 +68,6 @@ public class HandedPermitsVersusDeadlineStress {
     r.r3 = lot.availablePermits();
     // the attempt's reply, so that nothing of this state outlives it (its reply wait's re-check
     // timer is armed for the stand-in's ten-minute command timeout until then)
-    side.replies.get(0).complete(new Engine.Attempt(false, 0, -1));
+    side.replies.get(0).complete(new Attempt(false, 0, -1));
   }
 }

@@ -15,7 +15,7 @@ import org.openjdk.jcstress.infra.results.II_Result;
  * future ({@link Waits#park}, the blocking API's wait on the one engine) while another thread
  * interrupts it and then the attempt's reply arrives saying "granted". Either the acquire returns
  * with the hold, or it throws InterruptedException and the grant is undone (the cancelled
- * acquisition's reply decides: {@link AsyncAcquisition.Side#cancelGrant}; or a hold delivered just
+ * acquisition's reply decides: {@link AcquisitionSide#cancelGrant}; or a hold delivered just
  * before the cancel is released). Never both, never neither: a grant that nobody holds and nobody
  * undoes stays locked in Redis until its lease runs out. Runs the real {@link AsyncGate} and
  * {@link AsyncAcquisition} on the Redis-free stand-ins of {@link AsyncFakes}.
@@ -33,7 +33,7 @@ import org.openjdk.jcstress.infra.results.II_Result;
 @State
 public class InterruptVersusGrantStress {
   private final AsyncFakes.Side side = new AsyncFakes.Side(1);
-  private final Engine.Call call = Engine.Call.untimed(true);
+  private final Call call = Call.untimed(true);
   private final AsyncAcquisition<LockHold> acquisition;
   private final AtomicInteger phase = new AtomicInteger(); // 0 not started, 1 waiting, 2 done
   private volatile Thread acquirer;
@@ -70,7 +70,7 @@ public class InterruptVersusGrantStress {
         acquirer.interrupt();
       }
     }
-    side.replies.get(0).complete(new Engine.Attempt(true, 42, 0));
+    side.replies.get(0).complete(new Attempt(true, 42, 0));
   }
 
   @Arbiter

@@ -30,14 +30,14 @@ public class RunnerRefusedVersusCancelStress {
   private final CompletableFuture<LockHold> runner;
 
   public RunnerRefusedVersusCancelStress() {
-    head = gate.acquire(Engine.Call.untimed(false), 1); // the head: its attempt is replies[0], in flight
+    head = gate.acquire(Call.untimed(false), 1); // the head: its attempt is replies[0], in flight
     side.runMode = AsyncGate.RUN_ALWAYS;
-    runner = gate.acquire(Engine.Call.untimed(false), 1); // beside it: replies[1], in flight
+    runner = gate.acquire(Call.untimed(false), 1); // beside it: replies[1], in flight
   }
 
   @Actor
   public void refused() {
-    side.replies.get(1).complete(new Engine.Attempt(false, 0, 30_000));
+    side.replies.get(1).complete(new Attempt(false, 0, 30_000));
   }
 
   @Actor
@@ -51,6 +51,6 @@ public class RunnerRefusedVersusCancelStress {
     r.r2 = gate.size();
     // end the head (its attempt in flight: the reply decides) and its re-check timer
     head.cancel(false);
-    side.replies.get(0).complete(new Engine.Attempt(false, 0, 30_000));
+    side.replies.get(0).complete(new Attempt(false, 0, 30_000));
   }
 }

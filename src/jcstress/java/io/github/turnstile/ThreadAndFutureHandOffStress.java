@@ -38,8 +38,8 @@ public class ThreadAndFutureHandOffStress {
   private int handed;
 
   public ThreadAndFutureHandOffStress() {
-    thread = gate.enqueue(Engine.Call.untimed(true), 1, null); // head at once: its attempt is replies[0]
-    future = gate.acquire(Engine.Call.untimed(false), 1); // queued behind it
+    thread = gate.enqueue(Call.untimed(true), 1, null); // head at once: its attempt is replies[0]
+    future = gate.acquire(Call.untimed(false), 1); // queued behind it
   }
 
   @Actor
@@ -47,7 +47,7 @@ public class ThreadAndFutureHandOffStress {
     AsyncGate.Successor<LockHold> next = gate.successor(8);
     if (next != null) {
       handed = 1;
-      next.acquisition().handedOver(new Engine.Attempt(true, 43, 0), 0);
+      next.acquisition().handedOver(new Attempt(true, 43, 0), 0);
     }
   }
 
@@ -70,8 +70,8 @@ public class ThreadAndFutureHandOffStress {
     r.r3 = future.isDone() && !future.isCompletedExceptionally() ? 1 : 0;
     r.r4 = side.undone();
     // end the attempts still in flight (their re-check timers): refused
-    for (CompletableFuture<Engine.Attempt> reply : side.replies) {
-      reply.complete(new Engine.Attempt(false, 0, 30_000));
+    for (CompletableFuture<Attempt> reply : side.replies) {
+      reply.complete(new Attempt(false, 0, 30_000));
     }
   }
 }

@@ -12,7 +12,7 @@ import org.openjdk.jcstress.infra.results.III_Result;
 
 /**
  * Two threads of a semaphore parked in its ticket lot ({@link Waits#park(AsyncAcquisition,
- * Engine.Call, Waits.Tickets)}: the superclass's fair queue, so that its final queue methods count
+ * Call, Waits.Tickets)}: the superclass's fair queue, so that its final queue methods count
  * them) on two acquisitions of one gate, granted in gate order while the threads park in whatever
  * order they arrive. A ticket released for one may reach the other first, which must put it back.
  * Both return with their grants, and no ticket is left over: a ticket lost leaves a granted thread
@@ -29,7 +29,7 @@ public class TicketParkingStress {
   private final AsyncFakes.Side side = new AsyncFakes.Side(2);
   private final Semaphore lot = new Semaphore(0, true);
   private final Waits.Tickets tickets = PermitFakes.tickets(lot);
-  private final Engine.Call call = Engine.Call.untimed(true);
+  private final Call call = Call.untimed(true);
   private final AsyncAcquisition<LockHold> first;
   private final AsyncAcquisition<LockHold> second;
   private int held1;
@@ -52,11 +52,11 @@ public class TicketParkingStress {
 
   @Actor
   public void granterThenSecondThread() {
-    side.replies.get(0).complete(new Engine.Attempt(true, 1, 0));
+    side.replies.get(0).complete(new Attempt(true, 1, 0));
     while (side.sent.get() < 2) {
       Thread.onSpinWait();
     }
-    side.replies.get(1).complete(new Engine.Attempt(true, 1, 0));
+    side.replies.get(1).complete(new Attempt(true, 1, 0));
     try {
       held2 = Waits.park(second, call, tickets) != null ? 1 : 0;
     } catch (InterruptedException e) {

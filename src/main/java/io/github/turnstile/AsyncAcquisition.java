@@ -3,11 +3,8 @@ package io.github.turnstile;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * One acquisition: a thread's ({@code lock()}, {@code tryLock(t)}: the thread parks on
@@ -40,7 +37,7 @@ import java.util.concurrent.locks.ReentrantLock;
  *       cancelled, the waiting marks are withdrawn (and an attempt whose outcome stayed unknown is
  *       cancelled), and the gate's next acquisition becomes head;</li>
  *   <li>with an attempt in flight: {@code abandon} only marks the acquisition abandoned; the reply
- *       decides: a grant is undone ({@link Side#cancelGrant}, which wakes the next waiter as a release
+ *       decides: a grant is undone ({@link AcquisitionSide#cancelGrant}, which wakes the next waiter as a release
  *       does), a refusal withdraws;</li>
  *   <li>a grant the loop has decided to deliver ({@link #finished} set first) is completed into the
  *       future; if the caller completed the future first, the hold is released at once.</li>
@@ -49,10 +46,14 @@ import java.util.concurrent.locks.ReentrantLock;
  * Exactly one of "the caller has the hold" and "the grant was undone" happens (jcstress:
  * {@code CancelVersusGrantStress}).
  *
- * <p>The engine is reached through {@link Env}, and the primitive's Redis operations through
- * {@link Side}, so that the state machine runs without Redis in jcstress.
+ * <p>The engine is reached through {@link AcquisitionEnv}, and the primitive's Redis operations through
+ * {@link AcquisitionSide}, so that the state machine runs without Redis in jcstress.
+ *
+ * <p>This class is the loop: what it sends, and what it does with each reply and wake-up. It
+ * extends {@link AcquisitionDelivery} (how a grant reaches the caller, or a local hand-off), which
+ * extends {@link AcquisitionState} (the fields, the endings and the timers).
  */
-final class AsyncAcquisition<H extends Hold> {
+final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
   private static final System.Logger LOG = System.getLogger("io.github.turnstile");
   /** How often an outage is re-checked while no recovery event arrives, and the pause after a transient failure. */
   static final long RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
@@ -64,322 +65,13 @@ final class AsyncAcquisition<H extends Hold> {
    * a primitive that nobody else takes stays free for up to this long.
    */
   static final long STAND_BACK_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
-  /** The longest random pause of a head woken by a release's message before its attempt (see {@link #stepAfterJitter}). */
+  /** The longest random pause of a head woken by a release's message before its attempt (see {@link AcquisitionState#stepAfterJitter}). */
   static final long JITTER_NANOS = TimeUnit.MICROSECONDS.toNanos(500);
-  /** Extra client-side wait beyond a wake-list wait's server-side timeout before it is abandoned (as {@link Engine}'s). */
+  /** Extra client-side wait beyond a wake-list wait's server-side timeout before it is abandoned (as {@link BlockingCommands}'s). */
   static final long LIST_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
-  /** What the state machine needs from the engine. */
-  interface Env {
-    boolean closed();
-
-    boolean connected();
-
-    /** See {@link Engine#faults()}. */
-    CompletableFuture<Void> faults();
-
-    /**
-     * Subscribes to {@code channel} where it lives now (unconfirmed).
-     *
-     * @throws Engine.Unavailable if no node serves it right now
-     * @throws TurnstileException if the client is closed
-     */
-    Channel subscribe(String channel);
-
-    /** Whether {@code c} can no longer be waited on (dropped by the server, failed, slot moved). */
-    boolean stale(Channel c);
-
-    /** The subscription was not confirmed in time: replace its node's subscriber connection. */
-    void reset(Channel c);
-
-    /** See {@link Engine#unreachable}. */
-    void unreachable(Engine.Call call, long sinceNanos, String what, Throwable cause);
-
-    /** A command failed or went unanswered (see {@link Engine#suspectTopology}). */
-    void suspect();
-
-    long commandTimeoutNanos();
-
-    /** The longest random pause after a release's message ({@link #JITTER_NANOS}; 0: none). */
-    default long jitterNanos() {
-      return JITTER_NANOS;
-    }
-
-    /** How often an attempt in flight re-checks the connection ({@link #RECHECK_NANOS}). */
-    default long recheckNanos() {
-      return RECHECK_NANOS;
-    }
-
-    long leaseMillis();
-
-    /** The lease clock ({@link Engine#ticker}). */
-    long ticker();
-
-    String newRequestId();
-
-    int replicaAcks();
-
-    /** Blocks until the replicas acknowledged (see {@link Engine#awaitReplicas}). */
-    void awaitReplicas(String leaseKey, String request);
-
-    /**
-     * Starts a wait of up to {@code sliceNanos} on the wake list {@code key} (the token-list
-     * tier, {@link ListWait}).
-     *
-     * @param passWakeup hands on a wake token the wait took, or may have taken, and will not use
-     * @return the wait, or null if no pooled connection is free (wait by pub/sub)
-     * @throws TurnstileException if no node serves the key right now
-     */
-    /**
-     * A head began to wait on the wake list before its attempt, after its JVM yielded: {@code woken}
-     * completes true if a token ended the wait, false if it ran out (for the tests' figures).
-     */
-    default void queuedFirst(CompletableFuture<Boolean> woken) {}
-
-    default Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
-      return null;
-    }
-
-    /**
-     * The head {@code a} waits in Redis from now on (its first attempt was refused): list it in
-     * {@link Turnstile#activity()} until {@link #waitEnded}.
-     *
-     * @return what to hand to {@link #waitEnded}
-     */
-    default Object waitStarted(AsyncAcquisition<?> a, Side<?> side, java.util.function.IntSupplier queued) {
-      return null;
-    }
-
-    /** The wait {@code mark} ({@link #waitStarted}) ended. */
-    default void waitEnded(Object mark) {}
-
-    /** See {@link Engine#losses()}. */
-    default CompletableFuture<Void> losses() {
-      return new CompletableFuture<>();
-    }
-  }
-
-  /** A wait on a wake list (see {@link Env#waitOnList}). */
-  interface Wake {
-    /**
-     * Completes with true when a wake token was taken, false when the wait ended without one
-     * (its server-side timeout, or a failure); fails with an {@link AclRefusal} if Redis refused
-     * the command, or if no connection could be opened.
-     */
-    CompletableFuture<Boolean> woken();
-
-    /** The acquisition attempts now: a token taken is consumed by that attempt. */
-    void used();
-
-    /** No longer wanted: stops the command, and hands on a token it took and will not use. */
-    void abandon();
-  }
-
-  /** A subscription to a wake-up channel (see {@link Subscriptions.Sub}). */
-  interface Channel {
-    /** Completes when the subscription is confirmed; fails if it could not be made. */
-    CompletableFuture<Void> ready();
-
-    /** The future the next message (or re-subscription) completes. */
-    CompletableFuture<Void> next();
-
-    /** No longer needed. */
-    void close();
-  }
-
-  /** A primitive's Redis operations, for one kind of primitive. */
-  abstract static class Side<H extends Hold> {
-    abstract String describe();
-
-    /** The primitive's kind, for {@link Turnstile#activity()} (null: not one of them). */
-    Inspection.Kind kind() {
-      return null;
-    }
-
-    /** The primitive's name, for {@link Turnstile#activity()}. */
-    String primitiveName() {
-      return describe();
-    }
-
-    /**
-     * Returns the list that releases push wake tokens to (the token-list tier), or null if
-     * acquisitions of this side wait by pub/sub only.
-     *
-     * @return the wake list, or null
-     */
-    String wakeKey() {
-      return null;
-    }
-
-    /**
-     * Returns the wake list that {@code w} waits on, or null if it waits by pub/sub (by default
-     * {@link #wakeKey()}; a semaphore's multi-permit acquisitions wait by pub/sub).
-     *
-     * @return the wake list, or null
-     */
-    String wakeKey(AsyncAcquisition<H> w) {
-      return wakeKey();
-    }
-
-    /** Hands on a wake token that was (or may have been) taken and will not be used. */
-    void passWakeup() {}
-
-    /**
-     * Returns whether {@code w} may attempt at once beside the gate's head rather than queue
-     * ({@link AsyncGate#RUN_NEVER}, {@link AsyncGate#RUN_WHEN_IDLE}, {@link AsyncGate#RUN_ALWAYS}):
-     * a shared side's (readers share while nobody waits).
-     *
-     * @return the run mode of {@code w}
-     */
-    int runMode(AsyncAcquisition<H> w) {
-      return AsyncGate.RUN_NEVER;
-    }
-
-    abstract String channel();
-
-    abstract Metrics.Primitive metrics();
-
-    /**
-     * Sends one attempt for {@code w} ({@link AsyncAcquisition#request}, {@link #owner}).
-     *
-     * @param subscribed the acquisition waits by pub/sub: a refusal asks the next release to publish
-     */
-    abstract CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<H> w, boolean subscribed);
-
-    /** The attempt was refused (its reply arrived), whether or not the acquisition goes on. */
-    void refused(AsyncAcquisition<H> w, Engine.Attempt a) {}
-
-    /**
-     * The attempt granted, and the caller may still want it: start the hold (lease, watchdog).
-     *
-     * @return the hold, or null if the grant could not be counted (it was given back): go round
-     */
-    abstract H grant(AsyncAcquisition<H> w, Engine.Attempt a, long sentAtTicks);
-
-    /** The attempt granted, but the acquisition was abandoned first: undo the grant, waking the next waiter. */
-    abstract void cancelGrant(AsyncAcquisition<H> w, Engine.Attempt a);
-
-    /**
-     * The attempt {@code f} failed, or got no reply in time (it may still run): its outcome is
-     * unknown. Runs once per such attempt.
-     */
-    void failed(AsyncAcquisition<H> w, CompletableFuture<Engine.Attempt> f) {}
-
-    /**
-     * The acquisition gave up after it attempted: withdraw what marks it as waiting and, if
-     * {@code uncertain} (a copy of an attempt may have run unseen), undo what it may hold.
-     */
-    abstract void withdraw(AsyncAcquisition<H> w, boolean uncertain);
-
-    /**
-     * A fault cut the replicas' acknowledgement of grant {@code a} and the acquisition goes on. By
-     * default the next attempt carries the same request id, so it replays the grant where the
-     * primary has it: the grant is left as it is, and may be held.
-     *
-     * @return whether {@code w} may still hold the grant (undone if it gives up)
-     */
-    boolean acknowledgementCut(AsyncAcquisition<H> w, Engine.Attempt a) {
-      return true;
-    }
-
-    /**
-     * Returns a future that completes when the hold of this JVM that holds the primitive ends other
-     * than by a hand-off to {@code w}, or null if none does (see {@link AsyncGate#localEnd}).
-     *
-     * @return the future, or null
-     */
-    CompletableFuture<Void> localEnd(AsyncAcquisition<H> w) {
-      return null;
-    }
-
-    /** The key whose existence is the hold {@code w} took (for {@code WAIT}, replicaAcks). */
-    abstract String leaseKey(AsyncAcquisition<H> w);
-
-    /** The request id in field {@code r} of {@link #leaseKey}, or null if it has none (a semaphore call's memo, whose existence alone is the record). */
-    String leaseRequest(AsyncAcquisition<H> w) {
-      return w.request;
-    }
-  }
-
-  /** Runs the blocking WAIT of replicaAcks off the reply threads; its threads live only while a WAIT does. */
-  private static final ExecutorService ACKS = Executors.newCachedThreadPool(r -> {
-    Thread t = new Thread(r, "turnstile-async-acks");
-    t.setDaemon(true);
-    return t;
-  });
-
-  private final Env env;
-  private final Side<H> side;
-  private final AsyncGate<H> gate;
-  /** Permits asked for (1 for locks). */
-  final int permits;
-  /**
-   * The thread that parks on this acquisition's future (a blocking call), or null (an async
-   * call): its owner id in Redis is the thread's, and so is its hold's name.
-   */
-  final Thread thread;
-  /** Deadline and outage bookkeeping; touched only by the loop (one continuation at a time). */
-  final Engine.Call call;
-  private final long startNanos = System.nanoTime();
-  final CompletableFuture<H> result = new CompletableFuture<>();
-  private final CompletableFuture<Void> left = new CompletableFuture<>();
-  /** Guards the fields below: who finishes, and what is in flight. */
-  private final ReentrantLock mu = new ReentrantLock();
-  private boolean head;
-  /** A head that attempts beside the gate's head, not in line (a reader while nobody waits: {@link AsyncGate#enter}). */
-  private boolean runner;
-  private boolean abandoned;
-  private boolean finished;
-  private boolean attempted;
-  /** What {@link Env#waitStarted} returned while this head waits in Redis (null: not waiting). */
-  private Object waitMark;
-  /** A copy of an attempt may have run without its reply being seen. */
-  private boolean uncertain;
-  /** The deadline passed before the head's first attempt was sent: it is sent all the same. */
-  private boolean deadlinePassed;
-  /**
-   * Where the head is in its waits before an attempt (see {@link #waitLocally}): 0 none yet, 1 it
-   * waited for a local hold's hand-off, 2 it stood back after this JVM's yield (it attempts next).
-   */
-  private int localPhase;
-  private CompletableFuture<Engine.Attempt> inFlight;
-  private long inFlightSentNanos;
-  private CompletableFuture<Boolean> waitTimer;
-  /** The current wait on the wake list (the token-list tier), if any. */
-  private Wake listWait;
-  /**
-   * No pooled connection was free (or could be opened) for a wait on the wake list: this
-   * acquisition waits by pub/sub from now on. Touched by the loop only.
-   */
-  private boolean pubsubOnly;
-  private CompletableFuture<Boolean> deadlineTimer;
-  /** The hold completed into {@link #result} by this acquisition (null until then). */
-  private volatile H delivered;
-
-  /** This acquisition's request id and owner id in Redis; set when it becomes head, before its first attempt. */
-  String request;
-  String owner;
-  /** Side state: the previous attempt was refused (lock: report a reclaimed holder). */
-  boolean refused;
-  /** Side state (lock): an attempt was sent that marks this client as waiting when refused. */
-  boolean marked;
-  /** Side state: what the side keeps for this acquisition (the semaphore: its request). */
-  Object sideState;
-  /** The grant being delivered came by a local hand-off of permits ({@link #handedPermits}), not from Redis. */
-  volatile boolean handedLocally;
-  /**
-   * Side state (read side): the server time since which this reader counts as waiting (0: not
-   * known); set from its gate when it enqueues and by refusals (guarded by the gate's lock).
-   */
-  volatile long readSince;
-
-  AsyncAcquisition(Env env, Side<H> side, AsyncGate<H> gate, int permits, Engine.Call call, Thread thread) {
-    this.env = env;
-    this.side = side;
-    this.gate = gate;
-    this.permits = permits;
-    this.call = call;
-    this.thread = thread;
+  AsyncAcquisition(AcquisitionEnv env, AcquisitionSide<H> side, AsyncGate<H> gate, int permits, Call call, Thread thread) {
+    super(env, side, gate, permits, call, thread);
   }
 
   /** Queues the acquisition and returns its future. */
@@ -409,145 +101,6 @@ final class AsyncAcquisition<H extends Hold> {
     return result;
   }
 
-  /** This acquisition's state, for diagnostics (a stuck drain in AsyncScaleTest). */
-  String describe() {
-    mu.lock();
-    try {
-      return "{request=" + request + " head=" + head + " attempted=" + attempted + " minReplyMs=" + call.minReplyNanos() / 1_000_000
-          + " inFlight=" + (inFlight == null ? "none" : inFlight.isDone() ? "done" : "pending")
-          + " waitTimer=" + (waitTimer == null ? "none" : waitTimer.isDone() ? "done" : "armed")
-          + " uncertain=" + uncertain + " abandoned=" + abandoned + " finished=" + finished
-          + " result=" + (result.isDone() ? "done" : "pending")
-          + (waitsOnNothing() ? " STRANDED" : "") + "}";
-    } finally {
-      mu.unlock();
-    }
-  }
-
-  /**
-   * Whether this acquisition is a head that is waiting on nothing: no attempt in flight, no timer
-   * armed, not over. Between two continuations that is momentary; at rest it is a stall (nothing
-   * will ever step it again), which the tests assert never happens.
-   *
-   * @return whether this acquisition is a head left with nothing to wake it
-   */
-  boolean stranded() {
-    mu.lock();
-    try {
-      return waitsOnNothing();
-    } finally {
-      mu.unlock();
-    }
-  }
-
-  /** {@link #stranded}'s state; mu held. */
-  private boolean waitsOnNothing() {
-    return head && request != null && !finished && !abandoned && inFlight == null && waitTimer == null;
-  }
-
-  /**
-   * Returns whether this acquisition has ended (delivered, failed or abandoned).
-   *
-   * @return whether this acquisition has ended (delivered, failed or abandoned)
-   */
-  /**
-   * Returns this acquisition's owner and request ids if a releasing hold of this JVM may hand the
-   * primitive to it now (it is the head, has its ids, and has not ended), or null.
-   *
-   * @return {owner, request}, or null
-   */
-  String[] handOffIds() {
-    mu.lock();
-    try {
-      return head && request != null && !finished && !abandoned ? new String[] {owner, request} : null;
-    } finally {
-      mu.unlock();
-    }
-  }
-
-  /**
-   * A releasing hold of this JVM handed the primitive to this acquisition: Redis granted its
-   * request, with fencing token {@code a.token}, and the lease runs from {@code sinceTicks} (the
-   * handing hold's). Delivered unless the acquisition ended meanwhile; then the grant is undone,
-   * as a grant that arrives after a cancel is. An attempt still in flight is left to run: it
-   * carries the same request, so Redis answers it as a replay of this grant, and its reply is
-   * ignored.
-   *
-   * @return whether the grant is delivered to this acquisition (false: it was undone)
-   */
-  boolean handedOver(Engine.Attempt a, long sinceTicks) {
-    boolean deliver = false;
-    boolean undo;
-    mu.lock();
-    try {
-      undo = abandoned || finished && delivered == null;
-      if (!finished && !abandoned) {
-        finished = true;
-        inFlight = null;
-        deliver = true;
-      }
-    } finally {
-      mu.unlock();
-    }
-    if (deliver) {
-      cancelTimers();
-      call.reachable();
-      granted(a, sinceTicks);
-    } else if (undo) {
-      quietly(() -> side.cancelGrant(this, a));
-    }
-    return deliver;
-  }
-
-  /**
-   * Permits that a release of this JVM handed to this acquisition without Redis (a local hand-off:
-   * they stay counted under the registration {@code a.epoch}): delivered unless the acquisition
-   * ended meanwhile. Its own request, if it sent one, is withdrawn by the side's grant (a copy
-   * that grants later is given back). Unlike {@link #handedOver}, nothing is undone if it ended:
-   * the caller keeps the permits (it releases them in Redis).
-   *
-   * @return whether the permits are delivered to this acquisition (false: the caller keeps them)
-   */
-  boolean handedPermits(Engine.Attempt a) {
-    mu.lock();
-    try {
-      if (finished || abandoned) {
-        return false;
-      }
-      finished = true;
-      inFlight = null;
-      handedLocally = true;
-    } finally {
-      mu.unlock();
-    }
-    cancelTimers();
-    deliver(a, env.ticker());
-    return true;
-  }
-
-  /**
-   * Returns whether this acquisition may still be handed permits (it has not ended).
-   *
-   * @return whether this acquisition has not ended
-   */
-  boolean open() {
-    mu.lock();
-    try {
-      return !finished && !abandoned;
-    } finally {
-      mu.unlock();
-    }
-  }
-
-  boolean isOver() {
-    mu.lock();
-    try {
-      return finished;
-    } finally {
-      mu.unlock();
-    }
-  }
-
   /** The gate made this acquisition its head: it contends in Redis from now on. */
   void becomeHead() {
     mu.lock();
@@ -573,22 +126,9 @@ final class AsyncAcquisition<H extends Hold> {
 
   // ---------------------------------------------------------------- the loop
 
-  private void step() {
+  @Override
+  void step() {
     guarded(this::tryStep);
-  }
-
-  /**
-   * Runs a continuation. Whatever it throws (an {@link Error} too) ends the acquisition with it,
-   * logged: a {@link CompletableFuture} callback's throw is otherwise swallowed, and the
-   * acquisition would be left with nothing armed to wake it, and its gate with it.
-   */
-  private void guarded(Runnable continuation) {
-    try {
-      continuation.run();
-    } catch (Throwable e) {
-      LOG.log(System.Logger.Level.WARNING, side.describe() + ": async acquisition failed unexpectedly", e);
-      fail(e);
-    }
   }
 
   private void tryStep() {
@@ -621,7 +161,7 @@ final class AsyncAcquisition<H extends Hold> {
       send(null, env.faults(), false);
       return;
     }
-    Channel ch = gate.channel();
+    WakeChannel ch = gate.channel();
     if (!attemptedYet() && (ch == null || !isReady(ch))) {
       // The first attempt does not subscribe: uncontended, an acquisition costs one round trip.
       send(null, env.faults(), false);
@@ -727,38 +267,20 @@ final class AsyncAcquisition<H extends Hold> {
     return true;
   }
 
-  private void setLocalPhase(int phase) {
-    mu.lock();
-    try {
-      localPhase = phase;
-    } finally {
-      mu.unlock();
-    }
-  }
-
-  private static boolean isReady(Channel ch) {
+  private static boolean isReady(WakeChannel ch) {
     return ch.ready().isDone() && !ch.ready().isCompletedExceptionally();
-  }
-
-  private boolean attemptedYet() {
-    mu.lock();
-    try {
-      return attempted;
-    } finally {
-      mu.unlock();
-    }
   }
 
   /**
    * Waits for the subscription's confirmation, at most the command timeout, re-checking the
-   * connection every {@link Env#recheckNanos()}: an outage that begins meanwhile is counted
+   * connection every {@link AcquisitionEnv#recheckNanos()}: an outage that begins meanwhile is counted
    * against the outage tolerance as it goes, not only once the command timeout has passed.
    */
-  private void awaitReady(Channel ch) {
+  private void awaitReady(WakeChannel ch) {
     awaitReady(ch, System.nanoTime());
   }
 
-  private void awaitReady(Channel ch, long since) {
+  private void awaitReady(WakeChannel ch, long since) {
     long left = env.commandTimeoutNanos() - (System.nanoTime() - since);
     CompletableFuture<Boolean> t = Timer.after(Math.max(0, Math.min(env.recheckNanos(), left)));
     if (!arm(t)) {
@@ -796,7 +318,7 @@ final class AsyncAcquisition<H extends Hold> {
     }));
   }
 
-  private void subscriptionFailed(Channel ch) {
+  private void subscriptionFailed(WakeChannel ch) {
     gate.drop(ch);
     Throwable cause;
     try {
@@ -816,7 +338,7 @@ final class AsyncAcquisition<H extends Hold> {
   }
 
   private void send(CompletableFuture<Void> event, CompletableFuture<Void> fault, boolean subscribed) {
-    CompletableFuture<Engine.Attempt> f;
+    CompletableFuture<Attempt> f;
     long sentNanos;
     long sentAt;
     boolean rearm;
@@ -861,7 +383,7 @@ final class AsyncAcquisition<H extends Hold> {
    * (a connection that drops makes Redis count as unreachable at once, as {@link Engine#awaitReply}
    * does) until the command timeout.
    */
-  private void awaitReply(CompletableFuture<Engine.Attempt> f, CompletableFuture<Void> event,
+  private void awaitReply(CompletableFuture<Attempt> f, CompletableFuture<Void> event,
       CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
     long left = env.commandTimeoutNanos() - (System.nanoTime() - sentNanos);
     CompletableFuture<Boolean> check = Timer.after(Math.max(0, Math.min(env.recheckNanos(), left)));
@@ -896,7 +418,7 @@ final class AsyncAcquisition<H extends Hold> {
   }
 
   /** A recovery event came while {@code f} was in flight: its outcome is unknown; send again shortly. */
-  private void recovered(CompletableFuture<Engine.Attempt> f, CompletableFuture<Void> event,
+  private void recovered(CompletableFuture<Attempt> f, CompletableFuture<Void> event,
       CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
     boolean wasAbandoned;
     mu.lock();
@@ -922,17 +444,8 @@ final class AsyncAcquisition<H extends Hold> {
     }
   }
 
-  private boolean isOverOrAbandoned() {
-    mu.lock();
-    try {
-      return finished || abandoned;
-    } finally {
-      mu.unlock();
-    }
-  }
-
   /** Fails the acquisition while {@code f} is in flight: its reply, when it comes, is undone. */
-  private void failInFlight(CompletableFuture<Engine.Attempt> f, Throwable error) {
+  private void failInFlight(CompletableFuture<Attempt> f, Throwable error) {
     mu.lock();
     try {
       if (finished || inFlight != f) {
@@ -947,9 +460,9 @@ final class AsyncAcquisition<H extends Hold> {
     f.whenComplete((a, x) -> guarded(() -> onReply(f, null, null, 0, 0, false)));
   }
 
-  private void onReply(CompletableFuture<Engine.Attempt> f, CompletableFuture<Void> event,
+  private void onReply(CompletableFuture<Attempt> f, CompletableFuture<Void> event,
       CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
-    Engine.Attempt a = null;
+    Attempt a = null;
     Throwable error = null;
     if (f.isDone()) {
       try {
@@ -984,7 +497,7 @@ final class AsyncAcquisition<H extends Hold> {
       mu.unlock();
     }
     if (wasAbandoned) {
-      Engine.Attempt reply = a;
+      Attempt reply = a;
       quietly(() -> {
         if (reply != null && reply.acquired) {
           side.cancelGrant(this, reply);
@@ -1069,77 +582,6 @@ final class AsyncAcquisition<H extends Hold> {
         step();
       }
     });
-  }
-
-  /** A refused runner queued behind others (called by the gate under its lock, before any promotion). */
-  void inLine() {
-    mu.lock();
-    try {
-      head = false;
-    } finally {
-      mu.unlock();
-    }
-  }
-
-  /** Whether this acquisition runs beside the head (a runner: see {@link AsyncGate#enter}). */
-  private boolean runsBeside() {
-    mu.lock();
-    try {
-      return runner;
-    } finally {
-      mu.unlock();
-    }
-  }
-
-  /** Whether this acquisition runs beside the head; clears it (a refused runner is in line from now on). */
-  private boolean isRunner() {
-    mu.lock();
-    try {
-      boolean was = runner;
-      runner = false;
-      return was;
-    } finally {
-      mu.unlock();
-    }
-  }
-
-  /** Lists this head in the client's activity once its attempt was refused (and until it leaves the gate). */
-  private void waitsInRedis() {
-    mu.lock();
-    try {
-      if (waitMark != null || finished) {
-        return;
-      }
-      waitMark = env.waitStarted(this, side, () -> Math.max(0, gate.size() - 1));
-    } finally {
-      mu.unlock();
-    }
-  }
-
-  /**
-   * Returns a future completed once this acquisition has left its gate: a thread that returns from
-   * an acquisition that ended waits for it too, so that its next call finds the gate as it left it.
-   *
-   * @return a future completed once this acquisition has left its gate
-   */
-  CompletableFuture<Void> left() {
-    return left;
-  }
-
-  /** Called by the gate when this acquisition leaves it: its wait, if listed, is over. */
-  void leftGate() {
-    left.complete(null);
-    Object mark;
-    mu.lock();
-    try {
-      mark = waitMark;
-      waitMark = null;
-    } finally {
-      mu.unlock();
-    }
-    if (mark != null) {
-      env.waitEnded(mark);
-    }
   }
 
   /** Whether this acquisition waits on its primitive's wake list (the token-list tier) rather than by pub/sub. */
@@ -1235,390 +677,9 @@ final class AsyncAcquisition<H extends Hold> {
     step();
   }
 
-  /**
-   * Steps after a random pause of up to {@link #JITTER_NANOS}. A release's message reaches the
-   * heads of every client with a waiter, in the order they subscribed, and they race for the
-   * release: without the pause the earliest subscriber won nearly every race (Jain 0.71 over 16
-   * acquirers of 4 clients on a hot lock). The pause makes the winner random.
-   */
-  private void stepAfterJitter() {
-    long jitter = env.jitterNanos();
-    if (jitter <= 0) {
-      step();
-      return;
-    }
-    CompletableFuture<Boolean> t = Timer.after(java.util.concurrent.ThreadLocalRandom.current().nextLong(jitter));
-    if (!arm(t)) {
-      return;
-    }
-    t.whenComplete((v, e) -> {
-      if (wake(t)) {
-        step();
-      }
-    });
-  }
-
-  /** A grant to deliver ({@link #finished} is set): acknowledged by the replicas first if asked. */
-  private void granted(Engine.Attempt a, long sentAt) {
-    if (env.replicaAcks() == 0) {
-      deliver(a, sentAt);
-      return;
-    }
-    CompletableFuture.runAsync(() -> env.awaitReplicas(side.leaseKey(this), side.leaseRequest(this)), ACKS).whenComplete((v, e) -> guarded(() -> {
-      if (e == null) {
-        deliver(a, sentAt);
-        return;
-      }
-      Throwable cause = Engine.unwrap(e);
-      if (cause instanceof RuntimeException && Engine.cutsAcknowledgement((RuntimeException) cause)) {
-        goOnAfterCut(a, cause);
-        return;
-      }
-      quietly(() -> side.cancelGrant(this, a));
-      cancelTimers();
-      gate.leave(this);
-      result.completeExceptionally(new TurnstileException(side.describe() + " was acquired, but "
-          + cause.getMessage() + "; it was released again", cause));
-    }));
-  }
-
-  /**
-   * A fault cut the replicas' acknowledgement of a grant (a failover reset the connection, no reply
-   * came): its fate on the current primary is unknown. As {@link Engine} does for a waiting
-   * thread, the fault counts against the call like an outage, and the acquisition goes on: the
-   * side gives the grant up if it cannot be replayed ({@link Side#acknowledgementCut}), and the
-   * next attempt (for locks, the same request id) replays it where the primary has it, or asks
-   * afresh. An untimed call whose outage tolerance runs out fails, its grant undone.
-   */
-  private void goOnAfterCut(Engine.Attempt a, Throwable cause) {
-    if (!call.expired()) {
-      try {
-        env.unreachable(call, System.nanoTime(), side.describe() + " (replica acknowledgement)", cause);
-      } catch (TurnstileException outOfTolerance) {
-        if (side.acknowledgementCut(this, a)) {
-          quietly(() -> side.cancelGrant(this, a));
-        }
-        cancelTimers();
-        gate.leave(this);
-        result.completeExceptionally(outOfTolerance);
-        return;
-      }
-    }
-    boolean mayHold = side.acknowledgementCut(this, a);
-    boolean gone;
-    mu.lock();
-    try {
-      gone = result.isDone();
-      if (!gone) {
-        finished = false;
-        uncertain |= mayHold;
-      }
-    } finally {
-      mu.unlock();
-    }
-    if (gone) {
-      // the caller cancelled while the acknowledgement was awaited
-      if (mayHold) {
-        quietly(() -> side.cancelGrant(this, a));
-      }
-      cancelTimers();
-      gate.leave(this);
-      return;
-    }
-    if (call.expired()) {
-      timeout(); // its deadline passed while the acknowledgement was awaited: abandon() withdraws it
-      return;
-    }
-    step();
-  }
-
-  private void deliver(Engine.Attempt a, long sentAt) {
-    H hold;
-    try {
-      hold = side.grant(this, a, sentAt);
-    } catch (RuntimeException e) {
-      quietly(() -> side.cancelGrant(this, a));
-      cancelTimers();
-      gate.leave(this);
-      result.completeExceptionally(e);
-      return;
-    }
-    if (hold == null) {
-      // not countable (given back): unless the caller has gone meanwhile, attempt again; one still
-      // in line (permits handed to it locally under a registration lost meanwhile) waits on in line
-      boolean gone;
-      boolean inLine;
-      mu.lock();
-      try {
-        gone = result.isDone();
-        finished = gone;
-        handedLocally = false;
-        inLine = !head && !runner;
-      } finally {
-        mu.unlock();
-      }
-      if (gone) {
-        quietly(() -> side.withdraw(this, false));
-        cancelTimers();
-        gate.leave(this);
-      } else if (!inLine) {
-        step();
-      } else if (call.timed && !call.once) {
-        armDeadline(call.deadline - System.nanoTime()); // the hand-off cancelled it
-      }
-      return;
-    }
-    cancelTimers();
-    delivered = hold;
-    gate.leave(this);
-    if (result.complete(hold)) {
-      side.metrics().acquired(System.nanoTime() - startNanos);
-    } else {
-      // the caller cancelled (or the deadline passed) just before: no hold is left behind
-      try {
-        hold.close();
-      } catch (RuntimeException e) {
-        LOG.log(System.Logger.Level.DEBUG, "releasing an abandoned grant: {0}", e.toString());
-      }
-    }
-  }
-
-  // ---------------------------------------------------------------- endings
-
-  /** The caller completed (cancelled) the future, or the deadline passed. */
-  private void abandon() {
-    boolean withdraw;
-    boolean unsure;
-    boolean inFlightNow;
-    mu.lock();
-    try {
-      if (finished) {
-        return;
-      }
-      abandoned = true;
-      inFlightNow = inFlight != null;
-      if (!inFlightNow) {
-        finished = true;
-      }
-      withdraw = attempted;
-      unsure = uncertain;
-    } finally {
-      mu.unlock();
-    }
-    cancelTimers();
-    if (inFlightNow) {
-      // the reply decides what to undo (see onReply); the next acquisition need not wait for it,
-      // as the next thread at a blocking gate does not wait for a holder's abandoned attempt
-      gate.leave(this);
-      return;
-    }
-    if (withdraw) {
-      quietly(() -> side.withdraw(this, unsure));
-    }
-    gate.leave(this);
-  }
-
-  /** Ends the acquisition with {@code error} (no attempt in flight). */
-  private void fail(Throwable error) {
-    boolean withdraw;
-    boolean unsure;
-    mu.lock();
-    try {
-      if (finished) {
-        return;
-      }
-      finished = true;
-      withdraw = attempted;
-      unsure = uncertain;
-    } finally {
-      mu.unlock();
-    }
-    cancelTimers();
-    if (withdraw) {
-      quietly(() -> side.withdraw(this, unsure));
-    }
-    gate.leave(this);
-    result.completeExceptionally(error);
-  }
-
-  /**
-   * Runs an undo or a withdrawal on an ending path. A throw from it is logged, never propagated:
-   * what follows it (leaving the gate, which promotes the next acquisition, and completing the
-   * future) must happen whatever, or every acquisition queued behind this one would hang.
-   */
-  private void quietly(Runnable r) {
-    try {
-      r.run();
-    } catch (RuntimeException e) {
-      LOG.log(System.Logger.Level.WARNING, side.describe() + ": withdrawing an async acquisition failed", e);
-    }
-  }
-
-  /**
-   * Counts an outage against the call ({@link Engine#unreachable}).
-   *
-   * @return false if the call failed (its outage tolerance is used up)
-   */
-  private boolean outage(long sinceNanos, String what, Throwable cause) {
-    try {
-      env.unreachable(call, sinceNanos, side.describe() + what, cause);
-      return true;
-    } catch (TurnstileException e) {
-      fail(e);
-      return false;
-    }
-  }
-
-  /**
-   * Returns true (and times the acquisition out) if a timed call's deadline has passed.
-   *
-   * @return true (and times the acquisition out) if a timed call's deadline has passed
-   */
-  private boolean deadlineUp() {
-    if (!call.expired()) {
-      return false;
-    }
-    timeout();
-    return true;
-  }
-
-  private void timeout() {
-    if (result.completeExceptionally(new TimeoutException(side.describe() + " was not acquired in time"))) {
-      side.metrics().timedOut();
-    }
-  }
-
-  // ---------------------------------------------------------------- timers
-
-  /** Waits for a recovery event or {@code nanos}, then steps again. */
-  private void pause(long nanos) {
-    CompletableFuture<Void> fault = env.faults();
-    CompletableFuture<Boolean> t = Timer.after(nanos);
-    if (!arm(t)) {
-      return;
-    }
-    CompletableFuture.anyOf(fault, t).whenComplete((v, e) -> {
-      if (wake(t)) {
-        step();
-      }
-    });
-  }
-
-  /** Records {@code t} as the current wait's timer, unless the acquisition is over (then cancels it). */
-  private boolean arm(CompletableFuture<Boolean> t) {
-    mu.lock();
-    try {
-      if (!finished) {
-        waitTimer = t;
-        return true;
-      }
-    } finally {
-      mu.unlock();
-    }
-    Timer.cancel(t);
-    return false;
-  }
-
-  /** A wait ended: true if the loop goes on (the acquisition is not over). */
-  private boolean wake(CompletableFuture<Boolean> t) {
-    Timer.cancel(t);
-    mu.lock();
-    try {
-      if (waitTimer == t) {
-        waitTimer = null;
-      }
-      return !finished;
-    } finally {
-      mu.unlock();
-    }
-  }
-
-  private void armDeadline(long nanos) {
-    CompletableFuture<Boolean> t = Timer.after(nanos);
-    mu.lock();
-    try {
-      if (finished) {
-        Timer.cancel(t);
-        return;
-      }
-      deadlineTimer = t;
-    } finally {
-      mu.unlock();
-    }
-    t.thenAccept(fired -> {
-      if (fired) {
-        guarded(this::onDeadline);
-      }
-    });
-  }
-
-  private void onDeadline() {
-    long rearm = 0;
-    mu.lock();
-    try {
-      if (finished) {
-        return;
-      }
-      if (inFlight != null) {
-        long since = System.nanoTime() - inFlightSentNanos;
-        long min = call.minReplyNanos(); // read under mu, where onReply records an answer
-        if (since < min) {
-          rearm = min - since;
-        }
-      } else if (head && !attempted) {
-        deadlinePassed = true; // the head's first attempt is sent all the same (tryLock(0): one attempt)
-        return;
-      }
-    } finally {
-      mu.unlock();
-    }
-    if (rearm > 0) {
-      armDeadline(rearm);
-    } else {
-      timeout();
-    }
-  }
-
-  private void cancelTimers() {
-    CompletableFuture<Boolean> w;
-    CompletableFuture<Boolean> d;
-    Wake l;
-    mu.lock();
-    try {
-      w = waitTimer;
-      d = deadlineTimer;
-      l = listWait;
-      waitTimer = null;
-      deadlineTimer = null;
-      listWait = null;
-    } finally {
-      mu.unlock();
-    }
-    Timer.cancel(w);
-    Timer.cancel(d);
-    if (l != null) {
-      l.abandon();
-    }
-  }
-
-  /**
-   * One-shot timers on the JDK's shared delay scheduler ({@code CompletableFuture.completeOnTimeout}):
-   * one daemon thread per JVM, whatever the number of pending acquisitions. A timer completes
-   * with {@code true} when it fires; cancelling completes it with {@code false}, which also
-   * removes its task from the scheduler's queue.
-   */
-  static final class Timer {
-    private Timer() {}
-
-    static CompletableFuture<Boolean> after(long nanos) {
-      return new CompletableFuture<Boolean>().completeOnTimeout(Boolean.TRUE, Math.max(0, nanos), TimeUnit.NANOSECONDS);
-    }
-
-    static void cancel(CompletableFuture<Boolean> t) {
-      if (t != null) {
-        t.complete(Boolean.FALSE);
-      }
-    }
+  @Override
+  AsyncAcquisition<H> self() {
+    return this;
   }
 
   @Override

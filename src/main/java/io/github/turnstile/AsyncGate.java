@@ -24,8 +24,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * permits go to by local hand-off ({@link #servedBy}).
  */
 final class AsyncGate<H extends Hold> {
-  private final AsyncAcquisition.Env env;
-  private final AsyncAcquisition.Side<H> side;
+  private final AcquisitionEnv env;
+  private final AcquisitionSide<H> side;
   private final ReentrantLock lock = new ReentrantLock();
   /**
    * FIFO behind the head; a set with insertion order so that one that ends early (cancelled, timed
@@ -36,7 +36,7 @@ final class AsyncGate<H extends Hold> {
   private AsyncAcquisition<H> head; // guarded by lock
   /** Acquisitions attempting beside the head (readers while nobody waits: see {@link #enter}); guarded by lock. */
   private final java.util.Set<AsyncAcquisition<H>> runners = new java.util.HashSet<>();
-  private AsyncAcquisition.Channel channel; // guarded by lock
+  private WakeChannel channel; // guarded by lock
   /**
    * Read side only: the server time (ms) since which the readers now queued here wait (0: not
    * known), set by a refusal of the head and handed to every queued acquisition that has none
@@ -57,7 +57,7 @@ final class AsyncGate<H extends Hold> {
   /** Completes when {@link #localHold} ends other than by a hand-off to this gate's head; guarded by lock. */
   private CompletableFuture<Void> localEnd;
 
-  AsyncGate(AsyncAcquisition.Env env, AsyncAcquisition.Side<H> side) {
+  AsyncGate(AcquisitionEnv env, AcquisitionSide<H> side) {
     this.env = env;
     this.side = side;
   }
@@ -67,7 +67,7 @@ final class AsyncGate<H extends Hold> {
    *
    * @return the Redis operations of this gate's acquisitions
    */
-  AsyncAcquisition.Side<H> side() {
+  AcquisitionSide<H> side() {
     return side;
   }
 
@@ -324,7 +324,7 @@ final class AsyncGate<H extends Hold> {
   }
 
   /** Starts an asynchronous acquisition of {@code permits} for {@code call}. */
-  CompletableFuture<H> acquire(Engine.Call call, int permits) {
+  CompletableFuture<H> acquire(Call call, int permits) {
     return acquire(call, permits, null);
   }
 
@@ -332,7 +332,7 @@ final class AsyncGate<H extends Hold> {
    * Starts an acquisition of {@code permits} for {@code call}, on behalf of {@code thread} (which
    * parks on the future) or of nobody (null: an asynchronous call).
    */
-  CompletableFuture<H> acquire(Engine.Call call, int permits, Thread thread) {
+  CompletableFuture<H> acquire(Call call, int permits, Thread thread) {
     return new AsyncAcquisition<>(env, side, this, permits, call, thread).start();
   }
 
@@ -343,7 +343,7 @@ final class AsyncGate<H extends Hold> {
    * @return the hold, or null if the call timed out
    * @throws InterruptedException if the call is interruptible and the thread was interrupted
    */
-  H await(Engine.Call call, int permits, Metrics.Primitive metrics) throws InterruptedException {
+  H await(Call call, int permits, Metrics.Primitive metrics) throws InterruptedException {
     try {
       return Waits.park(enqueue(call, permits, Thread.currentThread()), call);
     } catch (InterruptedException e) {
@@ -358,7 +358,7 @@ final class AsyncGate<H extends Hold> {
    *
    * @return the acquisition, started
    */
-  AsyncAcquisition<H> enqueue(Engine.Call call, int permits, Thread thread) {
+  AsyncAcquisition<H> enqueue(Call call, int permits, Thread thread) {
     AsyncAcquisition<H> a = new AsyncAcquisition<>(env, side, this, permits, call, thread);
     a.start();
     return a;
@@ -369,7 +369,7 @@ final class AsyncGate<H extends Hold> {
   static final int HEAD = 1;
   static final int RUNNER = 2;
 
-  /** {@link AsyncAcquisition.Side#runMode}: never a runner; a runner while the gate is idle; always. */
+  /** {@link AcquisitionSide#runMode}: never a runner; a runner while the gate is idle; always. */
   static final int RUN_NEVER = 0;
   static final int RUN_WHEN_IDLE = 1;
   static final int RUN_ALWAYS = 2;
@@ -442,7 +442,7 @@ final class AsyncGate<H extends Hold> {
   /** {@code a} ended: it leaves the queue; if it was the head, the next one becomes head. */
   void leave(AsyncAcquisition<H> a) {
     AsyncAcquisition<H> next = null;
-    AsyncAcquisition.Channel idle = null;
+    WakeChannel idle = null;
     lock.lock();
     try {
       if (head != a) {
@@ -523,7 +523,7 @@ final class AsyncGate<H extends Hold> {
    *
    * @return the subscription the heads share, or null
    */
-  AsyncAcquisition.Channel channel() {
+  WakeChannel channel() {
     lock.lock();
     try {
       return channel;
@@ -540,8 +540,8 @@ final class AsyncGate<H extends Hold> {
    *
    * @return whether {@code c} was installed ({@code a} is still the head)
    */
-  boolean install(AsyncAcquisition<H> a, AsyncAcquisition.Channel c) {
-    AsyncAcquisition.Channel old = null;
+  boolean install(AsyncAcquisition<H> a, WakeChannel c) {
+    WakeChannel old = null;
     boolean head;
     lock.lock();
     try {
@@ -564,7 +564,7 @@ final class AsyncGate<H extends Hold> {
   }
 
   /** {@code c} can no longer be waited on: close it (the head subscribes again). */
-  void drop(AsyncAcquisition.Channel c) {
+  void drop(WakeChannel c) {
     lock.lock();
     try {
       if (channel != c) {

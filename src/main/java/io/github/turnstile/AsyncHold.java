@@ -20,14 +20,14 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * release is decided by the semaphore's books ({@link RedisSemaphore}).
  */
 abstract class AsyncHold implements Hold {
-  /** Patience for a release's reply before it completes locally (see {@link Engine#RELEASE_PATIENCE_NANOS}). */
-  static final long RELEASE_PATIENCE_NANOS = Engine.RELEASE_PATIENCE_NANOS;
+  /** Patience for a release's reply before it completes locally (see {@link Releases#RELEASE_PATIENCE_NANOS}). */
+  static final long RELEASE_PATIENCE_NANOS = Releases.RELEASE_PATIENCE_NANOS;
 
   /** The hold's side of Redis and of the client. */
   interface Io {
     /**
      * Ends the hold in the client's books and sends its release, re-sent after transient
-     * failures until answered or the lease would have run out ({@link Engine#retrying}).
+     * failures until answered or the lease would have run out ({@link Releases#retrying}).
      *
      * @param hold the hold being released
      * @param leaseEndNanos when ({@link System#nanoTime()}) the hold's lease runs out at the latest
@@ -176,7 +176,7 @@ abstract class AsyncHold implements Hold {
     }
     CompletableFuture<Boolean> patience = null;
     if (io.connected()) {
-      patience = AsyncAcquisition.Timer.after(RELEASE_PATIENCE_NANOS);
+      patience = Timer.after(RELEASE_PATIENCE_NANOS);
       patience.thenAccept(fired -> {
         if (fired) {
           done.complete(null); // Redis is slow or gone: the release completes in the background
@@ -187,7 +187,7 @@ abstract class AsyncHold implements Hold {
     }
     CompletableFuture<Boolean> timer = patience;
     outcome.whenComplete((ok, e) -> {
-      AsyncAcquisition.Timer.cancel(timer);
+      Timer.cancel(timer);
       if (e != null) {
         Throwable cause = Engine.unwrap(e);
         if (cause instanceof LockLostException) {

@@ -7,7 +7,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
 
 /**
- * The Redis operations of asynchronous acquisitions ({@link AsyncAcquisition.Side}) and their holds
+ * The Redis operations of asynchronous acquisitions ({@link AcquisitionSide}) and their holds
  * ({@link AsyncHold.Io}), one kind per primitive: the lock, the write and read sides of a
  * read/write lock, and the semaphore. Each reuses its primitive's scripts; an async hold has an
  * owner id of its own in Redis ({@code <client>:h<n>}), so Redis keeps it apart from every thread
@@ -22,7 +22,7 @@ final class AsyncSides {
    * @return the primitive's async gate
    */
   static <H extends Hold> AsyncGate<H> gate(AtomicReference<AsyncGate<H>> ref, Engine engine,
-      Supplier<AsyncAcquisition.Side<H>> side) {
+      Supplier<AcquisitionSide<H>> side) {
     AsyncGate<H> g = ref.get();
     if (g == null) {
       ref.compareAndSet(null, new AsyncGate<>(new EngineEnv(engine), side.get()));
@@ -42,7 +42,7 @@ final class AsyncSides {
   }
 
   /** The engine as the state machine sees it. */
-  static final class EngineEnv implements AsyncAcquisition.Env {
+  static final class EngineEnv implements AcquisitionEnv {
     private final Engine engine;
 
     EngineEnv(Engine engine) {
@@ -65,17 +65,17 @@ final class AsyncSides {
     }
 
     @Override
-    public AsyncAcquisition.Channel subscribe(String channel) {
+    public WakeChannel subscribe(String channel) {
       return new SubChannel(engine.subscribe(channel));
     }
 
     @Override
-    public boolean stale(AsyncAcquisition.Channel c) {
+    public boolean stale(WakeChannel c) {
       return engine.stale(((SubChannel) c).sub);
     }
 
     @Override
-    public void reset(AsyncAcquisition.Channel c) {
+    public void reset(WakeChannel c) {
       Subscriptions.Sub sub = ((SubChannel) c).sub;
       if (!sub.ready.isDone()) {
         engine.subscriptions.reset(sub.node);
@@ -83,8 +83,8 @@ final class AsyncSides {
     }
 
     @Override
-    public void unreachable(Engine.Call call, long sinceNanos, String what, Throwable cause) {
-      engine.unreachable(call, sinceNanos, what, cause);
+    public void unreachable(Call call, long sinceNanos, String what, Throwable cause) {
+      engine.outages.unreachable(call, sinceNanos, what, cause);
     }
 
     @Override
@@ -119,7 +119,7 @@ final class AsyncSides {
 
     @Override
     public void awaitReplicas(String leaseKey, String request) {
-      engine.awaitReplicas(leaseKey, request);
+      engine.replicas.awaitReplicas(leaseKey, request);
     }
 
     @Override
@@ -128,7 +128,7 @@ final class AsyncSides {
     }
 
     @Override
-    public Object waitStarted(AsyncAcquisition<?> a, AsyncAcquisition.Side<?> side,
+    public Object waitStarted(AsyncAcquisition<?> a, AcquisitionSide<?> side,
         java.util.function.IntSupplier queued) {
       String waiter = a.thread != null ? a.thread.getName() : "async acquisition " + a.owner;
       Engine.Waiting w = new Engine.Waiting(side.kind(), side.primitiveName(), waiter, engine.ticker.read(), queued);
@@ -152,13 +152,13 @@ final class AsyncSides {
     }
 
     @Override
-    public AsyncAcquisition.Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
+    public Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
       return ListWait.start(engine, key, sliceNanos, passWakeup);
     }
   }
 
   /** A {@link Subscriptions.Sub} as a channel of the state machine. */
-  static final class SubChannel implements AsyncAcquisition.Channel {
+  static final class SubChannel implements WakeChannel {
     final Subscriptions.Sub sub;
 
     SubChannel(Subscriptions.Sub sub) {
@@ -188,7 +188,7 @@ final class AsyncSides {
    * (re-sent after transient failures, and again after a recovery), reported to the primitive's
    * listeners when lost.
    */
-  abstract static class LockKind extends AsyncAcquisition.Side<LockHold> implements AsyncHold.Io {
+  abstract static class LockKind extends AcquisitionSide<LockHold> implements AsyncHold.Io {
     final Engine engine;
     final String name;
 
@@ -215,12 +215,12 @@ final class AsyncSides {
      */
     void undo(String key, String request, Supplier<CompletableFuture<Long>> send) {
       long until = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
-      engine.retrying(send, until);
+      engine.releases.retrying(send, until);
       engine.replayOnRecovery(key + " undo " + request, until, send::get);
     }
 
     @Override
-    LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+    LockHold grant(AsyncAcquisition<LockHold> w, Attempt a, long sentAtTicks) {
       // a thread's hold is named after the thread, as Redis's owner id is (see AsyncAcquisition#thread)
       String holder = w.thread != null ? w.thread.getName() : "async hold " + w.owner;
       AsyncHold.Lock hold = new AsyncHold.Lock(name, this, engine.ticker, leaseKey(w), w.request, engine.leaseMillis,
@@ -239,7 +239,7 @@ final class AsyncSides {
       String request = l.requestId;
       long token = l.token;
       CompletableFuture<Long> first = sendRelease(request, token);
-      CompletableFuture<Long> all = engine.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
+      CompletableFuture<Long> all = engine.releases.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
           leaseEndNanos);
       engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request, token));
       return all.thenApply(r -> r != 0L);
@@ -332,14 +332,14 @@ final class AsyncSides {
     }
 
     @Override
-    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+    CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       // past its deadline (tryLock(), or a late first attempt) it will not wait: no waiting mark
       boolean noWait = w.call.once || (w.call.timed && w.call.expired());
       w.marked |= !noWait;
       String flags = RedisLock.acquireFlags(w.refused, noWait, subscribed);
       return lock.acquireCall(w.owner, w.request, flags)
           .thenApply(reply -> {
-            Engine.Attempt a = RedisLock.parseAttempt(reply);
+            Attempt a = RedisLock.parseAttempt(reply);
             if (a.acquired && reply.size() > 2 && (Long) reply.get(2) == 1L) {
               Metrics.reclaimed(lock.metrics, lock.describe(), 1); // the holder it waited for never released
             }
@@ -348,12 +348,12 @@ final class AsyncSides {
     }
 
     @Override
-    void refused(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
+    void refused(AsyncAcquisition<LockHold> w, Attempt a) {
       w.refused = true;
     }
 
     @Override
-    void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
+    void cancelGrant(AsyncAcquisition<LockHold> w, Attempt a) {
       String request = w.request;
       long token = a.token;
       undo(lock.lockKey, request, () -> lock.release(request, token)); // frees it and wakes the next waiter, as a release does
@@ -416,9 +416,9 @@ final class AsyncSides {
       return lock.handOffCall(next.owner(), next.request(), request, renew).handle((reply, error) -> {
         if (error != null) {
           g.endedLocally(hold);
-          return engine.retrying(() -> sendRelease(request, token), leaseEndNanos).thenApply(r -> r != 0L);
+          return engine.releases.retrying(() -> sendRelease(request, token), leaseEndNanos).thenApply(r -> r != 0L);
         }
-        Engine.Attempt a = RedisLock.parseAttempt(reply);
+        Attempt a = RedisLock.parseAttempt(reply);
         if (!a.acquired) {
           g.endedLocally(hold);
           return CompletableFuture.completedFuture(false); // the handing hold no longer held the lock
@@ -439,14 +439,14 @@ final class AsyncSides {
       String request = l.requestId;
       long token = l.token;
       CompletableFuture<Long> first = lock.releaseAsWaiting(request, token);
-      CompletableFuture<Long> all = engine.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
+      CompletableFuture<Long> all = engine.releases.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
           leaseEndNanos);
       engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request, token));
       return all.thenApply(r -> r != 0L);
     }
 
     @Override
-    LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+    LockHold grant(AsyncAcquisition<LockHold> w, Attempt a, long sentAtTicks) {
       LockHold hold = super.grant(w, a, sentAtTicks);
       AsyncGate<LockHold> g = lock.asyncGate();
       if (g != null) {
@@ -477,14 +477,14 @@ final class AsyncSides {
     }
 
     @Override
-    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+    CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       return rw.<List<Object>>op(ScriptOutputType.MULTI, "write", w.owner, w.request, 0, subscribed)
           .thenApply(rw::reclaims)
           .thenApply(RedisLock::parseAttempt);
     }
 
     @Override
-    void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
+    void cancelGrant(AsyncAcquisition<LockHold> w, Attempt a) {
       wcancel(w.request); // releases the grant, wakes readers or a writer
     }
 
@@ -556,7 +556,7 @@ final class AsyncSides {
     }
 
     @Override
-    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+    CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       AsyncGate<LockHold> g = gate.get();
       // tryLock() barges: -1 reads as "waiting since before the last admission", so rwlock.lua
       // grants unless another owner holds the write lock, past waiting writers
@@ -576,7 +576,7 @@ final class AsyncSides {
     }
 
     @Override
-    void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) {
+    void cancelGrant(AsyncAcquisition<LockHold> w, Attempt a) {
       rcancel(w.request); // drops the read hold; the last reader out wakes a writer
     }
 

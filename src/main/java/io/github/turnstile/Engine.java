@@ -21,7 +21,6 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.Supplier;
 
 /**
  * The one engine under every Turnstile primitive (in the manner of Curator's
@@ -29,7 +28,11 @@ import java.util.function.Supplier;
  * the two tiers of waiting (a bounded pool of blocking connections, and pub/sub), the watchdog,
  * outage handling and recovery events. Every acquisition, of every primitive and by either API,
  * runs on them as an {@link AsyncAcquisition} at its primitive's {@link AsyncGate}; a primitive
- * plugs in as an {@link AsyncAcquisition.Side}.
+ * plugs in as an {@link AcquisitionSide}.
+ *
+ * <p>Parts of it are classes of their own, each reached through a field of the engine: the outage
+ * clock ({@link Outages}), replica acknowledgement ({@link Replicas}), stopping blocking commands no
+ * longer wanted ({@link BlockingCommands}) and releases with their re-sends ({@link Releases}).
  *
  * <p><b>Faults.</b> Wake-ups are hints; Redis state decides. Whenever Redis may have come back (a
  * connection of the main client reconnected, the Cluster topology changed, a subscription was
@@ -39,62 +42,8 @@ import java.util.function.Supplier;
  */
 final class Engine implements AutoCloseable {
   private static final System.Logger LOG = System.getLogger("io.github.turnstile");
-  /** Extra client-side wait beyond a BLPOP's server-side timeout before it is abandoned. */
-  private static final long BLOCK_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
-  /** How long an abandoned blocking command may take to answer its CLIENT UNBLOCK before it is discarded. */
-  private static final long UNBLOCK_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
-  /**
-   * The longest a wait on the wake list stays in Redis where this client cannot {@code CLIENT
-   * UNBLOCK} it (see {@link #abandon}): a closed connection's command ends in Redis only when Redis
-   * reads the close, and at its own timeout at the latest; until then it may take a wake token.
-   */
-  static final long NO_UNBLOCK_SLICE_NANOS = TimeUnit.SECONDS.toNanos(2);
-  /**
-   * The least time a reply is waited for, even when the caller's deadline is closer, once the
-   * call has had an answer from Redis (a refusal): a waiter's attempt near its deadline stretches
-   * the call by at most this much.
-   */
-  static final long MIN_REPLY_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
-  /**
-   * The least time the reply to a call's attempt is waited for until the call has had an answer
-   * from Redis: a zero or short timeout still learns whether the primitive is free from a Redis
-   * that answers, on a busy host too (a free lock is taken, as the JDK's {@code tryLock(0, unit)}
-   * takes it; {@link #MIN_REPLY_NANOS} was too short for a loaded machine, RELIABILITY). A Redis
-   * that does not answer at all makes a timed call return at most this long after it began.
-   */
-  static final long FIRST_REPLY_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
-  /** How often an outage is re-checked while no reconnect event arrives, and the pause between re-sends after a transient error. */
-  private static final long RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
-  /**
-   * How long {@code unlock()} and {@code release()} wait for their reply before they finish
-   * locally and leave the release to the background: Redis answers a healthy release in well
-   * under a millisecond, so a longer wait means it is paused, failing over or unreachable.
-   */
-  static final long RELEASE_PATIENCE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
   /** The longest a waiter queues behind other JVMs' waiters before its first attempt (fairness after a streak). */
   static final long QUEUE_FIRST_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
-
-  /** The outcome of one attempt script. */
-  static final class Attempt {
-    final boolean acquired;
-    /** The fencing token when acquired. */
-    final long token;
-    /** When not acquired: how long the current holder's lease still runs, in ms (-1 unknown). */
-    final long retryMillis;
-    /** A semaphore's grant: the epoch of the registration the permits count under (0: none, counting mode). */
-    final long epoch;
-
-    Attempt(boolean acquired, long token, long retryMillis) {
-      this(acquired, token, retryMillis, 0);
-    }
-
-    Attempt(boolean acquired, long token, long retryMillis, long epoch) {
-      this.acquired = acquired;
-      this.token = token;
-      this.retryMillis = retryMillis;
-      this.epoch = epoch;
-    }
-  }
 
   /**
    * An acquisition of this client waiting in Redis for a primitive (the head of a gate,
@@ -127,86 +76,6 @@ final class Engine implements AutoCloseable {
   final java.util.Set<Waiting> waiting = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   /**
-   * The time and outage bookkeeping of one acquisition call: its deadline (if timed), whether it
-   * may be interrupted, and since when Redis has been continuously unreachable for it.
-   */
-  static final class Call {
-    final boolean timed;
-    final long deadline;
-    final boolean interruptible;
-    /**
-     * One attempt and no wait ({@code tryLock()}, {@code tryAcquire()}): its reply is awaited for
-     * the command timeout, and a failure or no reply fails the call rather than timing it out.
-     */
-    final boolean once;
-    /** nanoTime since which Redis has been unreachable for this call; meaningful while unreachable. */
-    private long unreachableSince;
-    private boolean unreachable;
-    /** When the call began: its outage clock starts no earlier (see {@link Engine#unreachable}). */
-    final long startNanos = System.nanoTime();
-    /** Whether an attempt of this call has had its answer (see {@link Engine#FIRST_REPLY_NANOS}). */
-    private boolean answered;
-
-    /** Records that an attempt of this call had its answer from Redis. */
-    void answered() {
-      answered = true;
-    }
-
-    /** The least wait for an attempt's reply: {@link #FIRST_REPLY_NANOS} until one was answered. */
-    long minReplyNanos() {
-      return answered ? MIN_REPLY_NANOS : FIRST_REPLY_NANOS;
-    }
-
-    private Call(boolean timed, long deadline, boolean interruptible) {
-      this(timed, deadline, interruptible, false);
-    }
-
-    private Call(boolean timed, long deadline, boolean interruptible, boolean once) {
-      this.timed = timed;
-      this.deadline = deadline;
-      this.interruptible = interruptible;
-      this.once = once;
-    }
-
-    /** One attempt and no wait, never interrupted ({@code tryLock()}). */
-    static Call once() {
-      return new Call(true, System.nanoTime(), false, true);
-    }
-
-    /** An untimed call ({@code lock()}, {@code acquire()}). */
-    static Call untimed(boolean interruptible) {
-      return new Call(false, 0, interruptible);
-    }
-
-    /** A timed call, interruptible as {@code tryLock(t)} is. */
-    static Call until(long deadline) {
-      return new Call(true, deadline, true);
-    }
-
-    /** A timed call with the given interruptibility. */
-    static Call until(long deadline, boolean interruptible) {
-      return new Call(true, deadline, interruptible);
-    }
-
-    /**
-     * Returns the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed).
-     *
-     * @return the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed)
-     */
-    long remaining() {
-      return timed ? deadline - System.nanoTime() : Long.MAX_VALUE;
-    }
-
-    boolean expired() {
-      return timed && deadline - System.nanoTime() <= 0;
-    }
-
-    void reachable() {
-      unreachable = false;
-    }
-  }
-
-  /**
    * Engines (clients) created in this JVM. Tests bound per-client figures by it: a command refused
    * to every client shows in {@code ACL LOG} at most this many times.
    */
@@ -220,18 +89,19 @@ final class Engine implements AutoCloseable {
   /** {@link #leaseMillis} as a script argument. */
   final String leaseArg;
   private final long commandTimeoutNanos;
-  private final long outageToleranceNanos;
-  /** Guards {@link #lostSinceNanos}: since when the calls have found Redis unreachable, while {@link #redisLost}. */
-  private final java.util.concurrent.locks.ReentrantLock lostLock = new java.util.concurrent.locks.ReentrantLock();
-  private long lostSinceNanos;
-  private volatile boolean redisLost;
+  /** The outage clock: since when the calls have found Redis unreachable, and what that costs a call. */
+  final Outages outages;
   private final Topology topology;
   private final RedisClusterAsyncCommands<String, String> async;
   final BlockingPool pool;
   /** Blocking connections closed to end a command that could not be unblocked (for tests and the cost figures). */
   final java.util.concurrent.atomic.LongAdder abandonedByClose = new java.util.concurrent.atomic.LongAdder();
+  /** Stops blocking commands on {@link #pool} that are no longer wanted. */
+  final BlockingCommands blocking;
   /** Connections for WAIT (replica acknowledgements): separate, so they never queue behind waiters. */
   private final BlockingPool acks;
+  /** Replica acknowledgement of grants ({@link TurnstileOptions#replicaAcks()}), on {@link #acks}. */
+  final Replicas replicas;
   final Subscriptions subscriptions;
   final Watchdog watchdog;
   /** This client's identity record in Redis (written at connect, then kept by the watchdog). */
@@ -240,6 +110,8 @@ final class Engine implements AutoCloseable {
   final Inspector inspector;
   final Metrics metrics;
   private final ScheduledExecutorService scheduler;
+  /** Releases: waits for their replies, and their re-sends after transient failures. */
+  final Releases releases;
   private final ExecutorService events;
   private final ExecutorService connector;
   private final AtomicLong requests = new AtomicLong();
@@ -260,22 +132,25 @@ final class Engine implements AutoCloseable {
     this.leaseMillis = options.leaseTime().toMillis();
     this.leaseArg = Long.toString(leaseMillis);
     this.commandTimeoutNanos = options.commandTimeout().toNanos();
-    this.outageToleranceNanos = options.outageTolerance().toNanos();
+    this.outages = new Outages(options);
     byte[] id = new byte[8];
     new SecureRandom().nextBytes(id);
     this.clientId = HexFormat.of().formatHex(id);
     String name = "turnstile:" + clientId;
     this.topology = connect.apply(name);
     if (options.replicaAcks() > 0) {
-      requireWait(topology, options);
+      Replicas.requireWait(topology, options);
     }
     this.async = topology.async();
     this.pool = new BlockingPool(options.blockingPoolSize(), node -> topology.openBlocking(node, name + ":blocking"));
+    this.blocking = new BlockingCommands(this, topology, pool);
     this.acks = new BlockingPool(options.blockingPoolSize(), node -> topology.openBlocking(node, name + ":acks"));
+    this.replicas = new Replicas(this, topology, acks);
     this.connector = Executors.newCachedThreadPool(daemon("turnstile-subscriber-" + clientId));
     this.subscriptions = new Subscriptions(node -> topology.openSubscriber(node, name + ":subscriber"),
         topology.sharded(), connector);
     this.scheduler = Executors.newSingleThreadScheduledExecutor(daemon("turnstile-watchdog-" + clientId));
+    this.releases = new Releases(this, topology, scheduler);
     this.events = Executors.newSingleThreadExecutor(daemon("turnstile-events-" + clientId));
     this.identity = new Identity(this);
     this.inspector = new Inspector(this);
@@ -290,27 +165,6 @@ final class Engine implements AutoCloseable {
         // Turnstile closed: no waiter left
       }
     });
-  }
-
-  /**
-   * With {@code replicaAcks} set: fails at once, naming the option, if Redis does not run
-   * {@code WAIT} for this client (an ACL without it, a managed service that refuses it), rather
-   * than at the first acquisition. Closes the topology when it fails.
-   */
-  private static void requireWait(Topology topology, TurnstileOptions options) {
-    String option = "replicaAcks(" + options.replicaAcks() + ", " + options.replicaAckTimeout().toMillis() + " ms)";
-    try {
-      topology.probeWait();
-    } catch (RuntimeException e) {
-      topology.close();
-      Throwable cause = unwrap(e);
-      if (OptionalCommands.isRefusal(cause)) {
-        throw new TurnstileException(option + " needs WAIT, which Redis refused to this client: "
-            + cause.getMessage() + ". Grant +wait (README, \"Least privilege\"), or connect without"
-            + " replicaAcks", cause);
-      }
-      throw new TurnstileException("cannot check that Redis runs WAIT, which " + option + " needs: " + cause, cause);
-    }
   }
 
   private static java.util.concurrent.ThreadFactory daemon(String name) {
@@ -419,13 +273,10 @@ final class Engine implements AutoCloseable {
     for (Runnable hook : recoveryHooks) {
       hook.run();
     }
-    for (Runnable retry : pendingRetries) {
+    for (Runnable retry : releases.pendingRetries) {
       retry.run();
     }
   }
-
-  /** Releases waiting for a reply, to be sent again at the next recovery event (see {@link #retrying}). */
-  private final java.util.Set<Runnable> pendingRetries = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   /** The latest releases, sent again on recovery (see {@link #recovered()}). */
   private final ReplayLog replays = new ReplayLog();
@@ -478,79 +329,12 @@ final class Engine implements AutoCloseable {
         || t instanceof java.io.IOException || t instanceof TimeoutException;
   }
 
-  /** An untimed call gave up: Redis was unreachable for longer than the outage tolerance. */
-  static final class OutOfTolerance extends TurnstileException {
-    private static final long serialVersionUID = 1L;
-
-    OutOfTolerance(String message, Throwable cause) {
-      super(message, cause);
-    }
-  }
-
   /** Redis cannot be used right now (e.g. no master is known for a slot); retried like a lost connection. */
   static final class Unavailable extends TurnstileException {
     private static final long serialVersionUID = 1L;
 
     Unavailable(String message) {
       super(message);
-    }
-  }
-
-  /**
-   * Returns when {@code call}'s outage clock starts, first finding Redis unreachable since
-   * {@code sinceNanos}: when this client lost Redis (the earliest such finding of any call since
-   * Redis last answered), or the call's start if later, never after {@code sinceNanos}. So a call
-   * that only now looks (an async acquisition that just became its gate's head, a thread that just
-   * got its turn) counts the outage it has already waited through, and a queue of untimed calls
-   * fails after one tolerance, not one tolerance per call ahead of it.
-   */
-  private long outageStart(Call call, long sinceNanos) {
-    lostLock.lock();
-    try {
-      if (!redisLost) {
-        redisLost = true;
-        lostSinceNanos = sinceNanos;
-        return sinceNanos;
-      }
-      if (sinceNanos - lostSinceNanos < 0) {
-        lostSinceNanos = sinceNanos;
-      }
-      long start = lostSinceNanos - call.startNanos >= 0 ? lostSinceNanos : call.startNanos;
-      return start - sinceNanos <= 0 ? start : sinceNanos;
-    } finally {
-      lostLock.unlock();
-    }
-  }
-
-  /** Redis answered: a later outage starts its own clock. */
-  private void reached() {
-    if (redisLost) {
-      lostLock.lock();
-      try {
-        redisLost = false;
-      } finally {
-        lostLock.unlock();
-      }
-    }
-  }
-
-  /**
-   * Records that Redis is unreachable for {@code call} since {@code sinceNanos} (the start of the
-   * stretch, if it began earlier); an untimed call that has waited through more than
-   * {@link TurnstileOptions#outageTolerance()} of it gives up.
-   *
-   * @throws TurnstileException when an untimed call's outage tolerance is used up
-   */
-  void unreachable(Call call, long sinceNanos, String what, Throwable cause) {
-    if (!call.unreachable) {
-      call.unreachable = true;
-      call.unreachableSince = outageStart(call, sinceNanos);
-    }
-    long down = System.nanoTime() - call.unreachableSince;
-    if (!call.timed && down >= outageToleranceNanos) {
-      throw new OutOfTolerance(what + ": Redis has been unreachable for "
-          + TimeUnit.NANOSECONDS.toMillis(down) + " ms, longer than the outage tolerance ("
-          + options.outageTolerance().toMillis() + " ms)" + (cause == null ? "" : ": " + cause), cause);
     }
   }
 
@@ -588,14 +372,14 @@ final class Engine implements AutoCloseable {
     }
     sent.whenComplete((value, error) -> {
       if (error == null) {
-        reached();
+        outages.reached();
         result.complete(value);
         return;
       }
       Throwable cause = unwrap(error);
       if (cause instanceof RedisNoScriptException
           || (cause.getMessage() != null && cause.getMessage().startsWith("NOSCRIPT"))) {
-        reached();
+        outages.reached();
         async.<T>eval(s.body, type, keys, args).toCompletableFuture().whenComplete((v, e) -> {
           if (e == null) {
             result.complete(v);
@@ -619,7 +403,7 @@ final class Engine implements AutoCloseable {
     CompletableFuture<T> result = new CompletableFuture<>();
     async.<T>eval(s.body, type, keys, args).toCompletableFuture().whenComplete((v, e) -> {
       if (e == null) {
-        reached();
+        outages.reached();
         result.complete(v);
       } else {
         failEval(result, unwrap(e), "eval", s);
@@ -638,20 +422,6 @@ final class Engine implements AutoCloseable {
     return error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
   }
 
-  // ---------------------------------------------------------------- replica acknowledgement
-
-  /**
-   * Thrown when a hold was taken but fewer replicas than {@link TurnstileOptions#replicaAcks()}
-   * acknowledged it in time; the primitive then gives the hold back.
-   */
-  static final class NotReplicated extends TurnstileException {
-    private static final long serialVersionUID = 1L;
-
-    NotReplicated(String message) {
-      super(message);
-    }
-  }
-
   /**
    * How long a lock record may outlive its holder's lease: a grant sets the record's expiry to a
    * lease after the end of its token's 2^15 µs window (at most 32.8 ms and 3 ms of rounding after
@@ -659,85 +429,6 @@ final class Engine implements AutoCloseable {
    * field {@code d}; DESIGN §3).
    */
   static final long RECORD_SPARE_MILLIS = 36;
-
-  /**
-   * With {@link TurnstileOptions#replicaAcks()} set, waits until that many replicas of the node
-   * serving {@code leaseKey} have everything this node has done up to now, including the
-   * acquisition that just wrote {@code leaseKey}; otherwise returns at once.
-   *
-   * <p>{@code WAIT} counts the writes of its own connection, and the main connection, shared by
-   * every thread, must not block. So on a connection of the acknowledgement pool (never the
-   * waiters' pool, so acknowledgements do not queue behind waiters) it sends a write, then
-   * {@code WAIT replicas timeout}, pipelined. Replication is one ordered stream per node, so
-   * acknowledging this later write acknowledges the acquisition too. The write renews the hold's
-   * own lease, just written: where the lease key names its request ({@code request} not null),
-   * by {@code renew.lua} for that one lease, which writes only if field {@code r} is still
-   * {@code request} (a holder paused past its lease between the grant and this must not set the
-   * expiry of another's hold, and must learn it lost); sent by {@code EVAL}, so that it runs
-   * before the {@code WAIT} whatever the script cache holds. Otherwise (a semaphore call's memo)
-   * {@code PEXPIRE leaseKey lease}.
-   *
-   * @param request the request id in field {@code r} of {@code leaseKey}, or null if it has none
-   * @throws NotReplicated if fewer replicas acknowledged within the timeout
-   * @throws TurnstileException if Redis failed, no connection was free in time, or the hold is
-   *     gone or no longer this request's
-   */
-  void awaitReplicas(String leaseKey, String request) {
-    int replicas = options.replicaAcks();
-    if (replicas == 0) {
-      return;
-    }
-    BlockingPool.Conn conn;
-    try {
-      conn = acks.borrow(topology.nodeOf(leaseKey), commandTimeoutNanos, false);
-    } catch (InterruptedException e) {
-      throw new AssertionError(e); // not interruptible
-    }
-    if (conn == null) {
-      throw new TurnstileException("no connection free within the command timeout to await"
-          + " replica acknowledgement");
-    }
-    long timeoutMillis = options.replicaAckTimeout().toMillis();
-    RedisClusterAsyncCommands<String, String> on = conn.connection.async();
-    CompletableFuture<Boolean> renewed = request == null
-        ? on.pexpire(leaseKey, leaseMillis).toCompletableFuture()
-        : on.<List<Object>>eval(Script.RENEW.body, ScriptOutputType.MULTI, new String[] {leaseKey}, request, leaseArg)
-            .toCompletableFuture().thenApply(r -> Long.valueOf(1).equals(r.get(0)));
-    CompletableFuture<Long> acked = on.waitForReplication(replicas, timeoutMillis).toCompletableFuture();
-    long acks;
-    try {
-      boolean held = awaitQuietly(renewed, "replica acknowledgement");
-      acks = awaitQuietly(acked, "replica acknowledgement");
-      this.acks.release(conn);
-      if (!held) {
-        throw new TurnstileException("the hold vanished (expired or taken by another request) before its"
-            + " replica acknowledgement");
-      }
-    } catch (RuntimeException e) {
-      if (!(e instanceof TurnstileException && renewed.isDone() && acked.isDone())) {
-        this.acks.discard(conn);
-      }
-      throw e;
-    }
-    if (acks < replicas) {
-      throw new NotReplicated("only " + acks + " of " + replicas + " replicas acknowledged within "
-          + timeoutMillis + " ms (replicaAcks)");
-    }
-  }
-
-  /**
-   * Whether a failure of {@link #awaitReplicas} is a fault that cut the acknowledgement (the
-   * connection reset, no reply came, no connection could be opened, the hold was no longer on the
-   * node asked), so that the hold's fate is unknown, rather than an answer: too few replicas
-   * ({@link NotReplicated}), an ACL refusal, or another error Redis gave.
-   *
-   * @param e what {@link #awaitReplicas} threw
-   * @return true if the acknowledgement was cut by a fault
-   */
-  static boolean cutsAcknowledgement(RuntimeException e) {
-    return !(e instanceof NotReplicated || e instanceof AclRefusal
-        || (e.getCause() != null && !isTransient(e.getCause())));
-  }
 
   // ---------------------------------------------------------------- one-shot commands
 
@@ -845,224 +536,6 @@ final class Engine implements AutoCloseable {
   void checkOpen(String what) {
     if (closed) {
       throw new TurnstileException(what + ": Turnstile is closed");
-    }
-  }
-
-  /** Told of the late reply of a blocking command that was abandoned. */
-  interface Abandoned<T> {
-    /**
-     * @param lateReply the reply, if it arrived (null: server-side timeout, or unknown)
-     * @param known false if the connection had to be closed without a reply, so a reply may
-     *     have been produced and lost (e.g. a token popped in flight); told twice then, the second
-     *     time once Redis has ended the command for certain (see {@link #close})
-     */
-    void abandoned(T lateReply, boolean known);
-  }
-
-  /** A BLPOP/BLMOVE timeout in seconds: whole milliseconds, at least 1 ms (0 would block forever). */
-  static double seconds(long sliceNanos) {
-    return Math.max(1, TimeUnit.NANOSECONDS.toMillis(sliceNanos + 999_999)) / 1000.0;
-  }
-
-  /**
-   * Stops a blocked command we no longer want, without waiting, and once its outcome is known tells
-   * {@code onAbandon} what it did (it may have raced the stop) and returns or closes the connection:
-   * <ul>
-   *   <li>{@code CLIENT UNBLOCK} ends it, and the connection is kept;</li>
-   *   <li>where this client cannot unblock ({@code CLIENT UNBLOCK} or {@code CLIENT ID} refused, once,
-   *       see {@link OptionalCommands}; or the main connection is down), the connection is closed,
-   *       which ends the command in Redis, and the pool opens another when next needed.</li>
-   * </ul>
-   * Leaving the command to its own timeout is no option, even at the caller's deadline (which
-   * bounds that timeout): Redis ends timed-out blocked commands on its cron (every 100 ms at the
-   * default {@code hz 10}), so the command would stay queued in Redis for up to that long, where it
-   * may take a wake token or a permit meant for the next waiter. A command that does not answer its
-   * unblock within {@link #UNBLOCK_GRACE_NANOS} has its connection closed too, and its outcome is
-   * reported unknown.
-   */
-  <T> void abandon(BlockingPool.Conn conn, CompletableFuture<T> reply, long serverEnd,
-      Abandoned<T> onAbandon) {
-    if (reply.isDone()) {
-      settle(conn, reply, 0, onAbandon);
-      return;
-    }
-    if (!topology.isOpen()) {
-      close(conn, reply, serverEnd, onAbandon); // no connection to send CLIENT UNBLOCK on
-      return;
-    }
-    topology.optional.unblock(conn, topology::unblock).whenComplete((unblocked, e) -> {
-      if (Boolean.TRUE.equals(unblocked)) {
-        settle(conn, reply, UNBLOCK_GRACE_NANOS, onAbandon);
-      } else {
-        close(conn, reply, serverEnd, onAbandon);
-      }
-    });
-  }
-
-  /** Waits up to {@code graceNanos} for the reply of an abandoned command: then the connection is idle again; else closed, the outcome unknown. */
-  private <T> void settle(BlockingPool.Conn conn, CompletableFuture<T> reply, long graceNanos, Abandoned<T> onAbandon) {
-    copy(reply).orTimeout(graceNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
-      if (e == null) {
-        pool.release(conn);
-        onAbandon.abandoned(v, true);
-      } else {
-        pool.discard(conn);
-        onAbandon.abandoned(null, false);
-      }
-    });
-  }
-
-  /**
-   * Closes the connection of an abandoned command that cannot be unblocked: Redis ends the command
-   * with the connection. What it did is known only if its reply arrived first (it raced the
-   * close); otherwise a reply may have been produced and lost with the connection, and
-   * {@code onAbandon} is told so twice: now, and again at {@code serverEnd} (plus a grace), when
-   * Redis has ended the command for certain. Redis ends it only when it reads the close (a loaded
-   * server may first run commands sent later on other connections), so in between it still waits
-   * in Redis, ahead of later waiters, and takes what is pushed for them: the first hand-on may run
-   * before that push, the second runs after it
-   * ({@code NoAdminTest.aWakeTokenTakenByAClosedConnectionThatRedisStillServesIsHandedOn}).
-   */
-  private <T> void close(BlockingPool.Conn conn, CompletableFuture<T> reply, long serverEnd, Abandoned<T> onAbandon) {
-    abandonedByClose.increment();
-    pool.discard(conn);
-    copy(reply).orTimeout(UNBLOCK_GRACE_NANOS, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
-      if (e == null) {
-        onAbandon.abandoned(v, true);
-      } else {
-        onAbandon.abandoned(null, false);
-        schedule(() -> onAbandon.abandoned(null, false),
-            Math.max(0, serverEnd - System.nanoTime()) + BLOCK_GRACE_NANOS);
-      }
-    });
-  }
-
-  private static <T> CompletableFuture<T> copy(CompletableFuture<T> f) {
-    CompletableFuture<T> c = new CompletableFuture<>();
-    f.whenComplete((v, e) -> {
-      if (e == null) {
-        c.complete(v);
-      } else {
-        c.completeExceptionally(e);
-      }
-    });
-    return c;
-  }
-
-  // ---------------------------------------------------------------- releases
-
-  /**
-   * Waits for a release's reply, but never through an outage: if Redis is unreachable (the
-   * connection is down, or goes down) or slow (no reply within {@link #RELEASE_PATIENCE_NANOS}),
-   * this returns null, so {@code unlock()} and {@code release()} finish locally, and the release
-   * goes on in the background ({@code done}).
-   *
-   * @param done the release, re-sent after transient failures (see {@link #retrying})
-   * @return the reply, or null if the release was left to complete in the background
-   * @throws TurnstileException if the release failed for good
-   */
-  <T> T release(CompletableFuture<T> done, String what) {
-    return awaitWhileUp(done, what);
-  }
-
-  /**
-   * Waits for a reply while the connection is up, for at most {@link #RELEASE_PATIENCE_NANOS}
-   * (or the command timeout, if shorter).
-   *
-   * @return the reply, or null if the connection is (or goes) down or no reply came in time
-   * @throws TurnstileException if the command failed for a reason other than an outage
-   */
-  <T> T awaitWhileUp(CompletableFuture<T> done, String what) {
-    long start = System.nanoTime();
-    long patience = Math.min(commandTimeoutNanos, RELEASE_PATIENCE_NANOS);
-    while (topology.isOpen() && System.nanoTime() - start < patience) {
-      try {
-        // in slices: a connection that drops meanwhile ends the wait at once
-        return Waits.get(done, Math.min(RECHECK_NANOS, patience - (System.nanoTime() - start)), false);
-      } catch (TimeoutException e) {
-        continue;
-      } catch (ExecutionException | CancellationException e) {
-        Throwable cause = e instanceof ExecutionException ? unwrap(e.getCause()) : e;
-        if (!isTransient(cause)) {
-          throw failure(what, cause);
-        }
-      } catch (InterruptedException e) {
-        throw new AssertionError(e); // not interruptible
-      }
-      break;
-    }
-    return null;
-  }
-
-  /**
-   * Sends a command that is idempotent (a release by request id), and sends it again after each
-   * transient failure, once the connection is up, until it is answered or {@code untilNanos}
-   * passes (the lease it releases has run out by then anyway).
-   *
-   * @return completes with the reply, or with the failure that ended the retries
-   */
-  <T> CompletableFuture<T> retrying(Supplier<CompletableFuture<T>> send, long untilNanos) {
-    CompletableFuture<T> result = new CompletableFuture<>();
-    retry(send.get(), send, untilNanos, result);
-    return result;
-  }
-
-  private <T> void retry(CompletableFuture<T> f, Supplier<CompletableFuture<T>> send, long untilNanos,
-      CompletableFuture<T> result) {
-    // No reply within the command timeout counts as a transient failure: the copy may be queued
-    // for a dead Cluster master's connection. A later reply of it is ignored (the command is
-    // idempotent: the copy that runs second answers "already done").
-    CompletableFuture<T> bounded = new CompletableFuture<>();
-    f.whenComplete((v, e) -> {
-      if (e == null) {
-        bounded.complete(v);
-      } else {
-        bounded.completeExceptionally(e);
-      }
-    });
-    bounded.orTimeout(commandTimeoutNanos, TimeUnit.NANOSECONDS);
-    // a recovery event (a reconnect, a new Cluster topology) while the copy waits: send it again
-    // now rather than after the command timeout
-    Runnable onRecovery = () -> bounded.completeExceptionally(new TimeoutException("recovery event"));
-    pendingRetries.add(onRecovery);
-    bounded.whenComplete((v, e) -> pendingRetries.remove(onRecovery));
-    bounded.whenComplete((v, e) -> {
-      if (e == null) {
-        result.complete(v);
-        return;
-      }
-      Throwable cause = unwrap(e);
-      if (cause instanceof TimeoutException) {
-        topology.suspect();
-      }
-      if (!(isTransient(cause) || cause instanceof TimeoutException) || closed
-          || System.nanoTime() - untilNanos >= 0) {
-        LOG.log(Level.DEBUG, "gave up re-sending a release: {0}", cause.toString());
-        result.completeExceptionally(cause);
-        return;
-      }
-      whenUp(() -> retry(send.get(), send, untilNanos, result), untilNanos,
-          () -> result.completeExceptionally(cause));
-    });
-  }
-
-  /**
-   * Runs {@code r} once the main connection is up (checked every {@link #RECHECK_NANOS}), or
-   * {@code giveUp} if {@code untilNanos} passes first or the engine closes.
-   */
-  private void whenUp(Runnable r, long untilNanos, Runnable giveUp) {
-    try {
-      scheduler.schedule(() -> {
-        if (closed || System.nanoTime() - untilNanos >= 0) {
-          giveUp.run();
-        } else if (topology.isOpen()) {
-          r.run();
-        } else {
-          whenUp(r, untilNanos, giveUp);
-        }
-      }, RECHECK_NANOS, TimeUnit.NANOSECONDS);
-    } catch (java.util.concurrent.RejectedExecutionException e) {
-      giveUp.run(); // closed
     }
   }
 

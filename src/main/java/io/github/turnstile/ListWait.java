@@ -17,13 +17,13 @@ import java.util.concurrent.locks.ReentrantLock;
  * the attempt consumes the token) or abandoned. An abandoned wait never loses a token:
  * <ul>
  *   <li>abandoned while opening: the connection goes back to the pool when it opens, nothing sent;</li>
- *   <li>abandoned while blocked: the command is stopped ({@link Engine#abandon}: {@code CLIENT
+ *   <li>abandoned while blocked: the command is stopped ({@link BlockingCommands#abandon}: {@code CLIENT
  *       UNBLOCK}, or the connection closed), and a token it took meanwhile, or may have taken, is
  *       handed on ({@code passWakeup});</li>
  *   <li>abandoned when ready with a token the acquisition will not use: the token is handed on.</li>
  * </ul>
  */
-final class ListWait implements AsyncAcquisition.Wake {
+final class ListWait implements Wake {
   private static final int OPENING = 0;
   private static final int BLOCKED = 1;
   private static final int READY = 2;
@@ -75,7 +75,7 @@ final class ListWait implements AsyncAcquisition.Wake {
       return;
     }
     long slice = engine.topology().optional.unblockRefused() || c.clientId < 0
-        ? Math.min(sliceNanos, Engine.NO_UNBLOCK_SLICE_NANOS) : sliceNanos;
+        ? Math.min(sliceNanos, BlockingCommands.NO_UNBLOCK_SLICE_NANOS) : sliceNanos;
     CompletableFuture<KeyValue<String, String>> r;
     mu.lock();
     try {
@@ -85,7 +85,7 @@ final class ListWait implements AsyncAcquisition.Wake {
       }
       conn = c;
       serverEnd = System.nanoTime() + slice;
-      r = c.connection.async().blpop(Engine.seconds(slice), key).toCompletableFuture();
+      r = c.connection.async().blpop(BlockingCommands.seconds(slice), key).toCompletableFuture();
       reply = r;
       state = BLOCKED;
     } finally {
@@ -106,7 +106,7 @@ final class ListWait implements AsyncAcquisition.Wake {
     mu.lock();
     try {
       if (state != BLOCKED) {
-        return; // abandoned: Engine.abandon settles the connection and the token
+        return; // abandoned: BlockingCommands.abandon settles the connection and the token
       }
       // a failed command may have taken a token: DONE, and it is handed on below
       state = error != null ? DONE : READY;
@@ -159,7 +159,7 @@ final class ListWait implements AsyncAcquisition.Wake {
       mu.unlock();
     }
     if (was == BLOCKED) {
-      engine.abandon(c, r, end, (late, known) -> {
+      engine.blocking.abandon(c, r, end, (late, known) -> {
         if (!known || late != null) {
           passWakeup.run();
         }

@@ -145,7 +145,7 @@ class RedisLock implements DistributedLock {
   @Override
   public void lock() {
     try {
-      acquire(Engine.Call.untimed(false));
+      acquire(Call.untimed(false));
     } catch (InterruptedException e) {
       throw new AssertionError("uninterruptible acquire was interrupted", e);
     }
@@ -156,7 +156,7 @@ class RedisLock implements DistributedLock {
     if (Thread.interrupted()) {
       throw metrics.interruption();
     }
-    acquire(Engine.Call.untimed(true));
+    acquire(Call.untimed(true));
   }
 
   /**
@@ -176,7 +176,7 @@ class RedisLock implements DistributedLock {
       return false; // another acquisition of this JVM is already waiting for it
     }
     try {
-      return acquire(Engine.Call.once());
+      return acquire(Call.once());
     } catch (InterruptedException e) {
       throw new AssertionError("uninterruptible acquire was interrupted", e);
     }
@@ -188,7 +188,7 @@ class RedisLock implements DistributedLock {
     if (Thread.interrupted()) {
       throw metrics.interruption();
     }
-    return acquire(Engine.Call.until(deadline));
+    return acquire(Call.until(deadline));
   }
 
   private boolean reenter() {
@@ -199,7 +199,7 @@ class RedisLock implements DistributedLock {
    * A new acquisition by the calling thread: it queues at the gate and parks on its
    * acquisition's future (see {@link Waits#park}); granted, the thread owns the hold.
    */
-  private boolean acquire(Engine.Call call) throws InterruptedException {
+  private boolean acquire(Call call) throws InterruptedException {
     if (reenter()) {
       return true;
     }
@@ -312,11 +312,11 @@ class RedisLock implements DistributedLock {
     return b.toString();
   }
 
-  static Engine.Attempt parseAttempt(List<Object> reply) {
+  static Attempt parseAttempt(List<Object> reply) {
     long status = (Long) reply.get(0);
     Object second = reply.get(1);
     long value = second instanceof Long ? (Long) second : Long.parseLong(second.toString());
-    return status == 1 ? new Engine.Attempt(true, value, 0) : new Engine.Attempt(false, 0, value);
+    return status == 1 ? new Attempt(true, value, 0) : new Attempt(false, 0, value);
   }
 
   /** Hands on a wake token that was (or may have been) taken and will not be used. */
@@ -328,17 +328,17 @@ class RedisLock implements DistributedLock {
 
   @Override
   public CompletableFuture<LockHold> lockAsync() {
-    return gate().acquire(Engine.Call.untimed(false), 1);
+    return gate().acquire(Call.untimed(false), 1);
   }
 
   @Override
   public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
     long deadline = Waits.deadline(time, unit);
-    return gate().acquire(Engine.Call.until(deadline, false), 1);
+    return gate().acquire(Call.until(deadline, false), 1);
   }
 
   /** The Redis operations of this lock's acquisitions (the write side of a read/write lock replaces them). */
-  AsyncAcquisition.Side<LockHold> asyncSide() {
+  AcquisitionSide<LockHold> asyncSide() {
     return new AsyncSides.LockSide(this);
   }
 

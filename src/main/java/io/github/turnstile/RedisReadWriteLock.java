@@ -181,7 +181,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     }
 
     @Override
-    AsyncAcquisition.Side<LockHold> asyncSide() {
+    AcquisitionSide<LockHold> asyncSide() {
       return new AsyncSides.WriteSide(RedisReadWriteLock.this, this);
     }
 
@@ -277,7 +277,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     @Override
     public void lock() {
       try {
-        acquire(Engine.Call.untimed(false));
+        acquire(Call.untimed(false));
       } catch (InterruptedException e) {
         throw new AssertionError(e);
       }
@@ -288,13 +288,13 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (Thread.interrupted()) {
         throw metrics.interruption();
       }
-      acquire(Engine.Call.untimed(true));
+      acquire(Call.untimed(true));
     }
 
     /**
      * Barges, as {@code ReentrantReadWriteLock.ReadLock.tryLock()} does even in fair mode: takes the
      * read lock if no other thread (of any client) holds the write lock, whether or not writers or
-     * readers wait. One attempt in Redis ({@link Engine.Call#once}) that asks the script to pass
+     * readers wait. One attempt in Redis ({@link Call#once}) that asks the script to pass
      * waiting writers ({@code since} = -1); the waiting calls keep the phase-fair policy.
      */
     @Override
@@ -304,7 +304,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       }
       engine.checkConnected(describe); // fails fast, naming the outage, rather than "not acquired"
       try {
-        return acquire(Engine.Call.once());
+        return acquire(Call.once());
       } catch (InterruptedException e) {
         throw new AssertionError(e);
       }
@@ -316,7 +316,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       if (Thread.interrupted()) {
         throw metrics.interruption();
       }
-      return acquire(Engine.Call.until(deadline));
+      return acquire(Call.until(deadline));
     }
 
     private boolean reenter() {
@@ -334,7 +334,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       return true;
     }
 
-    private boolean acquire(Engine.Call call) throws InterruptedException {
+    private boolean acquire(Call call) throws InterruptedException {
       if (reenter()) {
         return true;
       }
@@ -385,13 +385,13 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     public CompletableFuture<LockHold> lockAsync() {
-      return gate().acquire(Engine.Call.untimed(false), 1);
+      return gate().acquire(Call.untimed(false), 1);
     }
 
     @Override
     public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
       long deadline = Waits.deadline(time, unit);
-      return gate().acquire(Engine.Call.until(deadline, false), 1);
+      return gate().acquire(Call.until(deadline, false), 1);
     }
 
     /**

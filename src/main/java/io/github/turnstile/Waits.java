@@ -115,7 +115,7 @@ final class Waits {
    *     the acquisition is cancelled first (a hold delivered just before is released)
    * @throws TurnstileException (or another unchecked exception) if the acquisition failed
    */
-  static <H extends Hold> H park(AsyncAcquisition<H> a, Engine.Call call) throws InterruptedException {
+  static <H extends Hold> H park(AsyncAcquisition<H> a, Call call) throws InterruptedException {
     CompletableFuture<H> f = a.result;
     if (!f.isDone()) {
       Thread me = Thread.currentThread();
@@ -180,7 +180,7 @@ final class Waits {
   }
 
   /**
-   * Parks the calling thread on its acquisition as {@link #park(AsyncAcquisition, Engine.Call)}
+   * Parks the calling thread on its acquisition as {@link #park(AsyncAcquisition, Call)}
    * does, but in {@code lot}: the acquisition's end releases one ticket, and the thread takes
    * exactly one ticket before it returns or throws. A ticket it takes while its own acquisition
    * has not ended is another's (the lot and the gate can order two threads differently): it puts
@@ -191,7 +191,7 @@ final class Waits {
    * @throws InterruptedException if the call is interruptible and the thread was interrupted:
    *     the acquisition is cancelled first (a hold delivered just before is released)
    */
-  static <H extends Hold> H park(AsyncAcquisition<H> a, Engine.Call call, Tickets lot) throws InterruptedException {
+  static <H extends Hold> H park(AsyncAcquisition<H> a, Call call, Tickets lot) throws InterruptedException {
     CompletableFuture<H> f = a.result;
     f.whenComplete((v, e) -> lot.release());
     boolean interrupted;
@@ -223,7 +223,7 @@ final class Waits {
    * Takes a ticket once {@code f} is done; returns whether an uninterruptible call was interrupted
    * meanwhile, without a ticket only if a timed call's bound passed first.
    */
-  private static boolean takeTicket(CompletableFuture<?> f, Engine.Call call, Tickets lot) throws InterruptedException {
+  private static boolean takeTicket(CompletableFuture<?> f, Call call, Tickets lot) throws InterruptedException {
     boolean interrupted = false;
     long bound = call.deadline + PARK_OVERRUN_NANOS;
     while (true) {
@@ -260,7 +260,7 @@ final class Waits {
   }
 
   /** Parks until {@code f} is done; returns whether an uninterruptible call was interrupted meanwhile. */
-  private static boolean parkUntilDone(CompletableFuture<?> f, Engine.Call call) throws InterruptedException {
+  private static boolean parkUntilDone(CompletableFuture<?> f, Call call) throws InterruptedException {
     boolean interrupted = false;
     long bound = call.deadline + PARK_OVERRUN_NANOS;
     while (!f.isDone()) {

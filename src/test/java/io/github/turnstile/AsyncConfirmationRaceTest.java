@@ -48,9 +48,9 @@ class AsyncConfirmationRaceTest {
     final AtomicInteger subscribed = new AtomicInteger();
 
     @Override
-    public AsyncAcquisition.Channel subscribe(String channel) {
+    public WakeChannel subscribe(String channel) {
       subscribed.incrementAndGet();
-      return new AsyncAcquisition.Channel() {
+      return new WakeChannel() {
         @Override public CompletableFuture<Void> ready() { return ready; }
         @Override public CompletableFuture<Void> next() { return event; }
         @Override public void close() { }
@@ -64,7 +64,7 @@ class AsyncConfirmationRaceTest {
   }
 
   /** The first attempt is refused; the subscribed one is granted. */
-  static final class Side extends AsyncAcquisition.Side<LockHold> {
+  static final class Side extends AcquisitionSide<LockHold> {
     final AtomicInteger attempts = new AtomicInteger();
     final AtomicInteger subscribedAttempts = new AtomicInteger();
 
@@ -73,20 +73,20 @@ class AsyncConfirmationRaceTest {
     @Override Metrics.Primitive metrics() { return Metrics.Primitive.NOOP; }
 
     @Override
-    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+    CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       attempts.incrementAndGet();
       if (!subscribed) {
-        return CompletableFuture.completedFuture(new Engine.Attempt(false, 0, 30_000));
+        return CompletableFuture.completedFuture(new Attempt(false, 0, 30_000));
       }
       subscribedAttempts.incrementAndGet();
-      return CompletableFuture.completedFuture(new Engine.Attempt(true, 7, 0));
+      return CompletableFuture.completedFuture(new Attempt(true, 7, 0));
     }
 
     @Override
-    LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+    LockHold grant(AsyncAcquisition<LockHold> w, Attempt a, long sentAtTicks) {
       return new Hold(a.token);
     }
-    @Override void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) { }
+    @Override void cancelGrant(AsyncAcquisition<LockHold> w, Attempt a) { }
     @Override void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) { }
     @Override String leaseKey(AsyncAcquisition<LockHold> w) { return "k"; }
   }
@@ -105,7 +105,7 @@ class AsyncConfirmationRaceTest {
     Env env = new Env();
     Side side = new Side();
     AsyncGate<LockHold> gate = new AsyncGate<>(env, side);
-    CompletableFuture<LockHold> acquisition = gate.acquire(Engine.Call.untimed(false), 1);
+    CompletableFuture<LockHold> acquisition = gate.acquire(Call.untimed(false), 1);
 
     // Before the fix the head stranded here: no attempt after the first, nothing armed to wake it.
     LockHold hold;

@@ -12,7 +12,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The subscription an async gate's head makes is given back however the head ends, even when it
- * ends while it is subscribing. Deterministic: the engine (a stand-in for {@link AsyncAcquisition.Env},
+ * ends while it is subscribing. Deterministic: the engine (a stand-in for {@link AcquisitionEnv},
  * no Redis involved) holds the head inside {@code subscribe} while the caller cancels it.
  *
  * <p>Found from a subscription left open after {@code AsyncScaleTest} (1 run in 10 beside 4
@@ -28,7 +28,7 @@ class AsyncGateChannelTest {
     final CountDownLatch proceed = new CountDownLatch(1);
 
     @Override
-    public AsyncAcquisition.Channel subscribe(String channel) {
+    public WakeChannel subscribe(String channel) {
       opened.incrementAndGet();
       subscribing.countDown();
       try {
@@ -41,26 +41,26 @@ class AsyncGateChannelTest {
   }
 
   /** Every attempt is refused (another client holds the lock for 30 s); withdrawals counted. */
-  static final class Side extends AsyncAcquisition.Side<LockHold> {
+  static final class Side extends AcquisitionSide<LockHold> {
     final AtomicInteger attempts = new AtomicInteger();
     final AtomicInteger withdrawn = new AtomicInteger();
     /** The first attempt's reply, completed by the test (on a thread of its own). */
-    final CompletableFuture<Engine.Attempt> first = new CompletableFuture<>();
+    final CompletableFuture<Attempt> first = new CompletableFuture<>();
 
     @Override String describe() { return "lock 'n'"; }
     @Override String channel() { return "ch"; }
     @Override Metrics.Primitive metrics() { return Metrics.Primitive.NOOP; }
 
     @Override
-    CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+    CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       return attempts.getAndIncrement() == 0 ? first
-          : CompletableFuture.completedFuture(new Engine.Attempt(false, 0, 30_000));
+          : CompletableFuture.completedFuture(new Attempt(false, 0, 30_000));
     }
 
-    @Override LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+    @Override LockHold grant(AsyncAcquisition<LockHold> w, Attempt a, long sentAtTicks) {
       throw new AssertionError("nothing is granted here");
     }
-    @Override void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) { }
+    @Override void cancelGrant(AsyncAcquisition<LockHold> w, Attempt a) { }
     @Override void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) { withdrawn.incrementAndGet(); }
     @Override String leaseKey(AsyncAcquisition<LockHold> w) { return "k"; }
   }
@@ -70,11 +70,11 @@ class AsyncGateChannelTest {
     Env env = new Env();
     Side side = new Side();
     AsyncGate<LockHold> gate = new AsyncGate<>(env, side);
-    CompletableFuture<LockHold> acquisition = gate.acquire(Engine.Call.untimed(false), 1);
+    CompletableFuture<LockHold> acquisition = gate.acquire(Call.untimed(false), 1);
     assertEquals(1, side.attempts.get(), "the head's first attempt, sent without a subscription");
 
     // refused: the head goes on to subscribe, on the replying thread, and is held there
-    Thread replying = new Thread(() -> side.first.complete(new Engine.Attempt(false, 0, 30_000)), "replying");
+    Thread replying = new Thread(() -> side.first.complete(new Attempt(false, 0, 30_000)), "replying");
     replying.start();
     assertTrue(env.subscribing.await(30, TimeUnit.SECONDS), "the head subscribes after its refusal");
 

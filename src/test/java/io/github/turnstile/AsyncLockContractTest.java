@@ -552,7 +552,7 @@ class AsyncLockContractTest {
   }
 
   /** A lock's real Redis operations, but the withdrawal throws after it ran. */
-  static final class ThrowingWithdrawal extends AsyncAcquisition.Side<LockHold> {
+  static final class ThrowingWithdrawal extends AcquisitionSide<LockHold> {
     private final AsyncSides.LockSide real;
 
     ThrowingWithdrawal(AsyncSides.LockSide real) {
@@ -562,15 +562,15 @@ class AsyncLockContractTest {
     @Override String describe() { return real.describe(); }
     @Override String channel() { return real.channel(); }
     @Override Metrics.Primitive metrics() { return real.metrics(); }
-    @Override CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+    @Override CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       return real.attempt(w, subscribed);
     }
-    @Override void refused(AsyncAcquisition<LockHold> w, Engine.Attempt a) { real.refused(w, a); }
-    @Override LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+    @Override void refused(AsyncAcquisition<LockHold> w, Attempt a) { real.refused(w, a); }
+    @Override LockHold grant(AsyncAcquisition<LockHold> w, Attempt a, long sentAtTicks) {
       return real.grant(w, a, sentAtTicks);
     }
-    @Override void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) { real.cancelGrant(w, a); }
-    @Override void failed(AsyncAcquisition<LockHold> w, CompletableFuture<Engine.Attempt> f) { real.failed(w, f); }
+    @Override void cancelGrant(AsyncAcquisition<LockHold> w, Attempt a) { real.cancelGrant(w, a); }
+    @Override void failed(AsyncAcquisition<LockHold> w, CompletableFuture<Attempt> f) { real.failed(w, f); }
     @Override void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) {
       real.withdraw(w, uncertain);
       throw new IllegalStateException("injected: withdrawal failed");
@@ -592,8 +592,8 @@ class AsyncLockContractTest {
     theirs.lock();
     CompletableFuture<LockHold> second;
     try {
-      CompletableFuture<LockHold> first = gate.acquire(Engine.Call.untimed(false), 1);
-      second = gate.acquire(Engine.Call.untimed(false), 1);
+      CompletableFuture<LockHold> first = gate.acquire(Call.untimed(false), 1);
+      second = gate.acquire(Call.untimed(false), 1);
       Thread.sleep(300); // the first waits in Redis, the second behind it
       assertFalse(first.isDone());
       assertTrue(first.cancel(false));
@@ -608,7 +608,7 @@ class AsyncLockContractTest {
         new ThrowingWithdrawal(new AsyncSides.LockSide((RedisLock) closing.lock(name))));
     theirs.lock();
     try {
-      CompletableFuture<LockHold> waiting = gate2.acquire(Engine.Call.untimed(false), 1);
+      CompletableFuture<LockHold> waiting = gate2.acquire(Call.untimed(false), 1);
       Thread.sleep(300);
       assertFalse(waiting.isDone());
       closing.close();

@@ -459,7 +459,7 @@ class DistributedReadWriteLockContractTest {
     // the refused upgrades left no waiting writer behind that would hold new readers back
     Actor readerB = actor("reader-B");
     DistributedReadWriteLock rwB = b.readWriteLock(name);
-    // 1 s, not 0: a zero timeout gives the reply 20 ms (Engine.MIN_REPLY_NANOS), which a loaded
+    // 1 s, not 0: a zero timeout gives the reply 20 ms (Call.MIN_REPLY_NANOS), which a loaded
     // server matrix once missed; a waiting writer left behind would hold readers back for a lease (30 s)
     assertTrue(readerB.call(() -> rwB.readLock().tryLock(1, SECONDS)), "new readers still enter");
     readerB.run(() -> rwB.readLock().unlock());

@@ -380,7 +380,7 @@ class NoAdminTest {
    * {@code NoAdminSemaphoreOnClusterTest.releaseEnablesAcquireOverAndOver} (the waiter thread,
    * interrupted because its thread was served locally, closed its connection; the release of the
    * rest pushed the token that the closed connection took). Now a command on a connection that
-   * cannot be unblocked waits at most {@link Engine#NO_UNBLOCK_SLICE_NANOS} in Redis, and the
+   * cannot be unblocked waits at most {@link BlockingCommands#NO_UNBLOCK_SLICE_NANOS} in Redis, and the
    * hand-on is sent again once Redis has ended it.
    */
   @Test
@@ -440,7 +440,7 @@ class NoAdminTest {
    * As above, with the waiter that loses the token in another client, one that may unblock and so
    * waits a whole slice (a lease, 30 s) in Redis: the client that closed its connection hands the
    * token on again once Redis has ended the closed command for certain (its own timeout, at most
-   * {@link Engine#NO_UNBLOCK_SLICE_NANOS} once the refusal is known). Without that second hand-on
+   * {@link BlockingCommands#NO_UNBLOCK_SLICE_NANOS} once the refusal is known). Without that second hand-on
    * the other client's waiter slept until its slice ended. The release must come while Redis still
    * serves the closed command (within 2 s): on a machine too slow for that the scenario is tried
    * again, up to 5 times.

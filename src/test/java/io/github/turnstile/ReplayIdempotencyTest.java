@@ -32,9 +32,9 @@ class ReplayIdempotencyTest {
       RedisLock lock = (RedisLock) turnstile.lock(unique("idem"));
       Engine engine = turnstile.engine();
       String req = engine.newRequestId();
-      Engine.Attempt a1 = engine.awaitQuietly(attempt(engine, lock, req), "a1");
+      Attempt a1 = engine.awaitQuietly(attempt(engine, lock, req), "a1");
       String fenceAfterFirst = redis.command("GET", lock.fenceKey);
-      Engine.Attempt a2 = engine.awaitQuietly(attempt(engine, lock, req), "a2");
+      Attempt a2 = engine.awaitQuietly(attempt(engine, lock, req), "a2");
       assertTrue(a1.acquired && a2.acquired);
       assertEquals(a1.token, a2.token, "replayed acquire returns the same token");
       assertEquals(fenceAfterFirst, redis.command("GET", lock.fenceKey), "no second token issued");
@@ -45,7 +45,7 @@ class ReplayIdempotencyTest {
       assertEquals(0L, release(engine, lock, "someone:else", 0), "a release of a request that never held it is refused");
       // a new owner's lock survives a replay of the previous owner's release
       String other = engine.newRequestId();
-      Engine.Attempt a3 = engine.awaitQuietly(attempt(engine, lock, other), "a3");
+      Attempt a3 = engine.awaitQuietly(attempt(engine, lock, other), "a3");
       assertTrue(a3.acquired);
       assertTrue(a3.token > a1.token);
       assertEquals(2L, release(engine, lock, req, a1.token), "r4");
@@ -71,20 +71,20 @@ class ReplayIdempotencyTest {
       RedisLock lock = (RedisLock) turnstile.lock(unique("idem-expired"));
       Engine engine = turnstile.engine();
       String first = engine.newRequestId();
-      Engine.Attempt a1 = engine.awaitQuietly(attempt(engine, lock, first), "a1");
+      Attempt a1 = engine.awaitQuietly(attempt(engine, lock, first), "a1");
       assertEquals(1L, release(engine, lock, first, a1.token));
       String expired = engine.newRequestId();
-      Engine.Attempt a2 = engine.awaitQuietly(attempt(engine, lock, expired), "a2");
+      Attempt a2 = engine.awaitQuietly(attempt(engine, lock, expired), "a2");
       assertTrue(a2.acquired);
       redis.command("DEL", lock.lockKey); // its lease runs out in Redis
       String next = engine.newRequestId();
-      Engine.Attempt a3 = engine.awaitQuietly(attempt(engine, lock, next), "a3");
+      Attempt a3 = engine.awaitQuietly(attempt(engine, lock, next), "a3");
       assertTrue(a3.acquired && a3.token > a2.token, "tokens go on above the expired hold's");
       assertEquals(1L, release(engine, lock, next, a3.token));
       assertEquals(0L, release(engine, lock, expired, a2.token), "the expired hold was not released");
       assertEquals(0L, release(engine, lock, first, a1.token), "nor can a hold before it be told apart");
       String last = engine.newRequestId();
-      Engine.Attempt a4 = engine.awaitQuietly(attempt(engine, lock, last), "a4");
+      Attempt a4 = engine.awaitQuietly(attempt(engine, lock, last), "a4");
       assertEquals(1L, release(engine, lock, last, a4.token));
       assertEquals(2L, release(engine, lock, next, a3.token), "a hold granted after the expiry is recognised");
     }
@@ -570,38 +570,38 @@ class ReplayIdempotencyTest {
     try (Turnstile t = Turnstile.connect(redis.uri())) {
       RedisSemaphore sem = (RedisSemaphore) t.semaphore(name, 4);
       Engine e = t.engine();
-      RedisSemaphore.Req r1 = sem.new Req(1, 't', false);
-      List<Object> g1 = e.awaitQuietly(sem.eval("acquire", r1, 1, "", 't', 0, 0), "r1");
+      SemaphoreRequests.Req r1 = sem.requests.new Req(1, 't', false);
+      List<Object> g1 = e.awaitQuietly(sem.requests.eval("acquire", r1, 1, "", 't', 0, 0), "r1");
       assertEquals(1L, g1.get(0));
       long epoch = (Long) g1.get(2);
-      assertEquals(g1, e.awaitQuietly(sem.eval("acquire", r1, 1, "", 't', epoch, 0), "r1 copy"));
+      assertEquals(g1, e.awaitQuietly(sem.requests.eval("acquire", r1, 1, "", 't', epoch, 0), "r1 copy"));
       assertEquals(3, sem.state()[4], "one permit taken");
 
-      RedisSemaphore.Req r2 = sem.new Req(1, 't', false); // the fast path: a registration, nobody waits
-      List<Object> g2 = e.awaitQuietly(sem.eval("acquire", r2, 1, "", 't', epoch, 0), "r2");
+      SemaphoreRequests.Req r2 = sem.requests.new Req(1, 't', false); // the fast path: a registration, nobody waits
+      List<Object> g2 = e.awaitQuietly(sem.requests.eval("acquire", r2, 1, "", 't', epoch, 0), "r2");
       assertEquals(List.of(1L, 1L, epoch, 0L, 0L), g2);
-      assertEquals(g2, e.awaitQuietly(sem.eval("acquire", r2, 1, "", 't', epoch, 0), "r2 copy"));
+      assertEquals(g2, e.awaitQuietly(sem.requests.eval("acquire", r2, 1, "", 't', epoch, 0), "r2 copy"));
       assertEquals(2, sem.state()[4], "a copy of a fast-path grant takes nothing");
 
-      RedisSemaphore.Req r3 = sem.new Req(1, 't', false);
-      RedisSemaphore.Req r4 = sem.new Req(1, 't', false);
-      assertEquals(1L, e.awaitQuietly(sem.eval("acquire", r4, 1, "", 't', epoch, 0), "r4").get(0));
-      List<Object> g3 = e.awaitQuietly(sem.eval("acquire", r3, 1, "", 't', epoch, 0), "r3, overtaken by r4");
+      SemaphoreRequests.Req r3 = sem.requests.new Req(1, 't', false);
+      SemaphoreRequests.Req r4 = sem.requests.new Req(1, 't', false);
+      assertEquals(1L, e.awaitQuietly(sem.requests.eval("acquire", r4, 1, "", 't', epoch, 0), "r4").get(0));
+      List<Object> g3 = e.awaitQuietly(sem.requests.eval("acquire", r3, 1, "", 't', epoch, 0), "r3, overtaken by r4");
       assertEquals(1L, g3.get(0), "a call below the mark that never ran is new");
       assertEquals(0, sem.state()[4]);
-      assertEquals(g3, e.awaitQuietly(sem.eval("acquire", r3, 1, "", 't', epoch, 0), "r3 copy"));
+      assertEquals(g3, e.awaitQuietly(sem.requests.eval("acquire", r3, 1, "", 't', epoch, 0), "r3 copy"));
       assertEquals(0, sem.state()[4]);
 
-      assertEquals(List.of(1L), e.awaitQuietly(sem.eval("cancel", r3, 0, "", 't', 0, 0), "cancel r3"));
+      assertEquals(List.of(1L), e.awaitQuietly(sem.requests.eval("cancel", r3, 0, "", 't', 0, 0), "cancel r3"));
       assertEquals(1, sem.state()[4], "the cancel gave r3's permit back");
-      assertEquals(0L, e.awaitQuietly(sem.eval("acquire", r3, 1, "", 't', epoch, 0), "r3 after its cancel").get(0),
+      assertEquals(0L, e.awaitQuietly(sem.requests.eval("acquire", r3, 1, "", 't', epoch, 0), "r3 after its cancel").get(0),
           "a copy of a cancelled acquire is refused");
       assertEquals(1, sem.state()[4]);
 
-      RedisSemaphore.Req r5 = sem.new Req(1, 't', false);
-      List<Object> rel = e.awaitQuietly(sem.eval("release", r5, 1, "", 't', epoch, 0), "r5");
+      SemaphoreRequests.Req r5 = sem.requests.new Req(1, 't', false);
+      List<Object> rel = e.awaitQuietly(sem.requests.eval("release", r5, 1, "", 't', epoch, 0), "r5");
       assertEquals(List.of(1L, 1L, 2L), rel);
-      assertEquals(rel, e.awaitQuietly(sem.eval("release", r5, 1, "", 't', epoch, 0), "r5 copy"));
+      assertEquals(rel, e.awaitQuietly(sem.requests.eval("release", r5, 1, "", 't', epoch, 0), "r5 copy"));
       assertEquals(2, sem.state()[4], "a copy of a fast-path release gives nothing back");
       assertTrue(redis.command("HGET", "{turnstile:" + name + "}:s", "s:" + e.clientId).trim()
           .equals(Long.toString(r5.seq)), "the mark is the highest call that ran");
@@ -622,13 +622,13 @@ class ReplayIdempotencyTest {
       RedisSemaphore sem = (RedisSemaphore) t.semaphore(name, 4);
       Engine e = t.engine();
       String state = "{turnstile:" + name + "}:s";
-      RedisSemaphore.Req r1 = sem.new Req(1, 't', false);
-      List<Object> g1 = e.awaitQuietly(sem.general("acquire", r1, 1, "", 't', 0, 0), "r1 (registers)");
+      SemaphoreRequests.Req r1 = sem.requests.new Req(1, 't', false);
+      List<Object> g1 = e.awaitQuietly(sem.requests.general("acquire", r1, 1, "", 't', 0, 0), "r1 (registers)");
       assertEquals(1L, g1.get(0));
       long epoch = (Long) g1.get(2);
       assertEquals(3, sem.state()[4]);
 
-      RedisSemaphore.Req r2 = sem.new Req(1, 't', false);
+      SemaphoreRequests.Req r2 = sem.requests.new Req(1, 't', false);
       String[] acquire = {"a", e.clientId, Integer.toString(r2.slot), Long.toString(r2.seq), "1", Long.toString(epoch)};
       List<Object> first = e.awaitQuietly(fast(e, state, acquire), "r2");
       assertEquals(List.of(1L, 1L, epoch, 0L, 0L), first, "the fast path grants");
@@ -636,42 +636,42 @@ class ReplayIdempotencyTest {
       assertEquals(List.of(-3L), e.awaitQuietly(fast(e, state, acquire), "r2, the same command again"),
           "a second run of the same fast acquire is not decided there");
       assertEquals(2, sem.state()[4], "and takes nothing");
-      assertEquals(first, e.awaitQuietly(sem.general("acquire", r2, 1, "", 't', epoch, 0), "r2 in semaphore.lua"),
+      assertEquals(first, e.awaitQuietly(sem.requests.general("acquire", r2, 1, "", 't', epoch, 0), "r2 in semaphore.lua"),
           "the general script answers it from the fast run's memo");
-      assertEquals(first, e.awaitQuietly(sem.eval("acquire", r2, 1, "", 't', epoch, 0), "r2 as the client sends it"));
+      assertEquals(first, e.awaitQuietly(sem.requests.eval("acquire", r2, 1, "", 't', epoch, 0), "r2 as the client sends it"));
       assertEquals(2, sem.state()[4], "still one permit taken by r2");
 
-      RedisSemaphore.Req r3 = sem.new Req(1, 't', false);
+      SemaphoreRequests.Req r3 = sem.requests.new Req(1, 't', false);
       String[] release = {"r", e.clientId, Integer.toString(r3.slot), Long.toString(r3.seq), "1", Long.toString(epoch)};
       List<Object> rel = e.awaitQuietly(fast(e, state, release), "r3");
       assertEquals(List.of(1L, 1L, 3L), rel, "the fast path releases");
       assertEquals(List.of(-3L), e.awaitQuietly(fast(e, state, release), "r3, the same command again"));
-      assertEquals(rel, e.awaitQuietly(sem.eval("release", r3, 1, "", 't', epoch, 0), "r3 as the client sends it"));
+      assertEquals(rel, e.awaitQuietly(sem.requests.eval("release", r3, 1, "", 't', epoch, 0), "r3 as the client sends it"));
       assertEquals(3, sem.state()[4], "one permit given back, not two");
       assertEquals("1", redis.command("HGET", state, "c:" + e.clientId).trim(), "the client holds r1's permit");
 
       // a cancel of a fast-path grant gives it back once, and a late copy of the grant is refused
-      RedisSemaphore.Req r4 = sem.new Req(1, 't', false);
+      SemaphoreRequests.Req r4 = sem.requests.new Req(1, 't', false);
       String[] acquire4 = {"a", e.clientId, Integer.toString(r4.slot), Long.toString(r4.seq), "1", Long.toString(epoch)};
       assertEquals(1L, e.awaitQuietly(fast(e, state, acquire4), "r4").get(0));
-      assertEquals(List.of(1L), e.awaitQuietly(sem.eval("cancel", r4, 0, "", 't', 0, 0), "cancel r4"));
-      assertEquals(List.of(0L), e.awaitQuietly(sem.eval("cancel", r4, 0, "", 't', 0, 0), "cancel r4 again"),
+      assertEquals(List.of(1L), e.awaitQuietly(sem.requests.eval("cancel", r4, 0, "", 't', 0, 0), "cancel r4"));
+      assertEquals(List.of(0L), e.awaitQuietly(sem.requests.eval("cancel", r4, 0, "", 't', 0, 0), "cancel r4 again"),
           "a copy of the cancel gives nothing back");
       assertEquals(3, sem.state()[4], "r4's permit is back, once");
       assertEquals(List.of(-3L), e.awaitQuietly(fast(e, state, acquire4), "r4's copy"));
-      assertEquals(0L, e.awaitQuietly(sem.eval("acquire", r4, 1, "", 't', epoch, 0), "r4's copy").get(0),
+      assertEquals(0L, e.awaitQuietly(sem.requests.eval("acquire", r4, 1, "", 't', epoch, 0), "r4's copy").get(0),
           "a copy of a cancelled fast-path grant is refused");
       assertEquals(3, sem.state()[4]);
     }
   }
 
-  /** Runs semaphore_fast.lua with {@code args}, as RedisSemaphore.eval sends it. */
+  /** Runs semaphore_fast.lua with {@code args}, as SemaphoreRequests.eval sends it. */
   static java.util.concurrent.CompletableFuture<List<Object>> fast(Engine e, String state, String... args) {
     return e.eval(Script.SEMAPHORE_FAST, ScriptOutputType.MULTI, new String[] {state}, args);
   }
 
   /** One run of lock_acquire.lua for {@code request}, owned by the calling thread. */
-  private static java.util.concurrent.CompletableFuture<Engine.Attempt> attempt(Engine engine, RedisLock lock,
+  private static java.util.concurrent.CompletableFuture<Attempt> attempt(Engine engine, RedisLock lock,
       String request) {
     return lock.acquireCall(engine.ownerId(Thread.currentThread()), request, "").thenApply(RedisLock::parseAttempt);
   }

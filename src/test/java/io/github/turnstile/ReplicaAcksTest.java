@@ -287,13 +287,13 @@ class ReplicaAcksTest {
       try {
         String key = "{turnstile:" + name + "}:lock";
         TurnstileException e = assertThrows(TurnstileException.class,
-            () -> acked.engine().awaitReplicas(key, acked.engine().newRequestId()));
+            () -> acked.engine().replicas.awaitReplicas(key, acked.engine().newRequestId()));
         assertTrue(e.getMessage().contains("vanished"), e.getMessage());
         long pttl = Long.parseLong(primary.command("PTTL", key).trim());
         assertTrue(pttl > 0 && pttl <= otherLease + Engine.RECORD_SPARE_MILLIS,
             "the other client's hold keeps its own lease: PTTL " + pttl);
         // the hold's own acknowledgement still succeeds, and gives it its lease again
-        acked.engine().awaitReplicas(key, primary.command("HGET", key, "r").trim());
+        acked.engine().replicas.awaitReplicas(key, primary.command("HGET", key, "r").trim());
       } finally {
         held.unlock();
       }
@@ -301,7 +301,7 @@ class ReplicaAcksTest {
       rw.readLock().lock();
       try {
         String readKey = primary.command("KEYS", "*acked-stale-rw*:rw:rd:*").trim();
-        assertThrows(TurnstileException.class, () -> acked.engine().awaitReplicas(readKey, "not-this-request"));
+        assertThrows(TurnstileException.class, () -> acked.engine().replicas.awaitReplicas(readKey, "not-this-request"));
         assertTrue(Long.parseLong(primary.command("PTTL", readKey).trim()) <= otherLease, "the read hold keeps its lease");
       } finally {
         rw.readLock().unlock();

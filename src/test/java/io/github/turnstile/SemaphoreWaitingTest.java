@@ -296,7 +296,7 @@ class SemaphoreWaitingTest {
 
   /**
    * The memo fields that semaphore_fast.lua writes into the state hash ({@code q:<client>:<slot>})
-   * are bounded: at most {@link RedisSemaphore#FAST_SLOTS} per client (a higher slot is not served
+   * are bounded: at most {@link SemaphoreRequests#FAST_SLOTS} per client (a higher slot is not served
    * there), and they go with the client's registration, whether it runs out (a crashed client,
    * reclaimed by another's call) or the client retires it.
    */
@@ -321,12 +321,12 @@ class SemaphoreWaitingTest {
       long retiringEpoch = register(e, name, retiring, "60000");
       for (String c : new String[] {crashed, retiring}) {
         long epoch = c.equals(crashed) ? crashedEpoch : retiringEpoch;
-        for (int slot = 0; slot < RedisSemaphore.FAST_SLOTS + 8; slot++) {
+        for (int slot = 0; slot < SemaphoreRequests.FAST_SLOTS + 8; slot++) {
           java.util.List<Object> reply = e.awaitQuietly(ReplayIdempotencyTest.fast(e, state, "a", c,
               Integer.toString(slot), Long.toString(100 + slot), "1", Long.toString(epoch)), "fast acquire");
-          assertEquals(slot < RedisSemaphore.FAST_SLOTS ? 1L : -3L, reply.get(0), "slot " + slot);
+          assertEquals(slot < SemaphoreRequests.FAST_SLOTS ? 1L : -3L, reply.get(0), "slot " + slot);
         }
-        assertEquals(RedisSemaphore.FAST_SLOTS, memoFields(redis, state, c), "one field per slot served");
+        assertEquals(SemaphoreRequests.FAST_SLOTS, memoFields(redis, state, c), "one field per slot served");
       }
       assertEquals(java.util.List.of(1L), e.awaitQuietly(e.eval(Script.SEMAPHORE, io.lettuce.core.ScriptOutputType.MULTI,
           keys(name, retiring), "retire", retiring, "60000", "", "0", "0", "", "t", Long.toString(retiringEpoch),

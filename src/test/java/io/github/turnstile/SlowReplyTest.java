@@ -17,7 +17,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * A zero or short timeout on a host or network that answers slowly: a free primitive is taken
  * (the JDK's "if the lock is available this method returns immediately with true"), because the
- * one attempt's reply is awaited for at least {@code Engine.FIRST_REPLY_NANOS}. With 20 ms, a busy
+ * one attempt's reply is awaited for at least {@code Call.FIRST_REPLY_NANOS}. With 20 ms, a busy
  * CI machine (the server matrices, two suites on two cores) refused free permits and read locks
  * (CHANGELOG.md). Here every reply
  * comes at least 60 ms after its command (a proxy delays each direction by 30 ms); with the old
@@ -68,7 +68,7 @@ class SlowReplyTest {
       long start = System.nanoTime();
       assertFalse(lock.tryLock(0, TimeUnit.SECONDS), "no reply: not acquired");
       long elapsed = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
-      long min = TimeUnit.NANOSECONDS.toMillis(Engine.FIRST_REPLY_NANOS);
+      long min = TimeUnit.NANOSECONDS.toMillis(Call.FIRST_REPLY_NANOS);
       assertTrue(elapsed >= min && elapsed < min + Bounds.OVERRUN_MS, "returned after " + elapsed + " ms");
       assertFalse(lock.isHeldByCurrentThread());
       proxy.setPaused(false);

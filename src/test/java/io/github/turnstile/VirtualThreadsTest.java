@@ -88,7 +88,7 @@ class VirtualThreadsTest {
   void pinsAreToldApartByTheReasonTheJvmGives() {
     List<String> unlock = List.of("java.util.concurrent.CompletableFuture.timedGet",
         "java.util.concurrent.CompletableFuture.get", "io.github.turnstile.Waits.get",
-        "io.github.turnstile.Engine.awaitWhileUp", "io.github.turnstile.RedisLock.handOff",
+        "io.github.turnstile.Releases.awaitWhileUp", "io.github.turnstile.RedisLock.handOff",
         "io.github.turnstile.RedisLock.unlock");
     List<String> parked = new ArrayList<>(List.of("java.lang.VirtualThread.parkOnCarrierThread",
         "java.lang.VirtualThread.parkNanos", "java.util.concurrent.locks.LockSupport.parkNanos",

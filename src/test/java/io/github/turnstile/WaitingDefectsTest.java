@@ -382,7 +382,7 @@ class WaitingDefectsTest {
       DistributedReadWriteLock forRead = client.readWriteLock(unique("stalled-read"));
       DistributedReadWriteLock forWrite = client.readWriteLock(unique("stalled-write"));
       proxy.setPaused(true);
-      // 400 ms: above the 250 ms a call's first attempt waits for its reply (Engine.FIRST_REPLY_NANOS)
+      // 400 ms: above the 250 ms a call's first attempt waits for its reply (Call.FIRST_REPLY_NANOS)
       TimedCall<Boolean> read = TimedCall.start("readLock().tryLock(400 ms)",
           () -> forRead.readLock().tryLock(400, TimeUnit.MILLISECONDS));
       TimedCall<Boolean> write = TimedCall.start("writeLock().tryLock(400 ms)",
@@ -419,7 +419,7 @@ class WaitingDefectsTest {
       TimedCall<Boolean> semWait = TimedCall.start("tryAcquire(1000 ms)", () -> sem.tryAcquire(1000, TimeUnit.MILLISECONDS));
       awaitBlockedClients(redis, 2); // both blocked in Redis
       proxy.setPaused(true);
-      // 400 ms: above the 250 ms a call's first attempt waits for its reply (Engine.FIRST_REPLY_NANOS)
+      // 400 ms: above the 250 ms a call's first attempt waits for its reply (Call.FIRST_REPLY_NANOS)
       TimedCall<Boolean> fresh = TimedCall.start("tryAcquire(400 ms) started during the stall",
           () -> other.tryAcquire(400, TimeUnit.MILLISECONDS));
       lockWait.await(6000);

@@ -1,0 +1,98 @@
+package io.github.turnstile;
+
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The time and outage bookkeeping of one acquisition call: its deadline (if timed), whether it
+ * may be interrupted, and since when Redis has been continuously unreachable for it.
+ */
+final class Call {
+  /**
+   * The least time a reply is waited for, even when the caller's deadline is closer, once the
+   * call has had an answer from Redis (a refusal): a waiter's attempt near its deadline stretches
+   * the call by at most this much.
+   */
+  static final long MIN_REPLY_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
+  /**
+   * The least time the reply to a call's attempt is waited for until the call has had an answer
+   * from Redis: a zero or short timeout still learns whether the primitive is free from a Redis
+   * that answers, on a busy host too (a free lock is taken, as the JDK's {@code tryLock(0, unit)}
+   * takes it; {@link #MIN_REPLY_NANOS} was too short for a loaded machine, RELIABILITY). A Redis
+   * that does not answer at all makes a timed call return at most this long after it began.
+   */
+  static final long FIRST_REPLY_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
+
+  final boolean timed;
+  final long deadline;
+  final boolean interruptible;
+  /**
+   * One attempt and no wait ({@code tryLock()}, {@code tryAcquire()}): its reply is awaited for
+   * the command timeout, and a failure or no reply fails the call rather than timing it out.
+   */
+  final boolean once;
+  /** nanoTime since which Redis has been unreachable for this call; meaningful while unreachable. */
+  long unreachableSince;
+  boolean unreachable;
+  /** When the call began: its outage clock starts no earlier (see {@link Outages#unreachable}). */
+  final long startNanos = System.nanoTime();
+  /** Whether an attempt of this call has had its answer (see {@link #FIRST_REPLY_NANOS}). */
+  private boolean answered;
+
+  /** Records that an attempt of this call had its answer from Redis. */
+  void answered() {
+    answered = true;
+  }
+
+  /** The least wait for an attempt's reply: {@link #FIRST_REPLY_NANOS} until one was answered. */
+  long minReplyNanos() {
+    return answered ? MIN_REPLY_NANOS : FIRST_REPLY_NANOS;
+  }
+
+  private Call(boolean timed, long deadline, boolean interruptible) {
+    this(timed, deadline, interruptible, false);
+  }
+
+  private Call(boolean timed, long deadline, boolean interruptible, boolean once) {
+    this.timed = timed;
+    this.deadline = deadline;
+    this.interruptible = interruptible;
+    this.once = once;
+  }
+
+  /** One attempt and no wait, never interrupted ({@code tryLock()}). */
+  static Call once() {
+    return new Call(true, System.nanoTime(), false, true);
+  }
+
+  /** An untimed call ({@code lock()}, {@code acquire()}). */
+  static Call untimed(boolean interruptible) {
+    return new Call(false, 0, interruptible);
+  }
+
+  /** A timed call, interruptible as {@code tryLock(t)} is. */
+  static Call until(long deadline) {
+    return new Call(true, deadline, true);
+  }
+
+  /** A timed call with the given interruptibility. */
+  static Call until(long deadline, boolean interruptible) {
+    return new Call(true, deadline, interruptible);
+  }
+
+  /**
+   * Returns the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed).
+   *
+   * @return the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed)
+   */
+  long remaining() {
+    return timed ? deadline - System.nanoTime() : Long.MAX_VALUE;
+  }
+
+  boolean expired() {
+    return timed && deadline - System.nanoTime() <= 0;
+  }
+
+  void reachable() {
+    unreachable = false;
+  }
+}
