@@ -23,11 +23,11 @@ class AsyncListWaitFailureTest {
     AtomicInteger listWaits = new AtomicInteger();
     AsyncStubEnv env = new AsyncStubEnv() {
       @Override
-      public AsyncAcquisition.Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
+      public Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
         listWaits.incrementAndGet();
         CompletableFuture<Boolean> failed = CompletableFuture.failedFuture(
             new TurnstileException("cannot connect to Redis (blocking connection to 127.0.0.1:1)"));
-        return new AsyncAcquisition.Wake() {
+        return new Wake() {
           @Override public CompletableFuture<Boolean> woken() { return failed; }
           @Override public void used() { }
           @Override public void abandon() { }
@@ -35,25 +35,25 @@ class AsyncListWaitFailureTest {
       }
     };
     AtomicInteger attempts = new AtomicInteger();
-    AsyncAcquisition.Side<LockHold> side = new AsyncAcquisition.Side<>() {
+    AcquisitionSide<LockHold> side = new AcquisitionSide<>() {
       @Override String describe() { return "lock 'n'"; }
       @Override String channel() { return "ch"; }
       @Override String wakeKey() { return "wake"; }
       @Override Metrics.Primitive metrics() { return Metrics.Primitive.NOOP; }
-      @Override CompletableFuture<Engine.Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
+      @Override CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
         // refused until it waits by pub/sub, then granted
         return CompletableFuture.completedFuture(attempts.incrementAndGet() == 1 || !subscribed
-            ? new Engine.Attempt(false, 0, 30_000) : new Engine.Attempt(true, 7, 0));
+            ? new Attempt(false, 0, 30_000) : new Attempt(true, 7, 0));
       }
-      @Override LockHold grant(AsyncAcquisition<LockHold> w, Engine.Attempt a, long sentAtTicks) {
+      @Override LockHold grant(AsyncAcquisition<LockHold> w, Attempt a, long sentAtTicks) {
         return new AsyncFakesHold(a.token);
       }
-      @Override void cancelGrant(AsyncAcquisition<LockHold> w, Engine.Attempt a) { }
+      @Override void cancelGrant(AsyncAcquisition<LockHold> w, Attempt a) { }
       @Override void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) { }
       @Override String leaseKey(AsyncAcquisition<LockHold> w) { return "k"; }
     };
     AsyncGate<LockHold> gate = new AsyncGate<>(env, side);
-    LockHold h = gate.acquire(Engine.Call.untimed(false), 1).get(30, TimeUnit.SECONDS);
+    LockHold h = gate.acquire(Call.untimed(false), 1).get(30, TimeUnit.SECONDS);
     assertNotNull(h);
     assertEquals(7, h.fencingToken());
     assertEquals(1, listWaits.get(), "one wait on the list, then pub/sub only");
