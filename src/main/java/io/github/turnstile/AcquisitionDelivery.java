@@ -71,6 +71,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
     if (deliver) {
       cancelTimers();
       call.reachable();
+      tierHandOff();
       granted(a, sinceTicks);
     } else if (undo) {
       quietly(() -> side.cancelGrant(self(), a));
@@ -100,8 +101,16 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
       mu.unlock();
     }
     cancelTimers();
+    tierHandOff();
     deliver(a, env.ticker());
     return true;
+  }
+
+  private void tierHandOff() {
+    Telemetry.Wait w = telemetry;
+    if (w != null) {
+      w.tier("local hand-off");
+    }
   }
 
   /** A grant to deliver ({@link #finished} is set): acknowledged by the replicas first if asked. */

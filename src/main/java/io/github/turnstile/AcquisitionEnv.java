@@ -69,6 +69,11 @@ interface AcquisitionEnv {
    */
   default void queuedFirst(CompletableFuture<Boolean> woken) {}
 
+  /** The JFR events and Observations of waits and holds ({@link Telemetry}). */
+  default Telemetry telemetry() {
+    return Telemetry.JFR;
+  }
+
   default Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
     return null;
   }

@@ -28,6 +28,8 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   final Call call;
   final long startNanos = System.nanoTime();
   final CompletableFuture<H> result = new CompletableFuture<>();
+  /** This acquisition's wait as JFR and the Observations record it (null: nothing records it). */
+  Telemetry.Wait telemetry;
   private final CompletableFuture<Void> left = new CompletableFuture<>();
   /** Guards the fields below: who finishes, and what is in flight. */
   final ReentrantLock mu = new ReentrantLock();

@@ -76,9 +76,13 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
 
   /** Queues the acquisition and returns its future. */
   CompletableFuture<H> start() {
+    telemetry = env.telemetry().waitStarted(side.kind(), side.describe(), side.primitiveName(), permits);
     result.whenComplete((v, e) -> {
       if (v == null || v != delivered) {
         abandon();
+      }
+      if (thread == null) {
+        waitEnded(v, e); // a thread's is ended on the thread, when it returns (Waits.park)
       }
     });
     int entered = gate.enter(this, side.runMode(this));
@@ -99,6 +103,41 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       Trampoline.run(this::becomeHead);
     }
     return result;
+  }
+
+  /**
+   * Ends this acquisition's wait in JFR and the Observations, on the calling thread, with the
+   * outcome its future completed with: acquired, timed out, cancelled, failed (interrupted: see
+   * {@link #waitInterrupted}).
+   */
+  void waitEnded(Object hold, Throwable error) {
+    Telemetry.Wait w = telemetry;
+    if (w == null) {
+      return;
+    }
+    telemetry = null;
+    Throwable cause = error == null ? null : Engine.unwrap(error);
+    String outcome = hold != null ? "acquired"
+        : cause instanceof java.util.concurrent.TimeoutException || cause == null ? "timed out"
+        : cause instanceof CancellationException ? "cancelled" : "failed";
+    env.telemetry().waitEnded(w, outcome, "failed".equals(outcome) ? cause : null);
+  }
+
+  /** A thread's wait ended by an interrupt. */
+  void waitInterrupted() {
+    Telemetry.Wait w = telemetry;
+    if (w != null) {
+      telemetry = null;
+      env.telemetry().waitEnded(w, "interrupted", null);
+    }
+  }
+
+  /** The wait went on to {@code tier}. */
+  void tier(String tier) {
+    Telemetry.Wait w = telemetry;
+    if (w != null) {
+      w.tier(tier);
+    }
   }
 
   /** The gate made this acquisition its head: it contends in Redis from now on. */
@@ -201,6 +240,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       return;
     }
     // Taken before the attempt: a release between the attempt and the wait completes them.
+    tier("pub/sub");
     send(ch.next(), env.faults(), true);
   }
 
@@ -540,6 +580,9 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       return;
     }
     side.refused(this, a);
+    if (a.holder != null && telemetry != null) {
+      telemetry.holder = a.holder;
+    }
     if (call.once) {
       timeout(); // one attempt, refused: it never waits in line (the runner leaves the gate with it)
       return;
@@ -630,6 +673,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       return null;
     }
     Wake mine = w;
+    tier("list");
     CompletableFuture.anyOf(mine.woken(), fault, env.losses(), t).whenComplete((v, e) -> guarded(() -> woken(mine, t)));
     return mine;
   }

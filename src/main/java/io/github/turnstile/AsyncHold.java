@@ -95,7 +95,32 @@ abstract class AsyncHold implements Hold {
   /** Completes {@link #lost()} (once) and reports the loss. */
   final void reportLost(LeaseLostEvent event) {
     if (lost.complete(event)) {
+      endTelemetry(true);
       io.lost(event);
+    }
+  }
+
+  /** This hold as JFR and the Observations record it (null: nothing records it); set at the grant. */
+  volatile Telemetry.Held telemetry;
+  /** Where the hold's record ends ({@link Telemetry#holdEnded}); set with {@link #telemetry}. */
+  volatile Telemetry recorder;
+
+  /** Starts this hold's record, as {@code t} records (at the grant). */
+  final void recordWith(Telemetry t, Inspection.Kind kind, String describe, long token, int permits,
+      Telemetry.Wait acquired) {
+    Telemetry.Held h = t.holdStarted(kind, describe, name, token, permits, acquired);
+    if (h != null) {
+      recorder = t;
+      telemetry = h;
+    }
+  }
+
+  /** Ends this hold's record, once: released, or lost. */
+  private void endTelemetry(boolean byLoss) {
+    Telemetry.Held h = telemetry;
+    if (h != null) {
+      telemetry = null;
+      recorder.holdEnded(h, byLoss);
     }
   }
 
@@ -150,6 +175,7 @@ abstract class AsyncHold implements Hold {
     if (!released.compareAndSet(false, true)) {
       return false;
     }
+    endTelemetry(false); // on the releasing thread (a thread's final unlock: its own)
     Lease l = lease();
     long leaseEnd = System.nanoTime() + (l == null ? 0
         : TimeUnit.MILLISECONDS.toNanos(Math.max(0, l.remainingMillis(ticker.read()))));

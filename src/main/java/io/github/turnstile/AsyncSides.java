@@ -142,6 +142,11 @@ final class AsyncSides {
     }
 
     @Override
+    public Telemetry telemetry() {
+      return engine.telemetry;
+    }
+
+    @Override
     public void queuedFirst(CompletableFuture<Boolean> woken) {
       engine.queueFirstWaits.increment();
       woken.thenAccept(token -> {
@@ -228,6 +233,7 @@ final class AsyncSides {
       hold.lease().on(this instanceof LockSide ? Inspection.Kind.LOCK : Inspection.Kind.READ_WRITE_LOCK, name,
           w.thread != null ? w.thread.getId() : -1);
       engine.watchdog.register(hold.lease());
+      hold.recordWith(engine.telemetry, kind(), describe(), a.token, 1, w.telemetry);
       return hold;
     }
 
@@ -258,7 +264,7 @@ final class AsyncSides {
     @Override
     public void lost(LeaseLostEvent event) {
       metrics().leaseLost();
-      engine.notifyLost(event, listeners());
+      engine.notifyLost(event, listeners(), kind(), describe());
     }
   }
 

@@ -9,6 +9,8 @@ final class Attempt {
   final long retryMillis;
   /** A semaphore's grant: the epoch of the registration the permits count under (0: none, counting mode). */
   final long epoch;
+  /** When not acquired: the owner id of the holder in the way, if the script said (a lock's), else null. */
+  String holder;
 
   Attempt(boolean acquired, long token, long retryMillis) {
     this(acquired, token, retryMillis, 0);

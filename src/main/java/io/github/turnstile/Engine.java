@@ -109,6 +109,14 @@ final class Engine implements AutoCloseable {
   /** Reads primitives' state and clients' identities for {@link Inspection}s. */
   final Inspector inspector;
   final Metrics metrics;
+  /** The leases the watchdog renews (0 before it exists). */
+  private int leasesRenewed() {
+    Watchdog w = watchdog;
+    return w == null ? 0 : w.size();
+  }
+
+  /** JFR events and Micrometer Observations of waits, holds, losses and outages. */
+  final Telemetry telemetry;
   private final ScheduledExecutorService scheduler;
   /** Releases: waits for their replies, and their re-sends after transient failures. */
   final Releases releases;
@@ -132,7 +140,8 @@ final class Engine implements AutoCloseable {
     this.leaseMillis = options.leaseTime().toMillis();
     this.leaseArg = Long.toString(leaseMillis);
     this.commandTimeoutNanos = options.commandTimeout().toNanos();
-    this.outages = new Outages(options);
+    this.outages = new Outages(options, () -> waiting.size(), this::leasesRenewed);
+    this.telemetry = Telemetry.create(options.observationRegistry());
     byte[] id = new byte[8];
     new SecureRandom().nextBytes(id);
     this.clientId = HexFormat.of().formatHex(id);
@@ -541,12 +550,23 @@ final class Engine implements AutoCloseable {
 
   /** Logs a lease loss on this thread, and delivers its event to listeners on the event thread. */
   void notifyLost(LeaseLostEvent event, List<LeaseLossListener> listeners) {
-    logLost(event);
+    notifyLost(event, listeners, null, null);
+  }
+
+  /** As {@link #notifyLost(LeaseLostEvent, List)}, recording the primitive's kind in the JFR event. */
+  void notifyLost(LeaseLostEvent event, List<LeaseLossListener> listeners, Inspection.Kind kind, String describe) {
+    logLost(event, kind, describe);
     tellLost(event, listeners);
   }
 
   /** Logs a lease loss (a WARNING), on the thread that declared it. */
   void logLost(LeaseLostEvent event) {
+    logLost(event, null, null);
+  }
+
+  /** As {@link #logLost(LeaseLostEvent)}, with the JFR event's primitive. */
+  void logLost(LeaseLostEvent event, Inspection.Kind kind, String describe) {
+    telemetry.leaseLost(kind, describe, event.name(), event.holder(), event.reason(), event.fencingToken());
     LOG.log(Level.WARNING, "Turnstile lease lost: {0} (fencing token {1}, holder {2}): {3}",
         event.name(), Long.toString(event.fencingToken()), event.holder(), event.reason());
   }

@@ -26,7 +26,16 @@ final class Outages {
   private long lostSinceNanos;
   private volatile boolean redisLost;
 
-  Outages(TurnstileOptions options) {
+  /** Acquisitions waiting in Redis, and leases renewed: what rode through an outage, at its end (JFR). */
+  private final java.util.function.IntSupplier waits;
+  private final java.util.function.IntSupplier holds;
+  /** The outage's JFR event while it lasts (null: none, or JFR does not record it); guarded by lostLock. */
+  private Telemetry.OutageEvent event;
+  private String cause;
+
+  Outages(TurnstileOptions options, java.util.function.IntSupplier waits, java.util.function.IntSupplier holds) {
+    this.waits = waits;
+    this.holds = holds;
     this.options = options;
     this.outageToleranceNanos = options.outageTolerance().toNanos();
   }
@@ -39,12 +48,14 @@ final class Outages {
    * got its turn) counts the outage it has already waited through, and a queue of untimed calls
    * fails after one tolerance, not one tolerance per call ahead of it.
    */
-  private long outageStart(Call call, long sinceNanos) {
+  private long outageStart(Call call, long sinceNanos, String what) {
     lostLock.lock();
     try {
       if (!redisLost) {
         redisLost = true;
         lostSinceNanos = sinceNanos;
+        event = Telemetry.outageStarted();
+        cause = what;
         return sinceNanos;
       }
       if (sinceNanos - lostSinceNanos < 0) {
@@ -60,11 +71,19 @@ final class Outages {
   /** Redis answered: a later outage starts its own clock. */
   void reached() {
     if (redisLost) {
+      Telemetry.OutageEvent e;
+      String what;
       lostLock.lock();
       try {
         redisLost = false;
+        e = event;
+        what = cause;
+        event = null;
       } finally {
         lostLock.unlock();
+      }
+      if (e != null) {
+        Telemetry.outageEnded(e, what, waits.getAsInt(), holds.getAsInt());
       }
     }
   }
@@ -79,7 +98,7 @@ final class Outages {
   void unreachable(Call call, long sinceNanos, String what, Throwable cause) {
     if (!call.unreachable) {
       call.unreachable = true;
-      call.unreachableSince = outageStart(call, sinceNanos);
+      call.unreachableSince = outageStart(call, sinceNanos, what);
     }
     long down = System.nanoTime() - call.unreachableSince;
     if (!call.timed && down >= outageToleranceNanos) {

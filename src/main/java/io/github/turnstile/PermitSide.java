@@ -157,6 +157,8 @@ final class PermitSide extends AcquisitionSide<PermitHold> implements AsyncHold.
     AsyncHold.Permits hold = new AsyncHold.Permits(sem.name, this, sem.engine.ticker, n, sem.leased ? under : null);
     if (w.thread == null) {
       sem.liveHolds.add(hold);
+      // a thread's permits become the client's, not a hold's: no hold to record
+      hold.recordWith(sem.engine.telemetry, Inspection.Kind.SEMAPHORE, sem.describe, 0, n, w.telemetry);
     }
     return hold;
   }
@@ -241,7 +243,7 @@ final class PermitSide extends AcquisitionSide<PermitHold> implements AsyncHold.
   @Override
   public void lost(LeaseLostEvent event) {
     sem.metrics.leaseLost();
-    sem.engine.notifyLost(event, sem.lossListeners());
+    sem.engine.notifyLost(event, sem.lossListeners(), Inspection.Kind.SEMAPHORE, sem.describe);
   }
 
   /**

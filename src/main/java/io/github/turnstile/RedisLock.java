@@ -316,7 +316,14 @@ class RedisLock implements DistributedLock {
     long status = (Long) reply.get(0);
     Object second = reply.get(1);
     long value = second instanceof Long ? (Long) second : Long.parseLong(second.toString());
-    return status == 1 ? new Attempt(true, value, 0) : new Attempt(false, 0, value);
+    if (status == 1) {
+      return new Attempt(true, value, 0);
+    }
+    Attempt a = new Attempt(false, 0, value);
+    if (reply.size() > 2 && reply.get(2) instanceof String) {
+      a.holder = (String) reply.get(2); // the holder in the way (lock_acquire.lua), for the wait's JFR event
+    }
+    return a;
   }
 
   /** Hands on a wake token that was (or may have been) taken and will not be used. */

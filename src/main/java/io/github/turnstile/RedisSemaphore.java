@@ -482,7 +482,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     metrics.leaseLost();
     engine.notifyLost(new LeaseLostEvent(name, 0, "client " + engine.clientId, "Redis no longer had "
         + permits(permits) + " of this client when its release arrived: they had been reclaimed",
-        System.currentTimeMillis()), lossListeners());
+        System.currentTimeMillis()), lossListeners(), Inspection.Kind.SEMAPHORE, describe);
   }
 
   // ---------------------------------------------------------------- capacity and queries

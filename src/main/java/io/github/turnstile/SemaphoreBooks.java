@@ -159,7 +159,7 @@ final class SemaphoreBooks {
     LeaseLostEvent event = n > 0
         ? new LeaseLostEvent(sem.name, 0, l.holder, reason + " (" + RedisSemaphore.permits(n) + ")", l.lostAtMillis) : null;
     if (event != null) {
-      engine.logLost(event);
+      engine.logLost(event, Inspection.Kind.SEMAPHORE, sem.describe);
     }
     retire(dead);
     for (AsyncHold.Permits h : sem.liveHolds) {

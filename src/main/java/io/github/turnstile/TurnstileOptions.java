@@ -32,6 +32,9 @@ import java.util.Objects;
  *   <tr><td>{@link Builder#meterRegistry meterRegistry}</td><td>none</td>
  *       <td>a Micrometer {@code MeterRegistry} to record metrics in; none: nothing is recorded,
  *       and Micrometer need not be on the classpath</td></tr>
+ *   <tr><td>{@link Builder#observationRegistry observationRegistry}</td><td>none</td>
+ *       <td>a Micrometer {@code ObservationRegistry} to observe each wait ({@code turnstile.acquire})
+ *       and hold ({@code turnstile.hold}) in: a tracer shows them as spans under the request</td></tr>
  *   <tr><td>{@link Builder#metricsNameLimit metricsNameLimit}</td><td>100</td>
  *       <td>distinct primitive names that get a {@code name} tag of their own; later names are
  *       recorded as {@code name=other}</td></tr>
@@ -53,6 +56,8 @@ public final class TurnstileOptions {
   private final int localHandoffLimit;
   /** A Micrometer MeterRegistry, or null; typed Object so that Micrometer stays optional. */
   private final Object meterRegistry;
+  /** A Micrometer ObservationRegistry, or null; typed Object so that Micrometer stays optional. */
+  private final Object observationRegistry;
   private final int metricsNameLimit;
   private final String clientName;
 
@@ -72,6 +77,7 @@ public final class TurnstileOptions {
     this.outageTolerance = b.outageTolerance;
     this.leaseLossListeners = List.copyOf(b.listeners);
     this.meterRegistry = b.meterRegistry;
+    this.observationRegistry = b.observationRegistry;
     this.metricsNameLimit = b.metricsNameLimit;
     this.clientName = b.clientName;
   }
@@ -194,6 +200,15 @@ public final class TurnstileOptions {
   }
 
   /**
+   * Returns the Micrometer Observation registry, or null (package-private: Object, so no Micrometer type is named).
+   *
+   * @return the Observation registry, or null
+   */
+  Object observationRegistry() {
+    return observationRegistry;
+  }
+
+  /**
    * Returns how many distinct names get a metrics tag of their own.
    *
    * @return how many distinct names get a metrics tag of their own
@@ -221,6 +236,7 @@ public final class TurnstileOptions {
         + (replicaAcks > 0 ? " within " + replicaAckTimeout : "")
         + ", listeners=" + leaseLossListeners.size()
         + ", metrics=" + (meterRegistry == null ? "off" : "on, nameLimit=" + metricsNameLimit)
+        + ", observations=" + (observationRegistry == null ? "off" : "on")
         + (clientName == null ? "" : ", clientName='" + clientName + "'") + '}';
   }
 
@@ -237,6 +253,7 @@ public final class TurnstileOptions {
     private Duration replicaAckTimeout = Duration.ZERO;
     private int localHandoffLimit = 8;
     private Object meterRegistry;
+    private Object observationRegistry;
     private int metricsNameLimit = 100;
     private String clientName;
 
@@ -450,6 +467,25 @@ public final class TurnstileOptions {
      */
     public Builder meterRegistry(io.micrometer.core.instrument.MeterRegistry registry) {
       this.meterRegistry = registry;
+      return this;
+    }
+
+    /**
+     * Observes each acquisition ({@code turnstile.acquire}, from the call to its outcome) and each
+     * hold ({@code turnstile.hold}, from the grant to its release or loss) in this Micrometer
+     * Observation registry, so that a tracer (Micrometer Tracing) shows a lock wait as a span under
+     * the request that waited. Low-cardinality keys: {@code primitive} (lock, read lock, write
+     * lock, semaphore), {@code outcome} (acquired, timed out, interrupted, cancelled, failed; for
+     * holds released or lost) and {@code tier} (none, local hand-off, list, pub/sub); the
+     * primitive's name is the high-cardinality key {@code name}. An acquisition's observation is
+     * started on the calling thread, so the current observation is its parent. Default: none, and
+     * then no Micrometer class is loaded for it.
+     *
+     * @param registry the registry, or {@code null} for none
+     * @return this builder
+     */
+    public Builder observationRegistry(io.micrometer.observation.ObservationRegistry registry) {
+      this.observationRegistry = registry;
       return this;
     }
 

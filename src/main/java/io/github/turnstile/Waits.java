@@ -126,6 +126,7 @@ final class Waits {
       } catch (InterruptedException e) {
         giveUp(f);
         a.left().join();
+        a.waitInterrupted();
         throw e;
       }
       if (interrupted) {
@@ -142,11 +143,15 @@ final class Waits {
     // gate without it (a tryLock() right after a timed-out one would otherwise see it queued)
     a.left().join();
     try {
-      return f.join();
+      H h = f.join();
+      a.waitEnded(h, null); // the wait's JFR event, committed on this thread
+      return h;
     } catch (java.util.concurrent.CancellationException e) {
+      a.waitEnded(null, e);
       return null;
     } catch (java.util.concurrent.CompletionException e) {
       Throwable cause = Engine.unwrap(e);
+      a.waitEnded(null, cause);
       if (cause instanceof TimeoutException) {
         return null;
       }
@@ -202,6 +207,7 @@ final class Waits {
       lot.acquireUninterruptibly(); // the ticket of its end (the interrupt is reported by the exception)
       Thread.interrupted();
       a.left().join();
+      a.waitInterrupted();
       throw e;
     }
     if (!f.isDone()) {

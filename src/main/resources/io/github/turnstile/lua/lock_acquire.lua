@@ -24,8 +24,8 @@
 --             altogether (a release keeps r and t for the rest of the lease): the holder seen
 --             before never released. others = 1 when a waiting mark of another client may be
 --             left; same = 1 when the last hold was this client's, or this is a hand-off.
---         {0, pttl}   held by another owner; pttl = its remaining lease in ms. A caller that will
---                     wait is marked: w:<client> and q (and p with flag s).
+--         {0, pttl, owner}   held by another owner; pttl = its remaining lease in ms, owner its
+--                     owner id. A caller that will wait is marked: w:<client> and q (and p with flag s).
 --         {0, -3}     hand-off only: ARGV[5] no longer holds the lock (its lease ran out).
 --
 -- Idempotent: re-sending the same (owner, request) never yields a second token.
@@ -211,7 +211,7 @@ if o then
         redis.call('HSET', lock, 'p', '1', 'q', '1')
       end
     end
-    return {0, redis.call('PTTL', lock)}
+    return {0, redis.call('PTTL', lock), o}
   end
   if redis.call('HGET', lock, 'r') == req then
     -- a re-sent copy of the grant: its lease again, from now; d goes (it does not hold for that)

@@ -46,6 +46,10 @@ import org.springframework.integration.support.locks.LockRegistry;
  *   <li>a {@link TurnstileLockProvider}, when ShedLock is on the classpath and no other
  *       {@code LockProvider} bean exists (annotate a configuration with ShedLock's
  *       {@code @EnableSchedulerLock} to use it);</li>
+ *   <li>the application's Micrometer {@code ObservationRegistry}, when there is exactly one, is set
+ *       as the Turnstile's observation registry: each wait and hold is an observation
+ *       ({@code turnstile.acquire}, {@code turnstile.hold}), a span under the request with Micrometer
+ *       Tracing. Turn it off with {@code turnstile.observations.enabled=false}.</li>
  *   <li>a health indicator named {@code turnstile} (bean {@code turnstileHealthIndicator}) when
  *       Actuator's health support is on the classpath: DOWN when Redis does not answer, with the
  *       leases held (from Micrometer) and the leases lost so far as details. Turn it off with
@@ -126,6 +130,29 @@ public class TurnstileAutoConfiguration {
         MeterRegistry r = registry.getIfUnique();
         return r == null ? null : new MicrometerLeases(r).get();
       });
+    }
+  }
+
+  /**
+   * Sets the application's Micrometer {@code ObservationRegistry} on the Turnstile, so that each
+   * lock wait and hold is an observation (a span under the request, with Micrometer Tracing).
+   * Turn it off with {@code turnstile.observations.enabled=false}.
+   */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass(name = "io.micrometer.observation.ObservationRegistry")
+  @ConditionalOnProperty(prefix = "turnstile.observations", name = "enabled", havingValue = "true",
+      matchIfMissing = true)
+  static class ObservationConfiguration {
+
+    @Bean
+    TurnstileOptionsCustomizer turnstileObservationRegistryCustomizer(
+        ObjectProvider<io.micrometer.observation.ObservationRegistry> registry) {
+      return options -> {
+        io.micrometer.observation.ObservationRegistry r = registry.getIfUnique();
+        if (r != null) {
+          options.observationRegistry(r);
+        }
+      };
     }
   }
 

@@ -22,6 +22,10 @@ import io.github.turnstile.testing.TcpProxy;
 import io.github.turnstile.testing.TestRedis;
 import io.github.turnstile.testing.TlsTerminator;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.observation.Observation;
+import io.micrometer.observation.ObservationRegistry;
+import io.micrometer.observation.tck.TestObservationRegistry;
+import io.micrometer.observation.tck.TestObservationRegistryAssert;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.io.IOException;
 import java.io.InputStream;
@@ -79,6 +83,7 @@ public class TurnstileAutoConfigurationTest {
       assertTrue(json.contains("\"name\": \"turnstile." + p + "\""), "turnstile." + p + " in " + json);
     }
     assertTrue(json.contains("\"name\": \"management.health.turnstile.enabled\""), json);
+    assertTrue(json.contains("\"name\": \"turnstile.observations.enabled\""), json);
   }
 
   /** Every property reaches TurnstileOptions; every bean is there and works. */
@@ -104,6 +109,58 @@ public class TurnstileAutoConfigurationTest {
           assertInstanceOf(TurnstileLockRegistry.class, context.getBean(LockRegistry.class));
           assertInstanceOf(TurnstileLockProvider.class, context.getBean(LockProvider.class));
           assertInstanceOf(Health.indicatorType(), context.getBean("turnstileHealthIndicator"));
+        });
+  }
+
+  /**
+   * The application's ObservationRegistry observes each wait and hold: a request that waited for
+   * a lock held by another client has a {@code turnstile.acquire} and a {@code turnstile.hold}
+   * observation under it, with the lock's name; {@code turnstile.observations.enabled=false} turns
+   * them off.
+   */
+  @Test
+  void observesWaitsAndHoldsInTheApplicationsObservationRegistry(TestRedis redis) {
+    TestObservationRegistry registry = TestObservationRegistry.create();
+    String name = unique("boot-observed");
+    runner.withPropertyValues("turnstile.uri=" + redis.uri())
+        .withBean(ObservationRegistry.class, () -> registry)
+        .run(context -> {
+          Turnstile t = context.getBean(Turnstile.class);
+          try (Turnstile other = Turnstile.connect(redis.uri())) {
+            DistributedLock held = other.lock(name);
+            held.lock();
+            Thread request = new Thread(() -> Observation.createNotStarted("http.request", registry).observe(() -> {
+              DistributedLock lock = t.lock(name);
+              lock.lock();
+              lock.unlock();
+            }), "request");
+            request.start();
+            await("the request waits for the lock", Duration.ofSeconds(30), () -> !t.activity().isEmpty());
+            held.unlock();
+            request.join(60_000);
+            assertFalse(request.isAlive());
+          }
+          TestObservationRegistryAssert.assertThat(registry)
+              .hasObservationWithNameEqualTo("turnstile.acquire").that()
+              .hasLowCardinalityKeyValue("primitive", "lock")
+              .hasLowCardinalityKeyValue("outcome", "acquired")
+              .hasHighCardinalityKeyValue("name", name)
+              .hasParentObservationContextMatching(c -> "http.request".equals(c.getName()))
+              .hasBeenStopped();
+          TestObservationRegistryAssert.assertThat(registry)
+              .hasObservationWithNameEqualTo("turnstile.hold").that()
+              .hasLowCardinalityKeyValue("outcome", "released")
+              .hasParentObservationContextMatching(c -> "http.request".equals(c.getName()))
+              .hasBeenStopped();
+        });
+    TestObservationRegistry off = TestObservationRegistry.create();
+    runner.withPropertyValues("turnstile.uri=" + redis.uri(), "turnstile.observations.enabled=false")
+        .withBean(ObservationRegistry.class, () -> off)
+        .run(context -> {
+          DistributedLock lock = context.getBean(Turnstile.class).lock(unique("boot-unobserved"));
+          lock.lock();
+          lock.unlock();
+          TestObservationRegistryAssert.assertThat(off).doesNotHaveAnyObservation();
         });
   }
 
