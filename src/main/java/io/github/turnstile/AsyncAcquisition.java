@@ -388,7 +388,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       if (finished || abandoned) {
         return;
       }
-      // Past the deadline only the head's first attempt is sent (as Engine.contend); a later one
+      // Past the deadline only the head's first attempt is sent; a later one
       // would also stretch the deadline by its reply's minimum wait.
       late = attempted && call.expired();
       if (late) {
@@ -420,8 +420,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
 
   /**
    * Waits for the reply of {@code f}, re-checking the connection every {@link #RECHECK_NANOS}
-   * (a connection that drops makes Redis count as unreachable at once, as {@link Engine#awaitReply}
-   * does) until the command timeout.
+   * (a connection that drops makes Redis count as unreachable at once) until the command timeout.
    */
   private void awaitReply(CompletableFuture<Attempt> f, CompletableFuture<Void> event,
       CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
@@ -431,8 +430,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       Timer.cancel(check);
       if (!f.isDone() && fault.isDone() && !call.once) {
         // A recovery event (a reconnect, a new Cluster topology) while the attempt waits: it may
-        // be queued for a connection that will not answer (a dead master's); send again, as
-        // Engine.awaitReply does
+        // be queued for a connection that will not answer (a dead master's); send again
         recovered(f, event, fault, sentAt, sentNanos, subscribed);
         return;
       }

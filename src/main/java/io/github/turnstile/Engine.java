@@ -69,8 +69,8 @@ final class Engine implements AutoCloseable {
   }
 
   /**
-   * The threads of this client that wait in Redis now (one per contended primitive and JVM: the
-   * gate holder, or a semaphore's waiter thread). An entry is added only once an attempt was
+   * The acquisitions of this client that wait in Redis now (one per contended primitive and JVM:
+   * the gate's head, a thread's or a future's). An entry is added only once an attempt was
    * refused, so an acquisition that is granted at once costs nothing here.
    */
   final java.util.Set<Waiting> waiting = java.util.concurrent.ConcurrentHashMap.newKeySet();

@@ -30,7 +30,7 @@
 --          refusal asks the next call that frees permits to publish; y (release) = the caller
 --          yields after a run of local hand-offs while its own threads go on waiting: one wake
 --          token is pushed whether or not a waiter is marked, for the first waiter blocked on
---          the list (another client's, or the caller's own waiter thread, which blocks there
+--          the list (another client's, or the caller's own head, which may block there
 --          before its next attempt), so the permits never lie free while everyone stands back. (There is
 --          no "first copy" flag to skip the memo: Lettuce re-sends the very same command after a
 --          reconnect, so a first copy can run twice.)
@@ -368,7 +368,7 @@ local function wake(except, freeing)
 end
 
 -- a release that yields (flag y): one token for the first waiter blocked on the list, marked or
--- not (the caller's own waiter thread blocks there, unmarked, before its next attempt)
+-- not (the caller's own head may block there, unmarked, before its next attempt)
 local function yield_token()
   if a > 0 and flag('y') and redis.call('LLEN', K) == 0 then
     redis.call('RPUSH', K, '1')
