@@ -74,6 +74,14 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   boolean marked;
   /** Side state: what the side keeps for this acquisition (the semaphore: its request). */
   Object sideState;
+  /**
+   * A wait on the wake list handed over from the head before it ({@link AsyncAcquisition#passWaitTo}):
+   * this acquisition resumes it, in {@link #listWait}, when it becomes head, instead of attempting
+   * first. Guarded by mu.
+   */
+  boolean adoptedWait;
+  /** A wait on the wake list this acquisition handed to the next one: its end is no longer this one's. Guarded by mu. */
+  Wake givenAway;
   /** The grant being delivered came by a local hand-off of permits ({@link AcquisitionDelivery#handedPermits}), not from Redis. */
   volatile boolean handedLocally;
   /**

@@ -191,7 +191,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       }
       return;
     }
-    if (waitLocally()) {
+    if (resumeAdoptedWait() || waitLocally()) {
       return;
     }
     if (listTier() || runsBeside()) {
@@ -653,6 +653,11 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       step();
       return null;
     }
+    return armWake(w, slice, fault) ? w : null;
+  }
+
+  /** Waits on {@code w} for at most {@code slice} (and a grace), then steps again; false if this acquisition ended meanwhile. */
+  private boolean armWake(Wake w, long slice, CompletableFuture<Void> fault) {
     CompletableFuture<Boolean> t = Timer.after(slice + LIST_GRACE_NANOS);
     boolean armed = false;
     mu.lock();
@@ -668,12 +673,80 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     if (!armed) {
       Timer.cancel(t);
       w.abandon(); // ended meanwhile
-      return null;
+      return false;
     }
-    Wake mine = w;
     tier("list");
-    CompletableFuture.anyOf(mine.woken(), fault, env.losses(), t).whenComplete((v, e) -> guarded(() -> woken(mine, t)));
-    return mine;
+    CompletableFuture.anyOf(w.woken(), fault, env.losses(), t).whenComplete((v, e) -> guarded(() -> woken(w, t)));
+    return true;
+  }
+
+  /**
+   * This head, about to be handed permits by a local release, hands its wait in Redis to
+   * {@code next}, the acquisition that becomes head after it: its request (the side's state,
+   * which Redis counts as waiting) and its wait on the wake list, still blocked. {@code next}
+   * resumes that wait when it becomes head instead of attempting at once; so a local hand-off
+   * costs Redis nothing, where withdrawing this head's request and attempting afresh for the next
+   * one cost two scripts. Only between attempts (none in flight), on the wake list, and when both
+   * ask for as many permits (the request names its permits).
+   *
+   * @return whether the wait was handed over
+   */
+  boolean passWaitTo(AsyncAcquisition<H> next) {
+    mu.lock();
+    try {
+      if (finished || abandoned || inFlight != null || listWait == null || sideState == null
+          || next.permits != permits) {
+        return false;
+      }
+      if (!next.adopt(sideState, listWait)) {
+        return false;
+      }
+      givenAway = listWait;
+      listWait = null; // not abandoned when this acquisition's timers are cancelled
+      sideState = null;
+      return true;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /** Takes over a waiting head's request and list wait (see {@link #passWaitTo}); false if it cannot. */
+  private boolean adopt(Object request, Wake wait) {
+    mu.lock();
+    try {
+      if (finished || abandoned || head || sideState != null) {
+        return false;
+      }
+      sideState = request;
+      attempted = true; // its request was sent: an end withdraws it
+      listWait = wait; // abandoned with this acquisition's timers if it ends before it resumes it
+      adoptedWait = true;
+      return true;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /** A head that adopted a wait resumes it; false if it has none. */
+  private boolean resumeAdoptedWait() {
+    Wake w;
+    mu.lock();
+    try {
+      if (!adoptedWait) {
+        return false;
+      }
+      adoptedWait = false;
+      w = listWait;
+      listWait = null;
+    } finally {
+      mu.unlock();
+    }
+    if (w == null) {
+      return false;
+    }
+    waitsInRedis();
+    armWake(w, TimeUnit.MILLISECONDS.toNanos(env.leaseMillis()), env.faults());
+    return true;
   }
 
   /** A wait on the wake list ended (a token, its timeout, a recovery event, or its client-side bound). */
@@ -682,6 +755,12 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     Timer.cancel(t);
     mu.lock();
     try {
+      if (givenAway == w) {
+        if (waitTimer == t) {
+          waitTimer = null;
+        }
+        return; // handed to the next head, which waits on it now
+      }
       if (waitTimer == t) {
         waitTimer = null;
       }

@@ -210,6 +210,30 @@ final class AsyncGate<H extends Hold> {
     }
   }
 
+  /**
+   * Returns the first acquisition in line that is not in {@code served} and has not ended, if the
+   * head is among {@code served}: the one that becomes head once they are served (it may take over
+   * the head's wait in Redis: {@link AsyncAcquisition#passWaitTo}); else null.
+   *
+   * @return the next head, or null
+   */
+  AsyncAcquisition<H> heirOf(java.util.List<AsyncAcquisition<H>> served) {
+    lock.lock();
+    try {
+      if (head == null || !served.contains(head)) {
+        return null;
+      }
+      for (AsyncAcquisition<H> q : queue) {
+        if (!served.contains(q) && q.open()) {
+          return q;
+        }
+      }
+      return null;
+    } finally {
+      lock.unlock();
+    }
+  }
+
   /** A grant from Redis: the run of local hand-offs in a row starts again. */
   void grantedInRedis() {
     lock.lock();

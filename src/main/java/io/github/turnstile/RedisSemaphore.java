@@ -387,7 +387,15 @@ final class RedisSemaphore extends DistributedSemaphore {
       books.unlock();
     }
     int left = permits;
-    for (AsyncAcquisition<PermitHold> a : g.servedBy(permits, engine.options.localHandoffLimit())) {
+    List<AsyncAcquisition<PermitHold>> served = g.servedBy(permits, engine.options.localHandoffLimit());
+    AsyncAcquisition<PermitHold> heir = served.isEmpty() ? null : g.heirOf(served);
+    // the head last: those behind it are served before it leaves, so that the acquisition after
+    // them becomes head next, taking over the head's wait in Redis rather than attempting afresh
+    for (int i = served.size() - 1; i >= 0; i--) {
+      AsyncAcquisition<PermitHold> a = served.get(i);
+      if (i == 0 && heir != null) {
+        a.passWaitTo(heir);
+      }
       if (a.handedPermits(new Attempt(true, a.permits, 0, from))) {
         left -= a.permits;
       }
