@@ -24,6 +24,12 @@ import jdk.jfr.Threshold;
  * hold at its final unlock.
  */
 final class Telemetry {
+  /**
+   * Whether the runtime has JDK Flight Recorder ({@code jdk.jfr}): every JDK does, but a runtime
+   * image made with {@code jlink} may leave the module out, and then no event class is loaded.
+   */
+  private static final boolean JFR_PRESENT = ModuleLayer.boot().findModule("jdk.jfr").isPresent();
+
   /** JFR only: no Observation registry. */
   static final Telemetry JFR = new Telemetry(null);
 
@@ -80,8 +86,11 @@ final class Telemetry {
    * @return the wait, or null
    */
   Wait waitStarted(Inspection.Kind kind, String describe, String name, int permits) {
-    WaitEvent probe = new WaitEvent();
-    boolean jfr = probe.isEnabled();
+    if (!JFR_PRESENT && observations == null) {
+      return null;
+    }
+    WaitEvent probe = JFR_PRESENT ? new WaitEvent() : null;
+    boolean jfr = probe != null && probe.isEnabled();
     Object observation = observations == null ? null : observations.acquireStarted(primitive(kind, describe), name);
     if (!jfr && observation == null) {
       return null;
@@ -147,8 +156,11 @@ final class Telemetry {
    * @return the hold's record, or null
    */
   Held holdStarted(Inspection.Kind kind, String describe, String name, long token, int permits, Wait acquired) {
-    HoldEvent probe = new HoldEvent();
-    boolean jfr = probe.isEnabled();
+    if (!JFR_PRESENT && observations == null) {
+      return null;
+    }
+    HoldEvent probe = JFR_PRESENT ? new HoldEvent() : null;
+    boolean jfr = probe != null && probe.isEnabled();
     Object observation = observations == null ? null
         : observations.holdStarted(primitive(kind, describe), name, acquired == null ? null : acquired.observation);
     if (!jfr && observation == null) {
@@ -186,6 +198,9 @@ final class Telemetry {
 
   /** Records a lease loss (a JFR instant event). */
   void leaseLost(Inspection.Kind kind, String describe, String name, String holder, String reason, long token) {
+    if (!JFR_PRESENT) {
+      return;
+    }
     LeaseLost e = new LeaseLost();
     if (e.shouldCommit()) {
       e.primitive = primitive(kind, describe);
@@ -204,6 +219,9 @@ final class Telemetry {
    * @return the outage's event, begun, or null
    */
   static OutageEvent outageStarted() {
+    if (!JFR_PRESENT) {
+      return null;
+    }
     OutageEvent e = new OutageEvent();
     if (!e.isEnabled()) {
       return null;
