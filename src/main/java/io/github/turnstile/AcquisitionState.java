@@ -118,6 +118,9 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
           + " waitTimer=" + (waitTimer == null ? "none" : waitTimer.isDone() ? "done" : "armed")
           + " uncertain=" + uncertain + " abandoned=" + abandoned + " finished=" + finished
           + " result=" + (result.isDone() ? "done" : "pending")
+          + " deadlineTimer=" + (deadlineTimer == null ? "none" : deadlineTimer.isDone() ? "done" : "armed")
+          + " listWait=" + (listWait == null ? "none" : "set") + " adopted=" + adoptedWait + " local=" + handedLocally
+          + " deadlinePassed=" + deadlinePassed + " localPhase=" + localPhase
           + (waitsOnNothing() ? " STRANDED" : "") + "}";
     } finally {
       mu.unlock();

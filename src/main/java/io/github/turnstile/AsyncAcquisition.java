@@ -444,7 +444,9 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
           }
         }
         if (!isOverOrAbandoned()) {
-          awaitReply(f, event, fault, sentAt, sentNanos, subscribed);
+          // a recovery event that came meanwhile (a one-attempt call waits on for its reply) is
+          // not waited on again: it is done, and would wake this wait at once, in a loop
+          awaitReply(f, event, fault.isDone() ? env.faults() : fault, sentAt, sentNanos, subscribed);
           return;
         }
         // abandoned meanwhile: keep listening, the reply must still be undone

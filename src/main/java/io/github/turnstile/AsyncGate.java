@@ -80,11 +80,16 @@ final class AsyncGate<H extends Hold> {
   String describe() {
     lock.lock();
     try {
-      if (head == null && queue.isEmpty() && channel == null) {
+      if (head == null && queue.isEmpty() && channel == null && runners.isEmpty()) {
         return null;
       }
+      StringBuilder beside = new StringBuilder();
+      for (AsyncAcquisition<H> r : runners) {
+        beside.append(' ').append(r.describe());
+      }
       return "head=" + (head == null ? "none" : head.describe())
-          + " queued=" + queue.size() + " channel=" + (channel == null ? "none" : "held");
+          + " queued=" + queue.size() + " channel=" + (channel == null ? "none" : "held")
+          + (runners.isEmpty() ? "" : " runners:" + beside);
     } finally {
       lock.unlock();
     }

@@ -536,7 +536,7 @@ final class RedisSemaphore extends DistributedSemaphore {
       return "epoch " + books.epoch + (books.lease == null ? " (no lease)" : "") + ", dead " + books.deadEpoch + ", held " + books.held
           + ", lost " + books.lost + ", in flight " + books.inFlight + ", waiting " + getQueueLength()
           + ", in the gate " + AsyncSides.waiting(async) + ", slots " + requests.nextSlot.get() + " (" + requests.freeSlots.size()
-          + " free)";
+          + " free)" + (async.get() == null || async.get().describe() == null ? "" : ", gate " + async.get().describe());
     } finally {
       books.unlock();
     }
