@@ -46,7 +46,7 @@ class AsyncListWaitFailureTest {
             ? new Attempt(false, 0, 30_000) : new Attempt(true, 7, 0));
       }
       @Override LockHold grant(AsyncAcquisition<LockHold> w, Attempt a, long sentAtTicks) {
-        return new AsyncFakesHold(a.token);
+        return new StubHold(a.token);
       }
       @Override void cancelGrant(AsyncAcquisition<LockHold> w, Attempt a) { }
       @Override void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) { }
@@ -57,21 +57,5 @@ class AsyncListWaitFailureTest {
     assertNotNull(h);
     assertEquals(7, h.fencingToken());
     assertEquals(1, listWaits.get(), "one wait on the list, then pub/sub only");
-  }
-
-  /** A hold that holds nothing in Redis. */
-  private static final class AsyncFakesHold implements LockHold {
-    private final long token;
-
-    AsyncFakesHold(long token) {
-      this.token = token;
-    }
-
-    @Override public String name() { return "n"; }
-    @Override public boolean isValid() { return true; }
-    @Override public java.util.concurrent.CompletionStage<LeaseLostEvent> lost() { return new CompletableFuture<>(); }
-    @Override public java.util.concurrent.CompletionStage<Void> release() { return CompletableFuture.completedFuture(null); }
-    @Override public void close() { }
-    @Override public long fencingToken() { return token; }
   }
 }

@@ -35,7 +35,7 @@ class OnceCallFaultTest {
         return reply;
       }
       @Override LockHold grant(AsyncAcquisition<LockHold> w, Attempt a, long sentAtTicks) {
-        return new AsyncFakesHold(a.token);
+        return new StubHold(a.token);
       }
       @Override void cancelGrant(AsyncAcquisition<LockHold> w, Attempt a) { }
       @Override void withdraw(AsyncAcquisition<LockHold> w, boolean uncertain) { }
@@ -47,21 +47,5 @@ class OnceCallFaultTest {
     event.complete(null); // a reconnect while the attempt is in flight
     reply.complete(new Attempt(true, 42, 0));
     assertEquals(42, acquired.get(10, TimeUnit.SECONDS).fencingToken());
-  }
-
-  /** A hold that holds nothing in Redis. */
-  private static final class AsyncFakesHold implements LockHold {
-    private final long token;
-
-    AsyncFakesHold(long token) {
-      this.token = token;
-    }
-
-    @Override public String name() { return "n"; }
-    @Override public boolean isValid() { return true; }
-    @Override public java.util.concurrent.CompletionStage<LeaseLostEvent> lost() { return new CompletableFuture<>(); }
-    @Override public java.util.concurrent.CompletionStage<Void> release() { return CompletableFuture.completedFuture(null); }
-    @Override public void close() { }
-    @Override public long fencingToken() { return token; }
   }
 }
