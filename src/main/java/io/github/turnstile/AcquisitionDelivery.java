@@ -113,6 +113,53 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
     }
   }
 
+  /**
+   * This head, about to be handed permits by a local release, hands its wait in Redis to
+   * {@code next}, the acquisition that becomes head after it: its request (the side's state,
+   * which Redis counts as waiting) and its wait on the wake list, still blocked. {@code next}
+   * resumes that wait when it becomes head instead of attempting at once; so a local hand-off
+   * costs Redis nothing, where withdrawing this head's request and attempting afresh for the next
+   * one cost two scripts. Only between attempts (none in flight), on the wake list, and when both
+   * ask for as many permits (the request names its permits).
+   *
+   * @return whether the wait was handed over
+   */
+  boolean passWaitTo(AsyncAcquisition<H> next) {
+    mu.lock();
+    try {
+      if (finished || abandoned || inFlight != null || listWait == null || sideState == null
+          || next.permits != permits) {
+        return false;
+      }
+      if (!next.adopt(sideState, listWait)) {
+        return false;
+      }
+      givenAway = listWait;
+      listWait = null; // not abandoned when this acquisition's timers are cancelled
+      sideState = null;
+      return true;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /** Takes over a waiting head's request and list wait (see {@link #passWaitTo}); false if it cannot. */
+  boolean adopt(Object request, Wake wait) {
+    mu.lock();
+    try {
+      if (finished || abandoned || head || sideState != null) {
+        return false;
+      }
+      sideState = request;
+      attempted = true; // its request was sent: an end withdraws it
+      listWait = wait; // abandoned with this acquisition's timers if it ends before it resumes it
+      adoptedWait = true;
+      return true;
+    } finally {
+      mu.unlock();
+    }
+  }
+
   /** A grant to deliver ({@link #finished} is set): acknowledged by the replicas first if asked. */
   void granted(Attempt a, long sentAt) {
     if (env.replicaAcks() == 0) {
