@@ -258,8 +258,11 @@ class LocalHandoffTest {
       waiter.join(5000);
       Map<String, Long> after = TestSupport.commandStats(redis);
       // a release that pushes a wake token (the waiter, refused, marked its client as waiting),
-      // the waiter's attempt, the waiter's release (no token: nobody waits any more)
-      assertEquals(3, TestSupport.totalCalls(after, "evalsha", "eval") - TestSupport.totalCalls(before, "evalsha", "eval"));
+      // the waiter's attempt, the waiter's release (no token: nobody waits any more); less the
+      // identity record's write, which a watchdog scan naming the waiter's first hold may land in
+      // the window (it did under load: 4 for 3)
+      assertEquals(3, TestSupport.totalCalls(after, "evalsha", "eval") - TestSupport.totalCalls(before, "evalsha", "eval")
+          - TestSupport.identityWrites(before, after));
       assertEquals(1, TestSupport.totalCalls(after, "rpush") - TestSupport.totalCalls(before, "rpush"),
           "the waiter was woken through Redis, and nothing was pushed for nobody");
       assertFalse(lock.isLocked());
