@@ -97,6 +97,12 @@ class SemaphoreWaitingTest {
       assertTrue(second.await(10, TimeUnit.SECONDS), "the second got the permit");
       releaseSecond.countDown(); // to the third, now the head
       assertTrue(third.await(10, TimeUnit.SECONDS), "the third got the permit");
+      // the withdrawal is sent after the hand-off: count once every request slot is free again
+      // (a slot is freed when its last call is answered)
+      TestSupport.await("every request answered", Duration.ofSeconds(30), () -> {
+        int[] slots = ((RedisSemaphore) s).slots();
+        return slots[0] == slots[1];
+      });
       long scripts = evals(redis) - before;
       b.join(10_000);
       c.join(10_000);
