@@ -350,7 +350,7 @@ final class RedisSemaphore extends DistributedSemaphore {
         int send = handOn(live, from);
         if (send > 0) {
           AsyncGate<PermitHold> g = async.get();
-          sendRelease(send, from, true, g != null && g.yieldPending());
+          sendRelease(send, from, g != null && g.yieldPending());
         }
       }
     } finally {
@@ -405,24 +405,13 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   /**
    * Releases {@code permits} in Redis (from the registration {@code from}), re-sent until answered
-   * (the same request: given back once) and after a recovery.
+   * (the same request: given back once) and after a recovery; waits for the answer briefly (see
+   * {@link Releases#release}) and throws a loss it reports.
    *
-   * @param wait whether to wait for the answer (briefly, see {@link Releases#release}) and throw a loss
+   * @param yields the release ends a run of local hand-offs (flag y: a wake token even if nobody is marked)
    */
-  private void sendRelease(int permits, long from, boolean wait) {
-    sendRelease(permits, from, wait, false);
-  }
-
-  private void sendRelease(int permits, long from, boolean wait, boolean yields) {
+  private void sendRelease(int permits, long from, boolean yields) {
     CompletableFuture<List<Object>> done = releaseInRedis(permits, from, 't', yields);
-    if (!wait) {
-      done.thenAccept(reply -> {
-        if (released(reply, permits, from) != null) {
-          lateLoss(permits);
-        }
-      });
-      return;
-    }
     List<Object> reply = engine.releases.release(done, describe + " release");
     if (reply == null) {
       // Redis unreachable or slow: it completes in the background; a loss found then is reported
@@ -445,10 +434,6 @@ final class RedisSemaphore extends DistributedSemaphore {
    *
    * @return completes with the reply
    */
-  private CompletableFuture<List<Object>> releaseInRedis(int permits, long from, char lane) {
-    return releaseInRedis(permits, from, lane, false);
-  }
-
   CompletableFuture<List<Object>> releaseInRedis(int permits, long from, char lane, boolean yields) {
     SemaphoreRequests.Req r = requests.new Req(permits, lane, false);
     String flags = yields ? "y" : "";
