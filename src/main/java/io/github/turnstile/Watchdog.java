@@ -161,6 +161,14 @@ final class Watchdog implements AutoCloseable {
           }
           for (int i = 0; i < batch.size(); i++) {
             Lease l = batch.get(i);
+            if (result.get(i) instanceof String refusal) {
+              // the ACL refuses this lease's renewal (renew.lua asked before writing): the lease
+              // runs on in Redis until it ends, and the next tick asks again
+              LOG.log(Level.WARNING, "Redis refused to renew the lease {0} (request {1}) to this user (ACL): {2}"
+                  + " (see docs/ACL.md, \"Least privilege\")", l.key, l.requestId, refusal);
+              l.renewalFailed();
+              continue;
+            }
             long reply = (Long) result.get(i);
             Lease.Registration reg = registrations[i];
             if (reg == null ? reply == 1L : reg.intact(reply, snapshots[i])) {

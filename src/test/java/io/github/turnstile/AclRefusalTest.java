@@ -16,6 +16,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
@@ -81,12 +82,20 @@ class AclRefusalTest {
 
   /** A Turnstile connected as a new user: the README's line, edited. */
   private Turnstile restricted(UnaryOperator<List<String>> edit) {
+    return restricted(edit, TurnstileOptions.builder());
+  }
+
+  private Turnstile restricted(UnaryOperator<List<String>> edit, TurnstileOptions.Builder options) {
     String user = "restricted-" + (++users);
     LeastPrivilege.createUser(server, Deployment.STANDALONE, user, PASSWORD, edit);
-    Turnstile t = Turnstile.connect(uri(user), TurnstileOptions.builder()
-        .outageTolerance(Duration.ofSeconds(60)).build());
+    Turnstile t = Turnstile.connect(uri(user), options.outageTolerance(Duration.ofSeconds(60)).build());
     opened.add(t);
     return t;
+  }
+
+  /** Takes {@code command} away from the last user made by {@link #restricted}, as an operator may while it holds. */
+  private void revoke(String command) {
+    assertEquals("OK", server.command("ACL", "SETUSER", "restricted-" + users, "-" + command));
   }
 
   /**
@@ -180,6 +189,99 @@ class AclRefusalTest {
       assertTrue(theirs.tryLock(), "lock " + i + " free for a user with the whole line");
       theirs.unlock();
     }
+  }
+
+  /**
+   * A release that the ACL would refuse part-way changes nothing. Redis does not roll a script
+   * back: lock_release.lua removed the owner ({@code HDEL}), then was refused the wake token
+   * ({@code RPUSH}), so the lock lay free while its waiter slept in {@code BLPOP} until its slice
+   * ended. Now the release asks the ACL first (Redis 7.0+) and is refused before its first write:
+   * the lock stays held until its lease runs out, and then the waiter takes it.
+   */
+  @Test
+  void aLockReleaseRefusedPartWayChangesNothing() throws Exception {
+    assumeAclCheck();
+    String name = unique("release-refused");
+    Turnstile t = restricted(r -> r, TurnstileOptions.builder().leaseTime(Duration.ofSeconds(3)));
+    DistributedLock mine = t.lock(name);
+    mine.lock();
+    AtomicLong acquired = new AtomicLong();
+    Thread waiter = TestSupport.start("waiter", () -> {
+      DistributedLock theirs = full.lock(name);
+      theirs.lock();
+      acquired.set(System.nanoTime());
+      theirs.unlock();
+    });
+    TestSupport.await("the waiter blocked in Redis", Duration.ofSeconds(10), () -> blockedClients() == 1);
+    revoke("rpush");
+    assertRefused("rpush", mine::unlock);
+    String lockKey = ((RedisLock) mine).lockKey;
+    assertEquals("1", server.command("HEXISTS", lockKey, "o"), "still held: the refused release changed nothing");
+    assertEquals(0, acquired.get(), "the waiter waits for the lease");
+    waiter.join(TimeUnit.SECONDS.toMillis(30));
+    assertTrue(acquired.get() != 0, "the waiter took the lock when the lease ran out");
+  }
+
+  /**
+   * The same for a semaphore: a release with a waiter of another client runs semaphore.lua, which
+   * freed the permit ({@code HSET}) and was then refused its memo ({@code SET}): the permit was
+   * back in Redis while the caller was told the release failed. Now nothing changes.
+   */
+  @Test
+  void aSemaphoreReleaseRefusedPartWayChangesNothing() throws Exception {
+    assumeAclCheck();
+    String name = unique("sem-release-refused");
+    Turnstile t = restricted(r -> r, TurnstileOptions.builder().leaseTime(Duration.ofSeconds(3)));
+    DistributedSemaphore mine = t.semaphore(name, 1);
+    mine.acquire();
+    AtomicLong acquired = new AtomicLong();
+    Thread waiter = TestSupport.start("waiter", () -> {
+      DistributedSemaphore theirs = full.semaphore(name, 1);
+      theirs.acquire();
+      acquired.set(System.nanoTime());
+      theirs.release();
+    });
+    TestSupport.await("the waiter blocked in Redis", Duration.ofSeconds(10), () -> blockedClients() == 1);
+    revoke("set");
+    assertRefused("set", mine::release);
+    String state = "{turnstile:" + name + "}:s";
+    assertEquals("0", server.command("HGET", state, "a"), "no permit freed by the refused release");
+    assertEquals("1", server.command("HGET", state, "c:" + t.clientId()), "still held: nothing changed");
+    waiter.join(TimeUnit.SECONDS.toMillis(30));
+    assertTrue(acquired.get() != 0, "the waiter took the permit when the registration ran out");
+  }
+
+  /**
+   * A renewal that the ACL refuses for one lease of a batch renews the others. renew.lua renews
+   * every lease of a client in one call; without {@code ZADD} (a semaphore registration's renewal)
+   * the whole call failed, part-way, so the client's lock lease went unconfirmed and was declared
+   * lost after one lease. Now renew.lua asks first and answers the refusal for that lease alone.
+   */
+  @Test
+  void aRenewalRefusedForOneLeaseRenewsTheOthers() throws Exception {
+    assumeAclCheck();
+    List<LeaseLostEvent> lost = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Turnstile t = restricted(r -> r, TurnstileOptions.builder().leaseTime(Duration.ofSeconds(2))
+        .leaseLossListener(lost::add));
+    String name = unique("renew-refused");
+    DistributedLock lock = t.lock(name);
+    lock.lock();
+    DistributedSemaphore sem = t.semaphore(name, 1);
+    sem.acquire();
+    revoke("zadd");
+    long token = lock.fencingToken();
+    // three leases: without its renewals the lock's lease would be gone, in Redis and here
+    Thread.sleep(6_000);
+    assertTrue(lost.stream().noneMatch(e -> e.fencingToken() == token),
+        "the lock's lease renewed all along: " + lost);
+    assertEquals("1", server.command("HEXISTS", ((RedisLock) lock).lockKey, "o"), "held in Redis");
+    lock.unlock();
+  }
+
+  /** {@code redis.acl_check_cmd}, which the scripts ask before their first write, is in Redis 7.0 and later. */
+  private void assumeAclCheck() {
+    org.junit.jupiter.api.Assumptions.assumeTrue(LeastPrivilege.major(server.version()) >= 7,
+        "Redis " + server.version() + " has no redis.acl_check_cmd: a refusal part-way is not undone there");
   }
 
   /** A semaphore waiter blocks on the wake list as a lock waiter does: without BLPOP it is refused at once. */
@@ -285,8 +387,14 @@ class AclRefusalTest {
     TestSupport.await("the reader to wait", Duration.ofSeconds(5),
         () -> "1".equals(server.command("ZCARD", "{turnstile:" + name + "}:rw:rwait")));
     TurnstileException e = assertRefused("publish", () -> rw.writeLock().unlock());
-    assertTrue(e.getMessage().contains("rwlock.lua line " + lineOf(Script.RWLOCK, "redis.call(publish, prefix .. 'rch'")),
-        e.getMessage());
+    if (LeastPrivilege.major(server.version()) >= 7) {
+      // asked before the release's first write: the write lock is still held, until its lease ends
+      // (it was released, and the waiting reader not woken, before)
+      assertEquals("1", server.command("HEXISTS", "{turnstile:" + name + "}:rw:w", "o"), e.getMessage());
+    } else {
+      assertTrue(e.getMessage().contains("rwlock.lua line " + lineOf(Script.RWLOCK, "redis.call(publish, prefix .. 'rch'")),
+          e.getMessage());
+    }
     reader.join();
   }
 

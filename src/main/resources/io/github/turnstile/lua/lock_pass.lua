@@ -12,6 +12,11 @@ if f[1] or not f[2] then
   return 0
 end
 if redis.call('LLEN', KEYS[2]) == 0 then
+  -- two writes: the ACL is asked first (Redis 7.0+), so that it cannot refuse the second alone
+  if redis.acl_check_cmd and not redis.acl_check_cmd('PEXPIRE', KEYS[2], ARGV[1]) then
+    return redis.error_reply("NOPERM this user has no permissions to run the 'pexpire' command on " .. KEYS[2]
+      .. ", asked before the script's first write: nothing was changed")
+  end
   redis.call('RPUSH', KEYS[2], '1')
   redis.call('PEXPIRE', KEYS[2], ARGV[1])
 end

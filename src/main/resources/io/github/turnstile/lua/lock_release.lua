@@ -24,6 +24,11 @@
 --
 -- Also used to cancel an acquire whose reply never arrived: it is sent on the same connection
 -- after the acquire, so Redis runs it after the acquire if the acquire ever runs.
+--
+-- A path that writes more than once first asks the ACL about every write after its first (Redis
+-- 7.0 and later: redis.acl_check_cmd), and is refused before its first write: Redis does not roll a
+-- script back, so a write refused after another would leave the lock free with its waiters
+-- asleep. The refusal is a NOPERM error naming the command; nothing has changed.
 local lock, wake = KEYS[1], KEYS[2]
 local req, ttl = ARGV[1], ARGV[3]
 local waiting = ARGV[5]
@@ -38,8 +43,28 @@ if f[1] == req and not f[2] and not waiting then
   return redis.call('HDEL', lock, 'o') == 1 and 1 or 2
 end
 
-local function wake_up(p)
-  if redis.call('LLEN', wake) == 0 then
+local function permit(cmd, key, ...)
+  if redis.acl_check_cmd and not redis.acl_check_cmd(cmd, key, ...) then
+    error({err = "NOPERM this user has no permissions to run the '" .. string.lower(cmd) .. "' command on "
+      .. key .. ", asked before the script's first write: nothing was changed"})
+  end
+end
+
+-- the wake-up's writes, asked for before the first write of the path; returns whether to push
+local function may_wake(p)
+  local push = redis.call('LLEN', wake) == 0
+  if push then
+    permit('RPUSH', wake, '1')
+    permit('PEXPIRE', wake, ttl)
+  end
+  if p then
+    permit(ARGV[4] or 'PUBLISH', string.sub(lock, 1, -5) .. 'ch', '1')
+  end
+  return push
+end
+
+local function wake_up(push, p)
+  if push then
     redis.call('RPUSH', wake, '1')
     redis.call('PEXPIRE', wake, ttl)
   end
@@ -54,6 +79,11 @@ if f[1] == req then
   if not g[1] then
     return 2
   end
+  if waiting then
+    permit('HSET', lock, 'q', '1')
+  end
+  permit('PEXPIRE', lock, ttl)
+  local push = may_wake(g[2])
   -- d goes too: the record's expiry is set to ttl below, for which d does not hold (lock_acquire.lua)
   if g[2] then
     redis.call('HDEL', lock, 'o', 'p', 'd')
@@ -64,7 +94,7 @@ if f[1] == req then
     redis.call('HSET', lock, 'w:' .. waiting, '1', 'q', '1')
   end
   redis.call('PEXPIRE', lock, ttl)
-  wake_up(g[2])
+  wake_up(push, g[2])
   return 1
 end
 local token = tonumber(ARGV[2])
@@ -76,9 +106,10 @@ if f[1] and token and token > 0 then
 end
 if f[2] and not redis.call('HGET', lock, 'o') then
   local p = redis.call('HGET', lock, 'p')
+  local push = may_wake(p)
   if p then
     redis.call('HDEL', lock, 'p')
   end
-  wake_up(p)
+  wake_up(push, p)
 end
 return 0

@@ -13,7 +13,17 @@
 -- is gone or its time has run out (the next semaphore call reclaims it). The client checks the
 -- permits against its own books: fewer than it counts means Redis lost a grant (a failover). A
 -- lease is never resurrected: a missing key or member stays missing.
+--
+-- Element i is instead a status reply "NOPERM <command> <key>" when the ACL refuses a write of
+-- lease i (asked first, on Redis 7.0 and later: redis.acl_check_cmd): that lease is left as it
+-- was, and the others are renewed. Redis does not roll a script back, so a refusal raised by the
+-- write itself would leave the batch renewed up to that lease (it still does on Redis 6.2).
 local out = {}
+local function refused(cmd, key, ...)
+  if redis.acl_check_cmd and not redis.acl_check_cmd(cmd, key, ...) then
+    return {ok = 'NOPERM ' .. string.lower(cmd) .. ' ' .. key}
+  end
+end
 local now
 local k = 1
 for i = 1, #ARGV / 2 do
@@ -30,8 +40,11 @@ for i = 1, #ARGV / 2 do
     local until_ms = redis.call('ZSCORE', live, member)
     local f = redis.call('HMGET', state, 'c:' .. client, 'e:' .. client)
     if until_ms and tonumber(until_ms) > now and f[2] == epoch then
-      redis.call('ZADD', live, now + tonumber(ARGV[2 * i]), member)
-      out[i] = tonumber(f[1] or '0')
+      out[i] = refused('ZADD', live, now + tonumber(ARGV[2 * i]), member)
+      if not out[i] then
+        redis.call('ZADD', live, now + tonumber(ARGV[2 * i]), member)
+        out[i] = tonumber(f[1] or '0')
+      end
     else
       out[i] = -1
     end
@@ -40,11 +53,14 @@ for i = 1, #ARGV / 2 do
     k = k + 1
     local f = redis.call('HMGET', key, 'r', 'd')
     if f[1] == r then
-      redis.call('PEXPIRE', key, ARGV[2 * i])
-      if f[2] then
-        redis.call('HDEL', key, 'd') -- a lock record's d no longer holds for this expiry (lock_acquire.lua)
+      out[i] = refused('PEXPIRE', key, ARGV[2 * i]) or (f[2] and refused('HDEL', key, 'd'))
+      if not out[i] then
+        redis.call('PEXPIRE', key, ARGV[2 * i])
+        if f[2] then
+          redis.call('HDEL', key, 'd') -- a lock record's d no longer holds for this expiry (lock_acquire.lua)
+        end
+        out[i] = 1
       end
-      out[i] = 1
     else
       out[i] = 0
     end

@@ -44,12 +44,50 @@ local op, owner, req, leasems = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local publish = ARGV[7] or 'PUBLISH'
 local lease = leasems + 0 -- arithmetic; leasems (the argument) for PEXPIRE: no number formatting
 
--- The read ops, the frequent ones of a read-mostly lock, are written out first, before any helper
--- is defined (each call of this script would otherwise create them all): a read release, and a
--- read attempt. Reads reclaim no dead reader: writers do, when they need the count.
+-- Redis does not roll a script back. The releases and cancels, which write more than once, first
+-- ask the ACL about every write they may make (Redis 7.0 and later: redis.acl_check_cmd), and are
+-- refused before their first write (a NOPERM error naming the command): a write refused after
+-- another would leave the lock free with its waiters asleep. Not defined for a read attempt.
+local permit, permit_release
+if op ~= 'read' then
+  permit = function(cmd, key, ...)
+    if redis.acl_check_cmd and not redis.acl_check_cmd(cmd, key, ...) then
+      error({err = "NOPERM this user has no permissions to run the '" .. string.lower(cmd) .. "' command on "
+        .. key .. ", asked before the script's first write: nothing was changed"})
+    end
+  end
+  -- the writes of a release or cancel after its first: ending a hold, dropping waiting entries
+  -- and dead readers, and waking writers (a token, a message) or readers
+  permit_release = function(wakes)
+    permit('ZREM', readers, req)
+    if wakes then
+      local ch = string.sub(w, 1, -2)
+      permit('HDEL', w, 'o')
+      permit('HDEL', rd, 'r')
+      permit('ZADD', readers, '0', req)
+      permit('ZREMRANGEBYSCORE', wwait, '-inf', '0')
+      permit('ZREMRANGEBYSCORE', rwait, '-inf', '0')
+      permit('RPUSH', wq, '1')
+      permit('PEXPIRE', wq, leasems)
+      permit('HDEL', state, 'wp')
+      permit('HSET', state, 'admit', '0')
+      permit(publish, ch .. 'wch', '1')
+      permit(publish, ch .. 'rch', '1')
+    end
+  end
+end
+
+-- The read ops, the frequent ones of a read-mostly lock, are written out first, before the other
+-- helpers are defined (each call of this script would otherwise create them all): a read release,
+-- and a read attempt. Reads reclaim no dead reader: writers do, when they need the count.
+local writers -- runlock: whether a writer waits
+if op == 'runlock' then
+  writers = redis.call('ZCARD', wwait) > 0
+  permit_release(writers)
+end
 if op == 'runlock' and redis.call('HDEL', rd, 'r') == 1 then -- r is only ever this request's
   redis.call('ZREM', readers, req)
-  if redis.call('ZCARD', wwait) == 0 or redis.call('ZCARD', readers) > 0 then
+  if not writers or redis.call('ZCARD', readers) > 0 then
     return 1 -- no writer waits (one call when no writer waits, the read-mostly case), or readers remain
   end
   -- the last reader out, and a writer waits: wake it (as wake_writer below)
@@ -268,6 +306,7 @@ if op == 'write' then
 end
 
 if op == 'wunlock' then
+  permit_release(true)
   -- 1 released, 2 already released (a copy sent again), 0 not held by this request
   if redis.call('HGET', w, 'r') == req then
     if redis.call('HDEL', w, 'o') == 0 then
@@ -303,6 +342,7 @@ if op == 'runlock' then
 end
 
 if op == 'wcancel' then
+  permit_release(true)
   -- a writer gave up: undo a grant it will not use, and stop blocking readers on its account
   redis.call('ZREM', wwait, req)
   local f = redis.call('HMGET', w, 'o', 'r')
@@ -315,6 +355,7 @@ if op == 'wcancel' then
 end
 
 if op == 'rcancel' then
+  permit_release(true)
   redis.call('ZREM', rwait, req)
   if redis.call('HGET', rd, 'r') == req then
     release_read()
@@ -323,6 +364,7 @@ if op == 'rcancel' then
 end
 
 if op == 'wpass' then
+  permit_release(true)
   -- hand on a writer's wake token if a writer could proceed now
   if not redis.call('HGET', w, 'o') and reclaim_readers() == 0 then
     wake_writer()

@@ -101,6 +101,11 @@ if (op == 'acquire' or op == 'release') and slot ~= '' and f[2] and not f[6] and
     new_call = not memo or tonumber(string.match(memo, '^(%d+)|')) < tonumber(seq)
   end
   if new_call then
+    -- two writes: the memo's is asked first (Redis 7.0+; see permit below)
+    if redis.acl_check_cmd and not redis.acl_check_cmd('SET', Q, '0', 'PX', '1') then
+      return redis.error_reply("NOPERM this user has no permissions to run the 'set' command on " .. Q
+        .. ", asked before the script's first write: nothing was changed")
+    end
     local free = tonumber(f[1])
     local held = tonumber(f[4] or '0')
     if op == 'acquire' and free >= n then
@@ -134,6 +139,30 @@ end
 if f[10] and slot ~= '' and (not memo
     or tonumber(string.match(f[10], '^(%d+)|')) > tonumber(string.match(memo, '^(%d+)|'))) then
   memo = f[10]
+end
+
+-- Redis does not roll a script back: a write refused after another would leave permits neither
+-- given nor taken, a memo missing (so a cancel could not undo the call) or waiters asleep. Every op
+-- first asks the ACL about every write an op may make (Redis 7.0 and later:
+-- redis.acl_check_cmd), and is refused before its first write (a NOPERM error naming the command).
+local function permit(cmd, key, ...)
+  if redis.acl_check_cmd and not redis.acl_check_cmd(cmd, key, ...) then
+    error({err = "NOPERM this user has no permissions to run the '" .. string.lower(cmd) .. "' command on "
+      .. key .. ", asked before the script's first write: nothing was changed"})
+  end
+end
+if redis.acl_check_cmd then
+  permit('HSET', S, 'a', '0')
+  permit('HDEL', S, 'p')
+  permit('SET', Q, '0', 'PX', '1')
+  permit('ZADD', L, '0', me)
+  permit('ZREM', L, me)
+  permit('ZADD', W, '1', lane)
+  permit('ZREM', W, lane)
+  permit('PEXPIRE', W, '1')
+  permit('RPUSH', K, '1')
+  permit('PEXPIRE', K, '1')
+  permit(publish, channel, '1')
 end
 
 local RECLAIM_MAX = 16
