@@ -40,8 +40,12 @@ import org.redisson.config.Config;
  * {@code bench.pair.rounds} [7] and {@code bench.pair.roundMillis} [1000]: the uncontended pair
  * again, every implementation and two PINGs taking turns round after round (medians; see
  * {@link #pairRounds}), {@code bench.reentrant.iterations} [100000], {@code bench.reentrant.maxSeconds} cap on the
- * reentrant loop [3], {@code bench.poll.millis} SETNX polling interval [5]. Parts:
- * {@code bench.main} (this class's table: uncontended, reentrant, hot lock), {@code bench.semaphore},
+ * reentrant loop [3], {@code bench.poll.millis} SETNX polling interval [5],
+ * {@code bench.alternating.rounds} [5] and {@code bench.alternating.roundMillis} [1000]: two
+ * clients of each implementation taking turns on one lock, pair after pair, in rounds like the
+ * pair in turns (see {@link AlternatingBenchmark}). Parts:
+ * {@code bench.main} (this class's table: uncontended, reentrant, hot lock),
+ * {@code bench.alternating} (alternating pairs), {@code bench.semaphore},
  * {@code bench.rw}, {@code bench.scaling}, {@code bench.distinct} (distinct waits),
  * {@code bench.async} (asynchronous acquisition), all [true]; {@code =false} turns a part off.
  *
@@ -386,6 +390,9 @@ public final class LockBenchmark {
           pairRounds(impls, uri, redis, runId);
         }
       }
+      if (Boolean.parseBoolean(System.getProperty("bench.alternating", "true"))) {
+        AlternatingBenchmark.run(uri, redis);
+      }
       if (Boolean.parseBoolean(System.getProperty("bench.semaphore", "true"))) {
         SemaphoreBenchmark.run(uri, redis);
       }
@@ -446,9 +453,13 @@ public final class LockBenchmark {
     for (Class<?> c : AsyncBenchmark.class.getDeclaredClasses()) {
       c.getDeclaredMethods();
     }
+    AlternatingBenchmark.class.getDeclaredMethods();
+    for (Class<?> c : AlternatingBenchmark.class.getDeclaredClasses()) {
+      c.getDeclaredMethods();
+    }
   }
 
-  private static List<Impl> selectedImpls() {
+  static List<Impl> selectedImpls() {
     List<Impl> out = new ArrayList<>();
     for (String s : System.getProperty("bench.impls", "turnstile,redisson,setnx").split(",")) {
       switch (s.trim().toLowerCase(Locale.ROOT)) {
