@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -29,7 +30,12 @@ import org.junit.jupiter.api.TestInstance;
  *   <li>after a refused attempt, once the wait on the wake list it starts is sent (or its
  *       connection is still opening) and before the waiter watches that wait
  *       ({@link Engine#listWaitStarted}): the event is not lost, because the waiter took the
- *       event's future before its attempt ({@link Signal}) and watches that one.</li>
+ *       event's future before its attempt ({@link Signal}) and watches that one;</li>
+ *   <li>after a semaphore's local hand-off passed the head's wait in Redis to the next
+ *       acquisition, before that one resumes it ({@code RedisSemaphore.afterPassWait}): the
+ *       event was lost there (the next head watched a future taken after it), and the wait ran
+ *       to its slice, a lease with {@code CLIENT UNBLOCK}; now the wait carries the future its
+ *       attempt took.</li>
  * </ul>
  * The bounds are far below what a lost event costs (the holder's 60 s lease), far above a round
  * trip at load 10; where a lost event would cost only the 2 s slice of a user without
@@ -199,6 +205,64 @@ class RecoveryEventGapTest {
       if (holding) {
         held.unlock();
       }
+    }
+  }
+
+  /**
+   * A semaphore's local hand-off: the head, waiting on the wake list, is handed the permit by a
+   * release of its client and passes its wait in Redis to the next acquisition; the event fires
+   * between the two. The next head must drop the adopted wait and attempt again at once. Before
+   * the fix it watched a future taken after the event and slept in the adopted wait until its
+   * slice (the client's 60 s lease): no attempt in 20 s.
+   */
+  @Test
+  void anEventDuringALocalHandOffEndsTheAdoptedWait() throws Exception {
+    String name = unique("gap-hand-off");
+    try (Turnstile t = Turnstile.connect(uri("full"), LONG_LEASE)) {
+      RedisSemaphore s = (RedisSemaphore) t.countingSemaphore(name, 0);
+      Arrivals arrivals = new Arrivals(t, 0);
+      t.engine().listWaitStarted = arrivals;
+      AtomicInteger passed = new AtomicInteger();
+      AtomicReference<Long> eventNanos = new AtomicReference<>();
+      s.afterPassWait = () -> {
+        if (passed.incrementAndGet() == 1) {
+          eventNanos.set(System.nanoTime());
+          t.engine().recovered();
+        }
+      };
+      AtomicReference<Throwable> failed = new AtomicReference<>();
+      Thread first = TestSupport.start("first", () -> {
+        try {
+          s.acquire();
+        } catch (Throwable e) {
+          failed.set(e);
+        }
+      });
+      TestSupport.await("the first waits on the wake list", Duration.ofSeconds(60),
+          () -> arrivals.seen.size() == 1 && blockedClients() == 1 && String.valueOf(s.gate().describe()).contains("listWait=set"));
+      Thread second = TestSupport.start("second", () -> {
+        try {
+          s.acquire();
+        } catch (Throwable e) {
+          failed.set(e);
+        }
+      });
+      TestSupport.await("the second in line", Duration.ofSeconds(60),
+          () -> String.valueOf(s.gate().describe()).contains("queued=1"));
+      s.release(); // handed to the first, whose wait passes to the second
+      first.join(PROMPT.toMillis());
+      assertTrue(!first.isAlive(), "the first was handed the permit");
+      assertEquals(1, passed.get(), "the first passed its wait to the second");
+      Arrival next = arrivals.await(2, PROMPT);
+      assertNotNull(next, "the second attempted again after the event, not after the adopted wait's slice (the 60 s lease): "
+          + s.gate().describe());
+      System.out.println("[recovery-gap] hand-off: the next head attempted again and waited "
+          + TimeUnit.NANOSECONDS.toMillis(next.nanos() - eventNanos.get()) + " ms after the event");
+      t.engine().listWaitStarted = null;
+      s.release();
+      second.join(PROMPT.toMillis());
+      assertTrue(!second.isAlive(), "the second acquired after the release");
+      assertNull(failed.get());
     }
   }
 }
