@@ -131,11 +131,12 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
           || next.permits != permits) {
         return false;
       }
-      if (!next.adopt(sideState, listWait)) {
+      if (!next.adopt(sideState, listWait, listFault)) {
         return false;
       }
       givenAway = listWait;
       listWait = null; // not abandoned when this acquisition's timers are cancelled
+      listFault = null;
       sideState = null;
       return true;
     } finally {
@@ -143,8 +144,16 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
     }
   }
 
-  /** Takes over a waiting head's request and list wait (see {@link #passWaitTo}); false if it cannot. */
-  boolean adopt(Object request, Wake wait) {
+  /**
+   * Takes over a waiting head's request and list wait (see {@link #passWaitTo}), and the recovery
+   * events' future the wait was watched with: an event since the attempt that the wait follows
+   * (before this acquisition resumes the wait, too) ends it at once, and this one attempts again.
+   * With a future taken only when it resumes, an event in between was lost, and the wait ran to
+   * its slice (a lease with {@code CLIENT UNBLOCK}; RecoveryEventGapTest).
+   *
+   * @return false if it cannot
+   */
+  boolean adopt(Object request, Wake wait, CompletableFuture<Void> fault) {
     mu.lock();
     try {
       if (finished || abandoned || head || sideState != null) {
@@ -153,6 +162,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
       sideState = request;
       attempted = true; // its request was sent: an end withdraws it
       listWait = wait; // abandoned with this acquisition's timers if it ends before it resumes it
+      listFault = fault;
       adoptedWait = true;
       return true;
     } finally {

@@ -57,6 +57,13 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   /** The current wait on the wake list (the token-list tier), if any. */
   Wake listWait;
   /**
+   * The recovery events' future that {@link #listWait} is watched with ({@link AcquisitionEnv#faults}):
+   * the one taken before the attempt whose refusal the wait follows, so that an event any time
+   * since that attempt ends the wait. Handed over with the wait ({@link AcquisitionDelivery#passWaitTo}).
+   * Guarded by mu.
+   */
+  CompletableFuture<Void> listFault;
+  /**
    * No pooled connection was free (or could be opened) for a wait on the wake list: this
    * acquisition waits by pub/sub from now on. Touched by the loop only.
    */

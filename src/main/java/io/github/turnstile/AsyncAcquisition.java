@@ -667,6 +667,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       if (!finished) {
         waitTimer = t;
         listWait = w;
+        listFault = fault;
         armed = true;
       }
     } finally {
@@ -682,9 +683,13 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     return true;
   }
 
-  /** A head that adopted a wait resumes it; false if it has none. */
+  /**
+   * A head that adopted a wait resumes it, watched with the recovery events' future it was handed
+   * with it (see {@link #adopt}); false if it has none.
+   */
   private boolean resumeAdoptedWait() {
     Wake w;
+    CompletableFuture<Void> fault;
     mu.lock();
     try {
       if (!adoptedWait) {
@@ -692,6 +697,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       }
       adoptedWait = false;
       w = listWait;
+      fault = listFault;
       listWait = null;
     } finally {
       mu.unlock();
@@ -700,7 +706,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       return false;
     }
     waitsInRedis();
-    armWake(w, TimeUnit.MILLISECONDS.toNanos(env.leaseMillis()), env.faults());
+    armWake(w, TimeUnit.MILLISECONDS.toNanos(env.leaseMillis()), fault != null ? fault : env.faults());
     return true;
   }
 

@@ -158,7 +158,12 @@ final class AsyncSides {
 
     @Override
     public Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
-      return ListWait.start(engine, key, sliceNanos, passWakeup);
+      Wake w = ListWait.start(engine, key, sliceNanos, passWakeup);
+      Runnable seam = engine.listWaitStarted;
+      if (w != null && seam != null) {
+        seam.run();
+      }
+      return w;
     }
   }
 

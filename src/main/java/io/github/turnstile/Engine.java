@@ -98,6 +98,11 @@ final class Engine implements AutoCloseable {
   final java.util.concurrent.atomic.LongAdder abandonedByClose = new java.util.concurrent.atomic.LongAdder();
   /** Stops blocking commands on {@link #pool} that are no longer wanted. */
   final BlockingCommands blocking;
+  /**
+   * A test's seam: runs when a head has started a wait on a wake list (its BLPOP sent, or its
+   * connection still opening), before the head watches that wait for a recovery event.
+   */
+  volatile Runnable listWaitStarted;
   /** Connections for WAIT (replica acknowledgements): separate, so they never queue behind waiters. */
   private final BlockingPool acks;
   /** Replica acknowledgement of grants ({@link TurnstileOptions#replicaAcks()}), on {@link #acks}. */

@@ -240,6 +240,11 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   /** A test's seam: runs when a thread's grant reaches it, before its permits become the client's. */
   transient volatile Runnable beforeAbsorb;
+  /**
+   * A test's seam: runs when a local hand-off's head has handed its wait in Redis to the next
+   * acquisition ({@link AsyncAcquisition#passWaitTo}), before that one becomes head and resumes it.
+   */
+  transient volatile Runnable afterPassWait;
 
   /** Returns this semaphore's gate, creating it on first use. */
   AsyncGate<PermitHold> gate() {
@@ -393,8 +398,11 @@ final class RedisSemaphore extends DistributedSemaphore {
     // them becomes head next, taking over the head's wait in Redis rather than attempting afresh
     for (int i = served.size() - 1; i >= 0; i--) {
       AsyncAcquisition<PermitHold> a = served.get(i);
-      if (i == 0 && heir != null) {
-        a.passWaitTo(heir);
+      if (i == 0 && heir != null && a.passWaitTo(heir)) {
+        Runnable seam = afterPassWait;
+        if (seam != null) {
+          seam.run();
+        }
       }
       if (a.handedPermits(new Attempt(true, a.permits, 0, from))) {
         left -= a.permits;

@@ -299,12 +299,16 @@ class NoAdminTest {
    * {@code CLIENT UNBLOCK} its connection is closed, and it goes on waiting on a new one, then
    * acquires on release.
    *
-   * <p>An event that comes just as the waiter's command ends by itself (its 2 s slice) finds it
-   * between commands: it attempts again without closing anything, which is what the event asks.
-   * A CI run once saw one event of ten close nothing in 10 s; over 500 events run since (60 of
-   * them timed to the slice's end), alone, beside the server matrix and under load, all closed.
-   * So an event that closes nothing within 5 s is sent again, once, with the waiter's state
-   * printed; more than one such event in a run fails (docs/RELIABILITY.md).
+   * <p>An event closes a connection only if the waiter's {@code BLPOP} is still blocked, unanswered,
+   * when the waiter sees the event. One that comes as the command ends by itself (its 2 s slice)
+   * finds the waiter between commands: the command's nil being handled, or the next attempt in
+   * flight. It attempts again all the same, which is what the event asks (it watches the event's
+   * future taken before its attempt; {@code RecoveryEventGapTest} fires the event between
+   * commands), and waits on the pooled connection it still has: nothing is closed. That is what a CI
+   * run once saw, one event of ten that closed nothing in 10 s: the slice ended between this
+   * test's read of the blocked clients and its event (over 500 events run since, alone, beside the
+   * server matrix and under load, all closed). So an event that closes nothing within 5 s is sent
+   * again, once, with the waiter's state printed; more than one such event in a run fails.
    */
   @Test
   void recoveryEventsWithoutClientUnblock() throws Exception {
