@@ -266,7 +266,8 @@ class AsyncScaleTest {
    * each cancellation searched it, and cancelling many (a mass timeout, a shutdown) was quadratic.
    * Here 20,000 and then 200,000 acquisitions wait behind one held name and are completed
    * exceptionally newest first (the deque's worst case); the larger batch must cost about 10 times
-   * the smaller one, not 100 times (asserted: under 20 times). Measured: 9.9 and 11.0 times with
+   * the smaller one, not 100 times (asserted: the least of two runs under 20 times the least of
+   * three). Measured: 9.9 and 11.0 times with
    * the fix; 37.5 and 41.2 times before it (9.8 to 11.0 s for 200,000, against 1.8 to 1.9 s).
    */
   @Test
@@ -276,8 +277,13 @@ class AsyncScaleTest {
       LockHold held = holders.lock(name).lockAsync().get(30, TimeUnit.SECONDS);
       DistributedLock lock = waiters.lock(name);
       cancelNewestFirst(lock, 20_000); // warm-up
-      long small = cancelNewestFirst(lock, 20_000);
-      long large = cancelNewestFirst(lock, 200_000);
+      // the least of several runs: a busy machine only ever adds time (one run of 200,000 took 20.4
+      // times one of 20,000 beside 4 CPU burners, with the fix)
+      long small = Long.MAX_VALUE;
+      for (int i = 0; i < 3; i++) {
+        small = Math.min(small, cancelNewestFirst(lock, 20_000));
+      }
+      long large = Math.min(cancelNewestFirst(lock, 200_000), cancelNewestFirst(lock, 200_000));
       System.out.printf(Locale.ROOT, "async: cancelling 20,000 pending on one name took %.1f ms, 200,000 took %.1f ms"
           + " (ratio %.1f)%n", small / 1e6, large / 1e6, (double) large / small);
       assertTrue(large < 20 * small, "cancelling 200,000 took " + large / 1_000_000 + " ms, 20,000 took "
