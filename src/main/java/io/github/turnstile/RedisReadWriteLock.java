@@ -248,6 +248,12 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       return AsyncSides.gate(gate, engine, () -> new AsyncSides.ReadSide(RedisReadWriteLock.this, this, engine, gate));
     }
 
+    /** For tests: the read gate's state (see {@link AsyncGate#describe}), or null when idle. */
+    String gateState() {
+      AsyncGate<LockHold> g = gate.get();
+      return g == null ? null : g.describe();
+    }
+
     /** For tests: whether a read acquisition of this JVM waits in line behind the one in Redis. */
     boolean gateQueued() {
       AsyncGate<LockHold> g = gate.get();

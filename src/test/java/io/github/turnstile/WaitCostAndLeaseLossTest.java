@@ -127,9 +127,17 @@ class WaitCostAndLeaseLossTest {
       TestSupport.await("the first reader's waiting entry", Duration.ofSeconds(10),
           () -> redis.command("ZCARD", rwait).trim().equals("1"));
       // the async reader's first attempt does not subscribe; it subscribes and attempts again at
-      // once, and that must land before the window: wait until it subscribed and no script ran for
-      // 300 ms (a fixed 500 ms sleep was too short for a loaded CI machine)
+      // once, and that must land before the window: wait until this client has the subscription's
+      // confirmation, the head has no attempt in flight, and no script ran for 300 ms (Redis
+      // counting the SUBSCRIBE was not enough beside 4 CPU burners: the confirmation reached the
+      // client later, and the attempt after it fell in the window)
+      RedisReadWriteLock.ReadSide side = (RedisReadWriteLock.ReadSide) rw.readLock();
       TestSupport.await("the first reader subscribed and waits", Duration.ofSeconds(30), () -> {
+        String head = side.gateState();
+        if (!a.engine().subscriptions.describe().contains("ready=true") || head == null
+            || !head.contains("inFlight=none") || !head.contains("waitTimer=armed")) {
+          return false;
+        }
         Map<String, Long> s1 = TestSupport.commandStats(redis);
         try {
           Thread.sleep(300);
