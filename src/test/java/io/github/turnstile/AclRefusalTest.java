@@ -223,6 +223,35 @@ class AclRefusalTest {
   }
 
   /**
+   * The last reader out while a writer waits asks for the writer's wake-up before it writes: without
+   * {@code RPUSH} the read release removed the reader and was then refused the writer's token, so
+   * the lock lay free with the writer asleep in {@code BLPOP}. Now nothing changes, and the writer
+   * takes the lock when the read lease runs out.
+   */
+  @Test
+  void aLastReadReleaseRefusedPartWayChangesNothing() throws Exception {
+    assumeAclCheck();
+    String name = unique("runlock-refused");
+    Turnstile t = restricted(r -> r, TurnstileOptions.builder().leaseTime(Duration.ofSeconds(3)));
+    DistributedReadWriteLock mine = t.readWriteLock(name);
+    mine.readLock().lock();
+    AtomicLong acquired = new AtomicLong();
+    Thread writer = TestSupport.start("writer", () -> {
+      DistributedReadWriteLock theirs = full.readWriteLock(name);
+      theirs.writeLock().lock();
+      acquired.set(System.nanoTime());
+      theirs.writeLock().unlock();
+    });
+    TestSupport.await("the writer blocked in Redis", Duration.ofSeconds(10), () -> blockedClients() == 1);
+    revoke("rpush");
+    assertRefused("rpush", () -> mine.readLock().unlock());
+    assertEquals("1", server.command("ZCARD", "{turnstile:" + name + "}:rw:readers"),
+        "still a reader: the refused release changed nothing");
+    writer.join(TimeUnit.SECONDS.toMillis(30));
+    assertTrue(acquired.get() != 0, "the writer took the lock when the read lease ran out");
+  }
+
+  /**
    * The same for a semaphore: a release with a waiter of another client runs semaphore.lua, which
    * freed the permit ({@code HSET}) and was then refused its memo ({@code SET}): the permit was
    * back in Redis while the caller was told the release failed. Now nothing changes.

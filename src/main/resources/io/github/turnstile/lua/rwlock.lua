@@ -48,7 +48,7 @@ local lease = leasems + 0 -- arithmetic; leasems (the argument) for PEXPIRE: no 
 -- ask the ACL about every write they may make (Redis 7.0 and later: redis.acl_check_cmd), and are
 -- refused before their first write (a NOPERM error naming the command): a write refused after
 -- another would leave the lock free with its waiters asleep. Not defined for a read attempt.
-local permit, permit_release
+local permit, permit_wakes, permit_release
 if op ~= 'read' then
   permit = function(cmd, key, ...)
     if redis.acl_check_cmd and not redis.acl_check_cmd(cmd, key, ...) then
@@ -56,38 +56,48 @@ if op ~= 'read' then
         .. key .. ", asked before the script's first write: nothing was changed"})
     end
   end
-  -- the writes of a release or cancel after its first: ending a hold, dropping waiting entries
-  -- and dead readers, and waking writers (a token, a message) or readers
-  permit_release = function(wakes)
-    permit('ZREM', readers, req)
-    if wakes then
-      local ch = string.sub(w, 1, -2)
-      permit('HDEL', w, 'o')
-      permit('HDEL', rd, 'r')
-      permit('ZADD', readers, '0', req)
-      permit('ZREMRANGEBYSCORE', wwait, '-inf', '0')
+  -- the writes of waking a writer (a token, a message) and, with readers, of admitting them
+  permit_wakes = function(readers_too)
+    local ch = string.sub(w, 1, -2)
+    permit('RPUSH', wq, '1')
+    permit('PEXPIRE', wq, leasems)
+    permit('HDEL', state, 'wp')
+    permit(publish, ch .. 'wch', '1')
+    if readers_too then
       permit('ZREMRANGEBYSCORE', rwait, '-inf', '0')
-      permit('RPUSH', wq, '1')
-      permit('PEXPIRE', wq, leasems)
-      permit('HDEL', state, 'wp')
       permit('HSET', state, 'admit', '0')
-      permit(publish, ch .. 'wch', '1')
       permit(publish, ch .. 'rch', '1')
     end
+  end
+  -- every write of the rarer releases and cancels: ending a hold, dropping waiting entries and
+  -- dead readers, and the wake-ups
+  permit_release = function()
+    permit('ZREM', readers, req)
+    permit('HDEL', w, 'o')
+    permit('HDEL', rd, 'r')
+    permit('ZADD', readers, '0', req)
+    permit('ZREMRANGEBYSCORE', wwait, '-inf', '0')
+    permit_wakes(true)
   end
 end
 
 -- The read ops, the frequent ones of a read-mostly lock, are written out first, before the other
 -- helpers are defined (each call of this script would otherwise create them all): a read release,
--- and a read attempt. Reads reclaim no dead reader: writers do, when they need the count.
-local writers -- runlock: whether a writer waits
+-- and a read attempt. Reads reclaim no dead reader: writers do, when they need the count. A read
+-- release asks the ACL only about its second write, and about the wake-up if it is the last
+-- reader out while a writer waits (known before it writes: this request leaves readers empty).
+local last -- runlock: the last reader out while a writer waits
 if op == 'runlock' then
-  writers = redis.call('ZCARD', wwait) > 0
-  permit_release(writers)
+  permit('ZREM', readers, req)
+  last = redis.call('ZCARD', wwait) > 0
+    and redis.call('ZCARD', readers) == (redis.call('ZSCORE', readers, req) and 1 or 0)
+  if last then
+    permit_wakes(false)
+  end
 end
 if op == 'runlock' and redis.call('HDEL', rd, 'r') == 1 then -- r is only ever this request's
   redis.call('ZREM', readers, req)
-  if not writers or redis.call('ZCARD', readers) > 0 then
+  if not last then
     return 1 -- no writer waits (one call when no writer waits, the read-mostly case), or readers remain
   end
   -- the last reader out, and a writer waits: wake it (as wake_writer below)
@@ -306,7 +316,7 @@ if op == 'write' then
 end
 
 if op == 'wunlock' then
-  permit_release(true)
+  permit_wakes(true)
   -- 1 released, 2 already released (a copy sent again), 0 not held by this request
   if redis.call('HGET', w, 'r') == req then
     if redis.call('HDEL', w, 'o') == 0 then
@@ -331,6 +341,7 @@ end
 
 if op == 'runlock' then
   -- not held by this request any more (the release above found no r)
+  permit_release()
   if redis.call('EXISTS', rd) == 1 then
     return 2 -- released before: its lease key stays, without r, until the lease ends
   end
@@ -342,7 +353,7 @@ if op == 'runlock' then
 end
 
 if op == 'wcancel' then
-  permit_release(true)
+  permit_release()
   -- a writer gave up: undo a grant it will not use, and stop blocking readers on its account
   redis.call('ZREM', wwait, req)
   local f = redis.call('HMGET', w, 'o', 'r')
@@ -355,7 +366,7 @@ if op == 'wcancel' then
 end
 
 if op == 'rcancel' then
-  permit_release(true)
+  permit_release()
   redis.call('ZREM', rwait, req)
   if redis.call('HGET', rd, 'r') == req then
     release_read()
@@ -364,7 +375,7 @@ if op == 'rcancel' then
 end
 
 if op == 'wpass' then
-  permit_release(true)
+  permit_release()
   -- hand on a writer's wake token if a writer could proceed now
   if not redis.call('HGET', w, 'o') and reclaim_readers() == 0 then
     wake_writer()
