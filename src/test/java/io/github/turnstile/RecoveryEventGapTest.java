@@ -215,8 +215,9 @@ class RecoveryEventGapTest {
    * the fix it watched a future taken after the event and slept in the adopted wait until its
    * slice (the client's 60 s lease): no attempt in 20 s.
    */
-  @Test
-  void anEventDuringALocalHandOffEndsTheAdoptedWait() throws Exception {
+  @org.junit.jupiter.params.ParameterizedTest(name = "the next head a future: {0}")
+  @org.junit.jupiter.params.provider.ValueSource(booleans = {false, true})
+  void anEventDuringALocalHandOffEndsTheAdoptedWait(boolean futureHeir) throws Exception {
     String name = unique("gap-hand-off");
     try (Turnstile t = Turnstile.connect(uri("full"), LONG_LEASE)) {
       RedisSemaphore s = (RedisSemaphore) t.countingSemaphore(name, 0);
@@ -240,7 +241,9 @@ class RecoveryEventGapTest {
       });
       TestSupport.await("the first waits on the wake list", Duration.ofSeconds(60),
           () -> arrivals.seen.size() == 1 && blockedClients() == 1 && String.valueOf(s.gate().describe()).contains("listWait=set"));
-      Thread second = TestSupport.start("second", () -> {
+      // the heir is a thread or a future: the same acquisition at the same gate
+      java.util.concurrent.CompletableFuture<PermitHold> secondHold = futureHeir ? s.acquireAsync(1) : null;
+      Thread second = futureHeir ? null : TestSupport.start("second", () -> {
         try {
           s.acquire();
         } catch (Throwable e) {
@@ -260,8 +263,13 @@ class RecoveryEventGapTest {
           + TimeUnit.NANOSECONDS.toMillis(next.nanos() - eventNanos.get()) + " ms after the event");
       t.engine().listWaitStarted = null;
       s.release();
-      second.join(PROMPT.toMillis());
-      assertTrue(!second.isAlive(), "the second acquired after the release");
+      if (futureHeir) {
+        secondHold.get(PROMPT.toMillis(), TimeUnit.MILLISECONDS).release().toCompletableFuture()
+            .get(PROMPT.toMillis(), TimeUnit.MILLISECONDS);
+      } else {
+        second.join(PROMPT.toMillis());
+        assertTrue(!second.isAlive(), "the second acquired after the release");
+      }
       assertNull(failed.get());
     }
   }
