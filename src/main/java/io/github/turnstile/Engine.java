@@ -275,6 +275,15 @@ final class Engine implements AutoCloseable {
     return losses.next();
   }
 
+  /**
+   * Returns the number of dropped connections and recoveries so far (see {@link Topology#generation}).
+   *
+   * @return the number of dropped connections and recoveries so far
+   */
+  long generation() {
+    return topology.generation.get();
+  }
+
   /** Redis may have come back (a reconnect, a topology change): every waiter attempts again. */
   void recovered() {
     subscriptions.prune(topology::isMaster);

@@ -17,21 +17,19 @@ final class Lease {
 
   /**
    * A semaphore registration's renewal: a second key (the state hash), and a check of the permits
-   * Redis attributes to the registration against what the client counted when the renewal was sent.
+   * Redis ever granted under the registration against the grants the client was answered.
    */
   interface Registration {
     /** The state hash, renewed with the registration (same hash tag). */
     String stateKey();
 
-    /** What the client counts, taken as the renewal is sent. */
-    Object snapshot();
-
     /**
-     * Whether the registration is intact: {@code permits} is what renew.lua found (-1: gone).
+     * Whether the registration {@code lease} is intact: {@code granted} is what renew.lua found
+     * (-1: gone). Called as the reply is read, on the connection's event loop.
      *
-     * @return false if Redis lost it, or lost a grant the client counts
+     * @return false if Redis lost it, or lost a grant the client was answered
      */
-    boolean intact(long permits, Object snapshot);
+    boolean intact(long granted, Lease lease);
   }
 
   final String key;

@@ -34,7 +34,13 @@ final class PermitSide extends AcquisitionSide<PermitHold> implements AsyncHold.
           }
           Metrics.reclaimed(sem.metrics, sem.describe, RedisSemaphore.at(reply, 4));
           if (status == 1L) {
-            r.granted = true;
+            if (!r.granted) {
+              r.granted = true;
+              if (sem.engine.options.replicaAcks() == 0) {
+                // counted as the reply is read, in the connection's reply order (see SemaphoreBooks#answered)
+                sem.books.answered((int) RedisSemaphore.at(reply, 1), RedisSemaphore.at(reply, 2));
+              }
+            }
             return new Attempt(true, RedisSemaphore.at(reply, 1), 0, RedisSemaphore.at(reply, 2));
           }
           return new Attempt(false, 0, RedisSemaphore.at(reply, 3), 0);
@@ -135,6 +141,11 @@ final class PermitSide extends AcquisitionSide<PermitHold> implements AsyncHold.
     boolean local = w.handedLocally;
     Lease under;
     boolean counted;
+    if (!local && sem.engine.options.replicaAcks() != 0) {
+      // acknowledged by the replicas: only now is the grant the caller's (a grant whose
+      // acknowledgement was cut, lost with the primary, is not one this client relies on)
+      sem.books.answered(n, a.epoch);
+    }
     sem.books.lock();
     try {
       counted = sem.books.count(n, a.epoch, sentAtTicks);

@@ -100,7 +100,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     this.requests = new SemaphoreRequests(this);
     this.onRecovery = () -> {
       requests.replayRecent();
-      books.checkBooksAfterRecovery();
+      books.confirm();
     };
   }
 
@@ -245,6 +245,11 @@ final class RedisSemaphore extends DistributedSemaphore {
    * acquisition ({@link AsyncAcquisition#passWaitTo}), before that one becomes head and resumes it.
    */
   transient volatile Runnable afterPassWait;
+  /**
+   * A test's seam: runs in {@link #release(int)} once the permits left the books, before they are
+   * handed on or their release is sent.
+   */
+  transient volatile Runnable beforeReleaseSent;
 
   /** Returns this semaphore's gate, creating it on first use. */
   AsyncGate<PermitHold> gate() {
@@ -351,6 +356,10 @@ final class RedisSemaphore extends DistributedSemaphore {
       books.unlock();
     }
     try {
+      Runnable seam = beforeReleaseSent;
+      if (seam != null) {
+        seam.run();
+      }
       if (live > 0) {
         int send = handOn(live, from);
         if (send > 0) {
@@ -374,7 +383,9 @@ final class RedisSemaphore extends DistributedSemaphore {
    * release goes through Redis, where other clients' waiters get their turn: {@link AsyncGate#servedBy}).
    * A waiter counts what it is handed as a grant from Redis under {@code from} would be, with no
    * round trip. No hand-off while the free permits are in debt (after reducePermits: releases pay
-   * it in Redis) or while Redis is unreachable.
+   * it in Redis), while Redis is unreachable, or after a connection dropped until Redis has
+   * confirmed every grant the registration was answered ({@link SemaphoreBooks#confirm}): a
+   * failover may have lost one, and a permit Redis no longer attributes must not be handed on.
    *
    * @return what is left to release in Redis
    */
@@ -383,13 +394,19 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (g == null || !engine.connected()) {
       return permits;
     }
+    boolean unconfirmed;
     books.lock();
     try {
       if (books.debt) {
         return permits;
       }
+      unconfirmed = !books.confirmed();
     } finally {
       books.unlock();
+    }
+    if (unconfirmed) {
+      books.confirm(); // hand-offs resume once Redis has confirmed the registration's grants
+      return permits;
     }
     int left = permits;
     List<AsyncAcquisition<PermitHold>> served = g.servedBy(permits, engine.options.localHandoffLimit());
@@ -447,7 +464,6 @@ final class RedisSemaphore extends DistributedSemaphore {
     String flags = yields ? "y" : "";
     Supplier<CompletableFuture<List<Object>>> send =
         () -> r.track(requests.eval("release", r, permits, flags, lane, from, 0));
-    books.releasedSent.addAndGet(permits); // before the first copy is sent (the renewal's check)
     long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
     CompletableFuture<List<Object>> done = engine.releases.retrying(send, until);
     requests.remember(send, until);
@@ -553,7 +569,14 @@ final class RedisSemaphore extends DistributedSemaphore {
     long sentAt = now();
     boolean answered = false;
     try {
-      List<Object> reply = engine.awaitQuietly(r.track(requests.eval("drain", r, 0, "", 't', live, dead)), describe);
+      List<Object> reply = engine.awaitQuietly(r.track(requests.eval("drain", r, 0, "", 't', live, dead))
+          .thenApply(x -> {
+            if (at(x, 0) == 1L && !r.granted) {
+              r.granted = true;
+              books.answered((int) Math.max(0, at(x, 1)), at(x, 2)); // as the reply is read (see answered)
+            }
+            return x;
+          }), describe);
       answered = true;
       int moved = (int) at(reply, 1);
       if (moved <= 0) {

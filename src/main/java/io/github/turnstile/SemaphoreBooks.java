@@ -11,7 +11,7 @@ import java.util.concurrent.TimeUnit;
  * and those lost with an earlier one, the acquisitions in flight; and their upkeep: counting a grant
  * ({@link #count}), the renewal's check ({@link #registration}), a lost registration
  * ({@link #leaseLost}), an idle one ended ({@link #maybeIdle}), and the check after a recovery
- * ({@link #checkBooksAfterRecovery}).
+ * ({@link #confirm}).
  */
 final class SemaphoreBooks {
   private final RedisSemaphore sem;
@@ -95,16 +95,54 @@ final class SemaphoreBooks {
     return false;
   }
 
-  /** Permits released in Redis so far (first copies sent): the renewal's check allows for those sent meanwhile. */
-  final java.util.concurrent.atomic.AtomicLong releasedSent = new java.util.concurrent.atomic.AtomicLong();
+  /**
+   * The registration named by the newest grant reply read, and the permits Redis was answered to
+   * have granted under it (guarded by the books' lock; see {@link #answered}).
+   */
+  private long answeredEpoch;
+  private long answered;
 
   /**
-   * The renewal's check (see renew.lua): Redis must attribute to the registration at least what
-   * this client counts. Permits counted were granted (and so applied) before they were counted;
-   * permits released leave the count before their release is sent; so, in correct operation, what
-   * Redis attributes is never less than the count at the time the renewal was sent, minus the
-   * permits whose release was sent since (which may have run first). Less means Redis lost a grant
-   * (a failover to a replica that lacked it): the lease is lost, loudly, as a lock's would be.
+   * A grant's reply was read: {@code n} permits under the registration {@code grantEpoch}. Called
+   * as the reply is read, on the connection's event loop, before anything else is done with it, and
+   * once per request (a copy answered from the memo is not counted again).
+   *
+   * <p>Redis keeps the same total, {@code g:<client>}, the permits ever granted under the
+   * registration; renew.lua reports it. Replies on one connection are read in the order the
+   * commands ran, so when a renewal's reply is read every grant that ran before the renewal has
+   * been counted here and none that ran after it: without a lost write, Redis's total is at least
+   * this one (more only while a grant's reply was lost with its connection and its re-sent copy
+   * is not yet answered). Releases, local hand-offs and cancels change neither total, so, unlike a
+   * check of the permits held, no release on its way can hide a lost grant.
+   */
+  void answered(int n, long grantEpoch) {
+    if (!sem.leased) {
+      return;
+    }
+    books.lock();
+    try {
+      if (grantEpoch > answeredEpoch) {
+        answeredEpoch = grantEpoch;
+        answered = n;
+      } else if (grantEpoch == answeredEpoch) {
+        answered += n;
+      }
+    } finally {
+      books.unlock();
+    }
+  }
+
+  /** Why a registration's lease is lost when Redis granted it fewer permits than the client was answered. */
+  static String grantLost(long granted, String when) {
+    return "Redis has granted this client's registration fewer permits (" + granted + " in all) than this"
+        + " client was answered " + when + ": a grant was lost (a failover to a replica that lacked it)";
+  }
+
+  /**
+   * The renewal's check (see renew.lua and {@link #answered}): Redis must have granted the
+   * registration at least the permits this client was answered under it. Fewer means Redis lost
+   * a grant (a failover to a replica that lacked it): the lease is lost, loudly, as a lock's would
+   * be.
    */
   private final Lease.Registration registration = new Lease.Registration() {
     @Override
@@ -113,19 +151,17 @@ final class SemaphoreBooks {
     }
 
     @Override
-    public Object snapshot() {
+    public boolean intact(long granted, Lease l) {
+      if (granted < 0) {
+        return false;
+      }
+      long e = Long.parseLong(l.requestId.substring(l.requestId.lastIndexOf(':') + 1));
       books.lock();
       try {
-        return new long[] {held, releasedSent.get()};
+        return e != answeredEpoch || granted >= answered; // an older registration is being replaced
       } finally {
         books.unlock();
       }
-    }
-
-    @Override
-    public boolean intact(long permits, Object snapshot) {
-      long[] s = (long[]) snapshot;
-      return permits >= 0 && permits >= s[0] - (releasedSent.get() - s[1]);
     }
   };
 
@@ -267,51 +303,81 @@ final class SemaphoreBooks {
     }
   }
 
+  /** The connection generation ({@link Engine#generation}) whose grants Redis confirmed. */
+  private long confirmedGeneration;
+  /** The generation a confirmation is on its way for (-1: none). */
+  private long confirmingGeneration = -1;
+  /** A test's seam: given the confirmation's send, instead of running it at once. */
+  transient volatile java.util.function.Consumer<Runnable> confirmSeam;
+
   /**
-   * After a recovery (a reconnect: maybe to a promoted replica that lacks recent writes), checks at
-   * once and exactly that Redis still attributes to the registration every permit this client
-   * counts. A failover without replica acknowledgement can lose a grant; the client must learn of
-   * it before it goes on using, and handing on locally, permits that Redis now counts as free
-   * (docs/FAILURE-MODEL.md §3). The watchdog's renewals check too, but they must allow for the
-   * releases sent while a renewal is on its way, and under load those hid a lost grant until a
-   * release found the client's count short (LostWritesTest).
-   *
-   * <p>Exact because ordered: the count is read and the check sent under the books' lock, by
-   * {@code EVAL} on the main connection. A release leaves the count under that lock before it is
-   * sent, so every release not counted ran before the check, and every later one runs after it; a
-   * grant is counted only after it ran. So Redis attributes at least the count unless it lost a
-   * grant.
+   * Under the lock: whether Redis confirmed the registration's grants since the last dropped
+   * connection or recovery (local hand-offs wait for it: {@link RedisSemaphore#handOn}).
    */
-  void checkBooksAfterRecovery() {
+  boolean confirmed() {
+    return !sem.leased || confirmedGeneration == engine.generation();
+  }
+
+  /**
+   * Asks Redis to confirm every grant the registration was answered, after a connection dropped
+   * or a recovery (a reconnect: maybe to a promoted replica that lacks recent writes). Sent at
+   * once after every recovery, and by a hand-off that finds the grants unconfirmed; one at a time
+   * per generation. A failover without replica acknowledgement can lose a grant; the client must
+   * learn of it before it goes on using, and handing on locally, permits that Redis now counts as
+   * free (docs/FAILURE-MODEL.md §3). The check is {@link #answered}'s, exact whatever is on its
+   * way: before, the permits held were compared, and a release that had left the count but ran
+   * in Redis after the check (a NOSCRIPT fallback, or a thread between its count and its send)
+   * hid a lost grant of its size, which the client then handed on until a renewal found it
+   * (LostWritesTest).
+   */
+  void confirm() {
     if (!sem.leased) {
       return;
     }
+    long gen = engine.generation();
     Lease l;
-    long counted;
-    CompletableFuture<List<Object>> reply;
     books.lock();
     try {
-      l = lease;
-      if (l == null || held == 0) {
+      if (confirmedGeneration == gen || confirmingGeneration == gen) {
         return;
       }
-      counted = held;
-      reply = engine.evalInOrder(Script.RENEW, ScriptOutputType.MULTI, new String[] {sem.liveKey, sem.stateKey},
-          l.requestId, Long.toString(l.leaseMillis));
+      l = lease;
+      if (l == null) {
+        confirmedGeneration = gen; // no registration: nothing granted that Redis could have lost
+        return;
+      }
+      confirmingGeneration = gen;
     } finally {
       books.unlock();
     }
-    reply.whenComplete((r, e) -> {
-      if (e != null || r == null || r.isEmpty()) {
-        return; // Redis gone again: the next recovery checks again, and the watchdog's renewals meanwhile
-      }
-      long permits = (Long) r.get(0);
-      if (permits < counted) {
-        l.lose(permits < 0
-            ? "Redis no longer had this client's registration after a recovery (a failover to a replica that lacked it)"
-            : "Redis has fewer permits of this client's registration (" + permits + ") than it holds (" + counted
-                + ") after a recovery: a grant was lost (a failover to a replica that lacked it)");
-      }
-    });
+    Runnable send = () -> engine.<List<Object>>evalInOrder(Script.RENEW, ScriptOutputType.MULTI,
+        new String[] {sem.liveKey, sem.stateKey}, l.requestId, Long.toString(l.leaseMillis))
+        .whenComplete((r, e) -> {
+          Object reply = e == null && r != null && !r.isEmpty() ? r.get(0) : null;
+          if (reply instanceof Long granted && !registration.intact(granted, l)) {
+            l.lose(granted < 0
+                ? "Redis no longer had this client's registration after a recovery (a failover to a replica that lacked it)"
+                : grantLost(granted, "after a recovery"));
+          }
+          books.lock();
+          try {
+            if (confirmingGeneration == gen) {
+              confirmingGeneration = -1;
+            }
+            // answered, or a refusal that asking again would not change (the ACL): hand-offs resume;
+            // Redis unreachable again: the next recovery or hand-off asks again
+            if ((reply != null || (e != null && !Engine.isTransient(Engine.unwrap(e)))) && confirmedGeneration < gen) {
+              confirmedGeneration = gen;
+            }
+          } finally {
+            books.unlock();
+          }
+        });
+    java.util.function.Consumer<Runnable> seam = confirmSeam;
+    if (seam != null) {
+      seam.accept(send);
+    } else {
+      send.run();
+    }
   }
 }

@@ -91,8 +91,15 @@ abstract class Topology implements AutoCloseable {
   }
 
   final void recovered() {
+    generation.incrementAndGet();
     recovered.run();
   }
+
+  /**
+   * Counts dropped connections and recoveries: a semaphore hands permits on locally only once
+   * Redis confirmed its grants in the current generation ({@link SemaphoreBooks#confirm}).
+   */
+  final java.util.concurrent.atomic.AtomicLong generation = new java.util.concurrent.atomic.AtomicLong();
 
   /** Closes the main connection, then runs {@code shutdown} (the owned client's), if any. */
   final void close(Runnable shutdown) {
@@ -328,6 +335,7 @@ abstract class Topology implements AutoCloseable {
       if (neverReconnect.remove(connection)) {
         connection.closeAsync();
       } else if (watched.test(connection)) {
+        generation.incrementAndGet();
         lostConnection();
       }
     }

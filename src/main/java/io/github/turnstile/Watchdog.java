@@ -139,7 +139,6 @@ final class Watchdog implements AutoCloseable {
     List<String> keys = new ArrayList<>(batch.size());
     String[] args = new String[batch.size() * 2];
     Lease.Registration[] registrations = new Lease.Registration[batch.size()];
-    Object[] snapshots = new Object[batch.size()];
     for (int i = 0; i < batch.size(); i++) {
       Lease l = batch.get(i);
       keys.add(l.key);
@@ -147,7 +146,6 @@ final class Watchdog implements AutoCloseable {
       if (reg != null) {
         keys.add(reg.stateKey());
         registrations[i] = reg;
-        snapshots[i] = reg.snapshot();
       }
       args[2 * i] = l.requestId;
       args[2 * i + 1] = Long.toString(l.leaseMillis);
@@ -171,14 +169,13 @@ final class Watchdog implements AutoCloseable {
             }
             long reply = (Long) result.get(i);
             Lease.Registration reg = registrations[i];
-            if (reg == null ? reply == 1L : reg.intact(reply, snapshots[i])) {
+            if (reg == null ? reply == 1L : reg.intact(reply, l)) {
               l.renewed(sentAt);
             } else if (leases.remove(l)) {
               l.renewalFailed();
               l.lose(reg == null || reply < 0
                   ? "Redis refused the renewal: the lease key expired, was deleted or was taken over"
-                  : "Redis has fewer permits of this client's registration (" + reply + ") than it holds:"
-                      + " a grant was lost (a failover to a replica that lacked it)");
+                  : SemaphoreBooks.grantLost(reply, "at a renewal"));
             }
           }
         });

@@ -153,6 +153,154 @@ class LostWritesTest {
     }
   }
 
+  /**
+   * A grant lost in a failover while a release is on its way: the release left the client's count
+   * before the recovery's check and runs in Redis after it (a NOSCRIPT fallback, or a thread
+   * between its count and its send). Redis then still attributes as many permits as the client
+   * counts, one of them the permit being released, so a check of permits against the count passes,
+   * and once the release runs the client holds a permit Redis does not attribute, handing it on
+   * locally until a renewal finds the count short (the Sentinel fault loop's semaphore over
+   * capacity for about 2 s). The check compares what Redis ever granted to the registration with
+   * the grants the client was answered, which no release changes: the loss is found at the
+   * recovery.
+   */
+  @Test
+  void aGrantLostInAFailoverIsFoundAtTheRecoveryWhileAReleaseIsOnItsWay() throws Exception {
+    try (RedisServerProcess p = RedisServerProcess.start();
+        Turnstile mine = Turnstile.connect(p.uri(), TurnstileOptions.builder()
+            .leaseTime(Duration.ofSeconds(60)).build())) {
+      String name = unique("lost-grant-release-on-its-way");
+      RedisSemaphore s = (RedisSemaphore) mine.semaphore(name, 3);
+      java.util.concurrent.BlockingQueue<LeaseLostEvent> told = new java.util.concurrent.LinkedBlockingQueue<>();
+      s.addLeaseLossListener(told::add);
+      s.acquire(2);
+      Saved saved = Saved.of(p, name);
+      s.acquire(); // granted, then lost with the writes the promoted replica never saw
+      saved.restore(p);
+      assertEquals(3, s.heldPermits());
+
+      java.util.concurrent.CountDownLatch atSeam = new java.util.concurrent.CountDownLatch(1);
+      java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+      s.beforeReleaseSent = () -> {
+        atSeam.countDown();
+        try {
+          go.await();
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      };
+      Thread releaser = new Thread(() -> {
+        try {
+          s.release();
+        } catch (LockLostException expected) {
+          // the registration was found lost before this release reached Redis
+        }
+      }, "releaser");
+      releaser.start();
+      assertTrue(atSeam.await(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS), "the release left the books");
+      s.beforeReleaseSent = null;
+      long start = System.nanoTime();
+      try {
+        assertTrue(Integer.parseInt(p.command("CLIENT", "KILL", "TYPE", "normal").trim()) > 0);
+        LeaseLostEvent event = told.poll(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS);
+        long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+        org.junit.jupiter.api.Assertions.assertNotNull(event, "told of the lost grant within " + Bounds.PROMPT_MS
+            + " ms of the reconnect, while Redis still attributed the permit being released (the renew interval"
+            + " is 20 s)");
+        assertEquals(0, s.heldPermits(), "every permit counted under the registration is lost (" + ms + " ms)");
+      } finally {
+        go.countDown();
+        releaser.join(Bounds.PROMPT_MS);
+      }
+      assertTrue(!releaser.isAlive(), "the release returned");
+      assertEquals(3, s.availablePermits(), "the registration is retired: nothing of this client's is left in Redis");
+    }
+  }
+
+  /**
+   * After a dropped connection, a semaphore hands no permit on locally until Redis has confirmed
+   * the registration's grants: a failover may have lost one, and a permit Redis no longer
+   * attributes must not go from thread to thread. Meanwhile releases go through Redis (here: a wake
+   * token for the waiting thread); once confirmed, hand-offs resume (no token).
+   */
+  @Test
+  void noLocalHandOffAfterAReconnectUntilRedisConfirmedTheGrants() throws Exception {
+    try (RedisServerProcess p = RedisServerProcess.start();
+        Turnstile mine = Turnstile.connect(p.uri(), TurnstileOptions.builder()
+            .leaseTime(Duration.ofSeconds(60)).build())) {
+      RedisSemaphore s = (RedisSemaphore) mine.semaphore(unique("confirm-before-hand-off"), 1);
+      s.acquire();
+      s.release();
+      s.acquire(); // the scripts are loaded, the registration made
+      List<Runnable> held = new java.util.concurrent.CopyOnWriteArrayList<>();
+      s.books.confirmSeam = held::add;
+      assertTrue(Integer.parseInt(p.command("CLIENT", "KILL", "TYPE", "normal").trim()) > 0);
+      TestSupport.await("the recovery's confirmation, held back", Duration.ofMillis(Bounds.PROMPT_MS),
+          () -> !held.isEmpty());
+
+      java.util.concurrent.atomic.AtomicInteger acquired = new java.util.concurrent.atomic.AtomicInteger();
+      Thread waiter = waiter(s, acquired);
+      awaitBlocked(p, waiter);
+      long before = rpushCalls(p);
+      s.release();
+      waiter.join(Bounds.PROMPT_MS);
+      assertEquals(1, acquired.get(), "the waiting thread acquired");
+      assertTrue(rpushCalls(p) > before, "unconfirmed: the release went through Redis and pushed a wake token");
+
+      s.books.confirmSeam = null;
+      held.forEach(Runnable::run);
+      TestSupport.await("Redis confirmed the grants", Duration.ofMillis(Bounds.PROMPT_MS), () -> {
+        s.books.lock();
+        try {
+          return s.books.confirmed();
+        } finally {
+          s.books.unlock();
+        }
+      });
+      s.acquire();
+      Thread second = waiter(s, acquired);
+      awaitBlocked(p, second);
+      before = rpushCalls(p);
+      s.release();
+      second.join(Bounds.PROMPT_MS);
+      assertEquals(2, acquired.get(), "the second waiting thread acquired");
+      assertEquals(before, rpushCalls(p), "confirmed: the release handed the permit on locally, no wake token");
+    }
+  }
+
+  private static Thread waiter(RedisSemaphore s, java.util.concurrent.atomic.AtomicInteger acquired) {
+    Thread t = new Thread(() -> {
+      try {
+        s.acquire();
+        acquired.incrementAndGet();
+        s.release();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }, "waiter");
+    t.start();
+    return t;
+  }
+
+  /** Waits until {@code t} waits in Redis, blocked on the wake list. */
+  private static void awaitBlocked(RedisServerProcess p, Thread t) {
+    TestSupport.await(t.getName() + " blocked in Redis", Duration.ofMillis(Bounds.PROMPT_MS), () -> {
+      String info = p.command("INFO", "clients");
+      int at = info.indexOf("blocked_clients:");
+      return at >= 0 && Integer.parseInt(info.substring(at + 16, info.indexOf('\n', at)).trim()) >= 1;
+    });
+  }
+
+  private static long rpushCalls(RedisServerProcess p) {
+    for (String line : p.command("INFO", "commandstats").split("\r?\n")) {
+      if (line.startsWith("cmdstat_rpush:")) {
+        int c = line.indexOf("calls=");
+        return Long.parseLong(line.substring(c + 6, line.indexOf(',', c)));
+      }
+    }
+    return 0;
+  }
+
   /** A primitive's keys as saved by {@code DUMP}, with their expiries, to put back later. */
   static final class Saved {
     private final String name;

@@ -3,15 +3,17 @@
 -- KEYS         per lease, in order: a lease hash whose field r names the holding request (locks,
 --              read holds); or, for a semaphore registration, two keys: its zset of registrations
 --              {p:name}:s:l ("<client>:<epoch>" -> server ms until which it is alive) and its
---              state hash {p:name}:s (field c:<client>: the permits of that client's registration)
+--              state hash {p:name}:s (field g:<client>: the permits ever granted under that
+--              client's registration)
 -- ARGV[2i-1]   lease i: the request id expected in field r; or "#<client>:<epoch>", a registration
 -- ARGV[2i]     lease i: the lease to set, milliseconds
 --
 -- Returns an array: element i is, for a lease hash, 1 when it was still held by that request and
 -- its lease was reset, 0 when the lease is gone (expired, released, or taken by another request);
--- for a registration, the permits Redis attributes to it after its time was reset, or -1 when it
--- is gone or its time has run out (the next semaphore call reclaims it). The client checks the
--- permits against its own books: fewer than it counts means Redis lost a grant (a failover). A
+-- for a registration, the permits Redis ever granted under it after its time was reset, or -1 when
+-- it is gone or its time has run out (the next semaphore call reclaims it). The client checks that
+-- total against the grants it was answered under the registration: fewer means Redis lost a grant
+-- (a failover). Releases do not change it, so no release on its way can hide a lost grant. A
 -- lease is never resurrected: a missing key or member stays missing.
 --
 -- Element i is instead a status reply "NOPERM <command> <key>" when the ACL refuses a write of
@@ -38,7 +40,7 @@ for i = 1, #ARGV / 2 do
     local member = string.sub(r, 2)
     local client, epoch = string.match(member, '^(.*):([^:]*)$')
     local until_ms = redis.call('ZSCORE', live, member)
-    local f = redis.call('HMGET', state, 'c:' .. client, 'e:' .. client)
+    local f = redis.call('HMGET', state, 'g:' .. client, 'e:' .. client)
     if until_ms and tonumber(until_ms) > now and f[2] == epoch then
       out[i] = refused('ZADD', live, now + tonumber(ARGV[2 * i]), member)
       if not out[i] then

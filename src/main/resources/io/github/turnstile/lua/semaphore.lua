@@ -6,7 +6,9 @@
 -- KEYS[1]  state   {p:name}:s        hash: a (free permits; negative after reducePermits), m (mode:
 --                                    L leased, C counting), k (leased: capacity = a + sum of c:*),
 --                                    c:<client> (leased: permits held by that client's registration),
---                                    e:<client> (leased: that registration's epoch), ec (the last
+--                                    e:<client> (leased: that registration's epoch), g:<client>
+--                                    (leased: the permits ever granted under that registration,
+--                                    which renew.lua reports), ec (the last
 --                                    epoch issued), p (a waiter waits by pub/sub), n (marks may
 --                                    exist in KEYS[3]: releases look there only then)
 -- KEYS[2]  live    {p:name}:s:l      zset (leased): "<client>:<epoch>" -> server ms until which that
@@ -89,7 +91,7 @@ local channel, publish = ARGV[10], ARGV[11]
 local memo = false -- the call's memo (GET, once), when it has a slot
 local memo_read = false
 local f = redis.call('HMGET', S, 'a', 'm', 'k', 'c:' .. me, 'e:' .. me, 'p', 'ec', 'n', 's:' .. me,
-  'q:' .. me .. ':' .. slot)
+  'q:' .. me .. ':' .. slot, 'g:' .. me)
 if (op == 'acquire' or op == 'release') and slot ~= '' and f[2] and not f[6] and not f[8]
     and not (op == 'release' and string.find(flags, 'y', 1, true)) then
   local mode_f, e_f = f[2], f[5]
@@ -114,7 +116,8 @@ if (op == 'acquire' or op == 'release') and slot ~= '' and f[2] and not f[6] and
         redis.call('SET', Q, seq .. '|1,' .. n .. ',0,0,0', 'PX', lease)
         return {1, n, 0, 0, 0}
       end
-      redis.call('HSET', S, 'a', free - n, 'c:' .. me, held + n, 's:' .. me, seq)
+      redis.call('HSET', S, 'a', free - n, 'c:' .. me, held + n, 's:' .. me, seq,
+        'g:' .. me, tonumber(f[11] or '0') + n)
       redis.call('SET', Q, seq .. '|1,' .. n .. ',' .. e_f .. ',0,0', 'PX', lease)
       return {1, n, tonumber(e_f), 0, 0}
     elseif op == 'release' and (mode_f == 'L' or free + n <= 2147483647) then
@@ -217,6 +220,8 @@ local leased = mode == 'L'
 local cap = tonumber(f[3] or '0')
 local mine = tonumber(f[4] or '0')
 local mine_e = f[5] or nil
+-- g:<me>: the permits ever granted under the caller's registration (renew.lua reports it)
+local mine_g = mine_e and tonumber(f[11] or '0') or 0
 local subscribed = f[6]
 local last_epoch = f[7]
 local marked = f[8]
@@ -254,11 +259,12 @@ local function raise_high(alone)
   end
 end
 
--- the fields that go with a client's registration: c:, e:, s: and the memo fields q:<client>:<slot>
--- that semaphore_fast.lua writes (slots 0..FAST_SLOTS-1 only: at most that many per client)
+-- the fields that go with a client's registration: c:, e:, s:, g: and the memo fields
+-- q:<client>:<slot> that semaphore_fast.lua writes (slots 0..FAST_SLOTS-1 only: at most that many
+-- per client)
 local FAST_SLOTS = 32
 local function registration_fields(c)
-  local fields = {'c:' .. c, 'e:' .. c, 's:' .. c}
+  local fields = {'c:' .. c, 'e:' .. c, 's:' .. c, 'g:' .. c}
   for i = 0, FAST_SLOTS - 1 do
     fields[#fields + 1] = 'q:' .. c .. ':' .. i
   end
@@ -304,7 +310,7 @@ local function reclaim()
         if mine > 0 then
           reclaimed = reclaimed + 1
         end
-        mine, mine_e, removed_mine = 0, nil, true
+        mine, mine_e, mine_g, removed_mine = 0, nil, 0, true
       else
         redis.call('ZREM', L, member)
       end
@@ -354,7 +360,7 @@ local function settle_mine()
     end
   end
   drop(me, mine_e, mine)
-  mine, mine_e, removed_mine = 0, nil, true
+  mine, mine_e, mine_g, removed_mine = 0, nil, 0, true
 end
 
 local function remember(reply)
@@ -422,8 +428,8 @@ if op == 'acquire' then
     local e = 0
     if leased then
       e = mine_e or register()
-      mine = mine + n
-      set['c:' .. me] = mine
+      mine, mine_g = mine + n, mine_g + n
+      set['c:' .. me], set['g:' .. me] = mine, mine_g
     end
     flush()
     if flag('w') then
@@ -526,7 +532,7 @@ if op == 'retire' then
   -- idle): what it held is free at once rather than when its time runs out. Idempotent by epoch.
   if leased and mine_e and mine_e == arg_epoch then
     drop(me, mine_e, mine)
-    mine, mine_e, removed_mine = 0, nil, true
+    mine, mine_e, mine_g, removed_mine = 0, nil, 0, true
     flush()
     wake(nil, true)
     return {1}
@@ -559,8 +565,8 @@ if op == 'drain' then
   if a > 0 then
     if leased then
       e = mine_e or register()
-      mine = mine + a
-      set['c:' .. me] = mine
+      mine, mine_g = mine + a, mine_g + a
+      set['c:' .. me], set['g:' .. me] = mine, mine_g
     end
   elseif a < 0 and leased then
     cap = cap - a -- the debt is forgiven: the capacity grows by it, as Semaphore.drainPermits frees it

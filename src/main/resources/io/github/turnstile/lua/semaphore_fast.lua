@@ -4,7 +4,9 @@
 -- call (same slot and sequence number) to semaphore.lua, whose general ops handle it.
 --
 -- KEYS[1]  state   {p:name}:s   the hash of semaphore.lua (DESIGN §9); this script reads m, p, n, a,
---                               e:<me>, s:<me>, c:<me> and writes a, c:<me>, s:<me>, q:<me>:<slot>
+--                               e:<me>, s:<me>, c:<me>, g:<me> and writes a, c:<me>, s:<me>,
+--                               q:<me>:<slot> (and g:<me>, the permits ever granted under the
+--                               registration, on an acquire)
 -- ARGV[1]  op: a (acquire) | r (release)
 -- ARGV[2]  the caller's client id
 -- ARGV[3]  the call's memo slot: 0..31 (a higher slot is refused: the bound on q:<me>:* fields)
@@ -21,7 +23,7 @@
 --
 -- Replies: acquire {1, n, epoch, 0, 0}; release {1, given, free}; {-3} not decided here.
 local S, me, seq = KEYS[1], ARGV[2], ARGV[4]
-local f = redis.call('HMGET', S, 'm', 'p', 'n', 'e:' .. me, 's:' .. me, 'a', 'c:' .. me)
+local f = redis.call('HMGET', S, 'm', 'p', 'n', 'e:' .. me, 's:' .. me, 'a', 'c:' .. me, 'g:' .. me)
 if f[1] ~= 'L' or f[2] or f[3] or f[4] ~= ARGV[6] or tonumber(seq) <= tonumber(f[5] or '0')
     or tonumber(ARGV[3]) >= 32 then
   return {-3}
@@ -31,7 +33,7 @@ if ARGV[1] == 'a' then
   if free < n then
     return {-3}
   end
-  redis.call('HSET', S, 'a', free - n, 'c:' .. me, held + n, 's:' .. me, seq,
+  redis.call('HSET', S, 'a', free - n, 'c:' .. me, held + n, 's:' .. me, seq, 'g:' .. me, tonumber(f[8] or '0') + n,
     'q:' .. me .. ':' .. ARGV[3], seq .. '|1,' .. n .. ',' .. f[4] .. ',0,0')
   return {1, n, tonumber(f[4]), 0, 0}
 end
