@@ -107,6 +107,16 @@ abstract class AcquisitionSide<H extends Hold> {
     return null;
   }
 
+  /**
+   * Before an attempt in Redis: hands the head {@code w} a grant this JVM keeps, if one is idle
+   * (a lock's {@link LockCache}).
+   *
+   * @return true if {@code w} was handed one (it attempts nothing)
+   */
+  boolean fromCache(AsyncAcquisition<H> w) {
+    return false;
+  }
+
   /** The key whose existence is the hold {@code w} took (for {@code WAIT}, replicaAcks). */
   abstract String leaseKey(AsyncAcquisition<H> w);
 

@@ -191,7 +191,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       }
       return;
     }
-    if (resumeAdoptedWait() || waitLocally()) {
+    if (resumeAdoptedWait() || waitLocally() || side.fromCache(this)) {
       return;
     }
     if (listTier() || runsBeside()) {

@@ -233,10 +233,16 @@ final class AsyncSides {
     LockHold grant(AsyncAcquisition<LockHold> w, Attempt a, long sentAtTicks) {
       // a thread's hold is named after the thread, as Redis's owner id is (see AsyncAcquisition#thread)
       String holder = w.thread != null ? w.thread.getName() : "async hold " + w.owner;
-      AsyncHold.Lock hold = new AsyncHold.Lock(name, this, engine.ticker, leaseKey(w), w.request, engine.leaseMillis,
+      // a take from this JVM's cached grant holds by the cache's request (LockCache)
+      String request = a.request != null ? a.request : w.request;
+      AsyncHold.Lock hold = new AsyncHold.Lock(name, this, engine.ticker, leaseKey(w), request, engine.leaseMillis,
           a.token, holder, sentAtTicks, metrics());
       hold.lease().on(this instanceof LockSide ? Inspection.Kind.LOCK : Inspection.Kind.READ_WRITE_LOCK, name,
           w.thread != null ? w.thread.getId() : -1);
+      if (a.cache != null) {
+        hold.lease().cache = a.cache;
+        a.cache.took(hold);
+      }
       engine.watchdog.register(hold.lease());
       hold.recordWith(engine.telemetry, kind(), describe(), a.token, 1, w.telemetry);
       return hold;
@@ -347,12 +353,19 @@ final class AsyncSides {
       // past its deadline (tryLock(), or a late first attempt) it will not wait: no waiting mark
       boolean noWait = w.call.once || (w.call.timed && w.call.expired());
       w.marked |= !noWait;
-      String flags = RedisLock.acquireFlags(w.refused, noWait, subscribed);
+      String flags = RedisLock.acquireFlags(w.refused, noWait, subscribed, engine.sharded());
       return lock.acquireCall(w.owner, w.request, flags)
           .thenApply(reply -> {
             Attempt a = RedisLock.parseAttempt(reply);
             if (a.acquired && reply.size() > 2 && (Long) reply.get(2) == 1L) {
               Metrics.reclaimed(lock.metrics, lock.describe(), 1); // the holder it waited for never released
+            }
+            if (a.cachedHolder) {
+              // another client's cache, asked to give it up: contended, so not cached here for a while
+              w.call.refusedByCache = true;
+              if (engine.lockCaches != null) {
+                engine.lockCaches.contention(lock.lockKey);
+              }
             }
             return a;
           });
@@ -365,6 +378,9 @@ final class AsyncSides {
 
     @Override
     void cancelGrant(AsyncAcquisition<LockHold> w, Attempt a) {
+      if (a.cache != null) {
+        return; // a take from this JVM's cache, not delivered: the cache keeps it (LockCache#take)
+      }
       String request = w.request;
       long token = a.token;
       undo(lock.lockKey, request, () -> lock.release(request, token)); // frees it and wakes the next waiter, as a release does
@@ -394,6 +410,16 @@ final class AsyncSides {
     @Override
     public CompletableFuture<Boolean> release(AsyncHold hold, long leaseEndNanos) {
       AsyncGate<LockHold> g = lock.asyncGate();
+      LockCache cache = lock.cache;
+      if (cache != null && cache.isTake(hold)) {
+        return cache.endTake((AsyncHold.Lock) hold, g);
+      }
+      if (cache != null && g != null && g.size() == 0 && !g.yieldPending()) {
+        CompletableFuture<Boolean> kept = cache.keep((AsyncHold.Lock) hold, g);
+        if (kept != null) {
+          return kept; // the grant stays with this JVM
+        }
+      }
       AsyncGate.Successor<LockHold> next = g == null || !engine.connected() ? null : g.successor(lock.handoffLimit());
       if (next == null && g != null && g.yieldPending()) {
         // at the hand-off limit: released in Redis for other clients' waiters, this client marked
@@ -474,7 +500,21 @@ final class AsyncSides {
     @Override
     CompletableFuture<Void> localEnd(AsyncAcquisition<LockHold> w) {
       AsyncGate<LockHold> g = lock.asyncGate();
+      LockCache cache = lock.cache;
+      if (cache != null) {
+        CompletableFuture<Void> starting = cache.starting();
+        if (starting != null) {
+          return starting; // the grant is being cached: take it then, rather than be refused in Redis
+        }
+        return g == null ? null : g.localEnd(); // a take of the cache hands on locally, whatever the limit
+      }
       return g == null || lock.handoffLimit() <= 0 ? null : g.localEnd();
+    }
+
+    @Override
+    boolean fromCache(AsyncAcquisition<LockHold> w) {
+      LockCache cache = lock.cache;
+      return cache != null && cache.take(w);
     }
   }
 

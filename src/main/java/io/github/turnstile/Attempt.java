@@ -11,6 +11,14 @@ final class Attempt {
   final long epoch;
   /** When not acquired: the owner id of the holder in the way, if the script said (a lock's), else null. */
   String holder;
+  /** When not acquired: another client caches the lock's grant, and was asked to give it up (lock_acquire.lua). */
+  boolean cachedHolder;
+  /**
+   * A take from this JVM's cached grant ({@link LockCache}): the Redis request that holds the lock
+   * (the cache's, not the acquisition's own), and the cache; null otherwise.
+   */
+  String request;
+  LockCache cache;
 
   Attempt(boolean acquired, long token, long retryMillis) {
     this(acquired, token, retryMillis, 0);

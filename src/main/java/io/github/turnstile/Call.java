@@ -35,6 +35,12 @@ final class Call {
   boolean unreachable;
   /** When the call began: its outage clock starts no earlier (see {@link Outages#unreachable}). */
   final long startNanos = System.nanoTime();
+  /**
+   * Set when an attempt of this call was refused because another client caches the lock's grant
+   * (it was asked to give it up): a {@code tryLock()} then waits a little for the revocation
+   * ({@link RedisLock#tryLock()}).
+   */
+  volatile boolean refusedByCache;
   /** Whether an attempt of this call has had its answer (see {@link #FIRST_REPLY_NANOS}). */
   private boolean answered;
 

@@ -108,6 +108,8 @@ final class Engine implements AutoCloseable {
   /** Replica acknowledgement of grants ({@link TurnstileOptions#replicaAcks()}), on {@link #acks}. */
   final Replicas replicas;
   final Subscriptions subscriptions;
+  /** The bounds of cached lock grants, or null if lock caching is off ({@link LockCache}). */
+  final LockCache.Registry lockCaches;
   final Watchdog watchdog;
   /** This client's identity record in Redis (written at connect, then kept by the watchdog). */
   final Identity identity;
@@ -161,6 +163,7 @@ final class Engine implements AutoCloseable {
     this.acks = new BlockingPool(options.blockingPoolSize(), node -> topology.openBlocking(node, name + ":acks"));
     this.replicas = new Replicas(this, topology, acks);
     this.connector = Executors.newCachedThreadPool(daemon("turnstile-subscriber-" + clientId));
+    this.lockCaches = options.lockCaching() ? new LockCache.Registry(options) : null;
     this.subscriptions = new Subscriptions(node -> topology.openSubscriber(node, name + ":subscriber"),
         topology.sharded(), connector);
     this.scheduler = Executors.newSingleThreadScheduledExecutor(daemon("turnstile-watchdog-" + clientId));
@@ -602,8 +605,27 @@ final class Engine implements AutoCloseable {
     }
   }
 
+  /**
+   * Returns whether wake-ups are published with {@code SPUBLISH} (a Redis 7 Cluster).
+   *
+   * @return whether wake-ups are published with {@code SPUBLISH}
+   */
+  boolean sharded() {
+    return topology.sharded();
+  }
+
   @Override
   public void close() {
+    if (lockCaches != null && !closed) {
+      // the idle cached grants go first, while the connection is up: other clients need not wait for their leases
+      try {
+        lockCaches.releaseAll().get(Math.min(commandTimeoutNanos, TimeUnit.SECONDS.toNanos(2)), TimeUnit.NANOSECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+        LOG.log(Level.DEBUG, "releasing the cached lock grants at close: {0}", e.toString());
+      }
+    }
     closed = true;
     metrics.close();
     watchdog.close();

@@ -226,9 +226,11 @@ public final class Inspection {
     private final long fencingToken;
     private final Instant acquiredAt;
     private final Duration leaseRemaining;
+    private final boolean cached;
 
     Holder(String clientId, String clientName, String host, long pid, String owner, String threadName,
-        boolean writer, int permits, long fencingToken, Instant acquiredAt, Duration leaseRemaining) {
+        boolean writer, int permits, long fencingToken, Instant acquiredAt, Duration leaseRemaining, boolean cached) {
+      this.cached = cached;
       this.clientId = clientId;
       this.clientName = clientName;
       this.host = host;
@@ -270,6 +272,19 @@ public final class Inspection {
      */
     public String host() {
       return host;
+    }
+
+    /**
+     * Returns whether this is a lock grant that its client caches
+     * ({@link TurnstileOptions.Builder#lockCaching}): Redis holds it for that client, idle or used
+     * by one of its threads, which only that client knows ({@link #owner()} is then null). Another
+     * client's acquisition asks the client to give it up, and gets it about a round trip later when
+     * it is idle. Always false for read/write locks and semaphores.
+     *
+     * @return whether the holding client caches this grant
+     */
+    public boolean cached() {
+      return cached;
     }
 
     /**
@@ -360,6 +375,9 @@ public final class Inspection {
     public String toString() {
       StringBuilder b = new StringBuilder();
       b.append(clientName != null ? clientName + "@" : "").append(host != null ? host : "client " + clientId);
+      if (cached) {
+        b.append(" (cached)");
+      }
       if (pid >= 0) {
         b.append(" pid ").append(pid);
       }

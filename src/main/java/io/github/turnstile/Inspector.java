@@ -51,6 +51,8 @@ final class Inspector {
     final long token;
     final Instant since;
     final Duration left;
+    /** A lock grant that its client caches (field c): idle, or used by a thread that only that client knows. */
+    boolean cached;
 
     Found(String client, String owner, boolean writer, int permits, long token, Instant since, Duration left) {
       this.client = client;
@@ -99,7 +101,12 @@ final class Inspector {
         long pttl = num(r.get(3));
         exists = pttl != -2;
         if (!owner.isEmpty()) {
-          found.add(holder(owner, true, false, token, pttl));
+          Found f = holder(owner, true, false, token, pttl);
+          if (r.size() > 5 && !str(r.get(5)).isEmpty()) {
+            f = new Found(f.client, null, false, 1, token, f.since, f.left); // which thread, if any, only that client knows
+            f.cached = true;
+          }
+          found.add(f);
         }
         count = found.size();
         waiting = (int) Math.max(0, num(r.get(4)));
@@ -159,7 +166,8 @@ final class Inspector {
       Map<String, String> id = ids.getOrDefault(f.client, Map.of());
       String pid = id.get("pid");
       holders.add(new Inspection.Holder(f.client, id.get("name"), id.get("host"), pid == null ? -1 : Long.parseLong(pid),
-          f.owner, f.owner == null ? null : id.get("t:" + f.owner), f.writer, f.permits, f.token, f.since, f.left));
+          f.owner, f.owner == null ? null : id.get("t:" + f.owner), f.writer, f.permits, f.token, f.since, f.left,
+          f.cached));
     }
     return new Inspection(kind, name, at, exists, holders, count, waiting, free);
   }

@@ -36,6 +36,11 @@ final class Lease {
   final String requestId;
   /** Set for a semaphore registration (see {@link Registration}); null for a lease hash. */
   volatile Registration registration;
+  /**
+   * Set for a lock grant that this client caches ({@link LockCache}): renewed by renew.lua's
+   * {@code ~} kind, whose reply re-anchors the cache's fencing tokens; null otherwise.
+   */
+  volatile LockCache cache;
   final long leaseMillis;
   final long token;
   final String holder;

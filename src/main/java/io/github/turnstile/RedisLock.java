@@ -37,7 +37,11 @@ class RedisLock implements DistributedLock {
   RedisLock(Engine engine, String name) {
     this(engine, name, "{" + engine.options.keyPrefix() + ":" + name + "}", "lock '" + name + "'",
         engine.metrics.primitive("lock", name));
+    this.cache = engine.lockCaches == null ? null : new LockCache(this, engine.lockCaches);
   }
+
+  /** The grant this JVM keeps between holds, if lock caching is on (plain locks only); else null. */
+  LockCache cache;
 
   /** A lock whose keys start with {@code keyBase} (which carries the hash tag). */
   RedisLock(Engine engine, String name, String keyBase, String describe, Metrics.Primitive metrics) {
@@ -176,7 +180,16 @@ class RedisLock implements DistributedLock {
       return false; // another acquisition of this JVM is already waiting for it
     }
     try {
-      return acquire(Call.once());
+      Call once = Call.once();
+      if (acquire(once)) {
+        return true;
+      }
+      if (once.refusedByCache) {
+        // another client caches the grant (idle, as far as Redis knows) and was asked to give it
+        // up: a lock no thread holds is taken, as the JDK's tryLock() takes a free lock
+        return acquire(Call.until(Waits.deadline(LockCache.REVOCATION_WAIT_MILLIS, TimeUnit.MILLISECONDS), false));
+      }
+      return false;
     } catch (InterruptedException e) {
       throw new AssertionError("uninterruptible acquire was interrupted", e);
     }
@@ -185,10 +198,22 @@ class RedisLock implements DistributedLock {
   @Override
   public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
     long deadline = Waits.deadline(time, unit);
+    long floor = revocationFloor();
     if (Thread.interrupted()) {
       throw metrics.interruption();
     }
-    return acquire(Call.until(deadline));
+    Call call = Call.until(deadline);
+    if (acquire(call)) {
+      return true;
+    }
+    // refused by another client's cache, which was asked to give the grant up: a short timeout
+    // is stretched to the revocation's bound (a lock no thread holds is taken, LockCache)
+    return call.refusedByCache && floor - deadline > 0 && acquire(Call.until(floor));
+  }
+
+  /** The least deadline of a timed acquisition starting now that another client's cache refuses. */
+  private static long revocationFloor() {
+    return System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(LockCache.REVOCATION_WAIT_MILLIS);
   }
 
   private boolean reenter() {
@@ -257,6 +282,11 @@ class RedisLock implements DistributedLock {
    * a wake token for the first waiter blocked in Redis, so the release after that one wakes this
    * client's head.
    */
+  CompletableFuture<Long> releaseCached(String request, long grantToken, long lastToken) {
+    return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey}, request,
+        Long.toString(grantToken), engine.leaseArg, engine.publishCommand(), "", Long.toString(lastToken));
+  }
+
   CompletableFuture<Long> releaseAsWaiting(String request, long token) {
     return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey}, request,
         Long.toString(token), engine.leaseArg, engine.publishCommand(), engine.clientId);
@@ -295,11 +325,14 @@ class RedisLock implements DistributedLock {
    *
    * @return the flags, "" for none
    */
-  static String acquireFlags(boolean sawHolder, boolean noWait, boolean subscribed) {
-    if (!(sawHolder | noWait | subscribed)) {
+  static String acquireFlags(boolean sawHolder, boolean noWait, boolean subscribed, boolean sharded) {
+    if (!(sawHolder | noWait | subscribed | sharded)) {
       return "";
     }
-    StringBuilder b = new StringBuilder(3);
+    StringBuilder b = new StringBuilder(4);
+    if (sharded) {
+      b.append('x'); // SPUBLISH, for a revocation of another client's cached grant
+    }
     if (sawHolder) {
       b.append('h');
     }
@@ -323,6 +356,7 @@ class RedisLock implements DistributedLock {
     if (reply.size() > 2 && reply.get(2) instanceof String) {
       a.holder = (String) reply.get(2); // the holder in the way (lock_acquire.lua), for the wait's JFR event
     }
+    a.cachedHolder = reply.size() > 3 && Long.valueOf(1).equals(reply.get(3));
     return a;
   }
 
@@ -341,7 +375,46 @@ class RedisLock implements DistributedLock {
   @Override
   public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
     long deadline = Waits.deadline(time, unit);
-    return gate().acquire(Call.until(deadline, false), 1);
+    long floor = revocationFloor();
+    Call call = Call.until(deadline, false);
+    CompletableFuture<LockHold> first = gate().acquire(call, 1);
+    if (floor - deadline <= 0) {
+      return first;
+    }
+    // as tryLock(time, unit): a short timeout refused by another client's cache is stretched to
+    // the revocation's bound; cancelling the returned future cancels whichever acquisition runs
+    CompletableFuture<LockHold> result = new CompletableFuture<>();
+    java.util.concurrent.atomic.AtomicReference<CompletableFuture<LockHold>> current =
+        new java.util.concurrent.atomic.AtomicReference<>(first);
+    result.whenComplete((v, e) -> {
+      if (result.isCancelled()) {
+        current.get().cancel(false);
+      }
+    });
+    first.whenComplete((h, e) -> {
+      if (e == null) {
+        result.complete(h);
+      } else if (Engine.unwrap(e) instanceof java.util.concurrent.TimeoutException && call.refusedByCache
+          && !result.isDone()) {
+        CompletableFuture<LockHold> second = gate().acquire(Call.until(floor, false), 1);
+        current.set(second);
+        if (result.isCancelled()) {
+          second.cancel(false);
+        }
+        second.whenComplete((h2, e2) -> {
+          if (e2 == null) {
+            if (!result.complete(h2)) {
+              h2.release(); // cancelled meanwhile
+            }
+          } else {
+            result.completeExceptionally(Engine.unwrap(e2));
+          }
+        });
+      } else {
+        result.completeExceptionally(Engine.unwrap(e));
+      }
+    });
+    return result;
   }
 
   /** The Redis operations of this lock's acquisitions (the write side of a read/write lock replaces them). */
@@ -382,7 +455,25 @@ class RedisLock implements DistributedLock {
     if (local.heldLocally(now())) {
       return true;
     }
+    if (cache != null && cache.idleHere()) {
+      return false; // this JVM keeps the grant, and no thread of it holds the lock
+    }
     engine.checkConnected(describe);
+    if (inspectionKind() == Inspection.Kind.LOCK) {
+      List<String> f = engine.awaitQuietly(engine.async().hmget(lockKey, "o", "c").toCompletableFuture()
+          .thenApply(v -> v.stream().map(kv -> kv.getValueOrElse(null)).toList()), describe + " isLocked");
+      if (f.get(0) == null) {
+        return false;
+      }
+      if (f.get(1) != null && !f.get(1).equals(engine.clientId)) {
+        // another JVM caches the grant: held by a thread there, or idle (free)? Ask for it, briefly
+        if (tryLock()) {
+          unlock();
+          return false;
+        }
+      }
+      return true;
+    }
     return engine.awaitQuietly(isLockedInRedis(), describe + " isLocked");
   }
 

@@ -60,6 +60,8 @@ final class Subscriptions implements AutoCloseable {
     /** Completes when the subscription is confirmed; fails if it could not be made. */
     final CompletableFuture<Void> ready;
     private final Signal event = new Signal();
+    /** Fired by a message {@code r} (a revocation of a cached lock grant: lock_acquire.lua) and when lost. */
+    private final Signal revocation = new Signal();
     private int refs = 1; // guarded by lock
     /** When refs last fell to 0 (nanoTime); guarded by lock. */
     private long idleSince;
@@ -88,6 +90,16 @@ final class Subscriptions implements AutoCloseable {
     }
 
     /**
+     * Returns the future the next revocation message ({@code r}) on this channel completes, or
+     * the subscription's loss.
+     *
+     * @return the future the next revocation message completes
+     */
+    CompletableFuture<Void> nextRevocation() {
+      return revocation.next();
+    }
+
+    /**
      * Returns whether the server dropped this subscription (its slot moved, or its node left).
      *
      * @return whether the server dropped this subscription (its slot moved, or its node left)
@@ -99,6 +111,7 @@ final class Subscriptions implements AutoCloseable {
     void markLost() {
       lost = true;
       fire();
+      revocation.fire();
     }
 
     /** This waiter no longer needs the subscription. */
@@ -141,6 +154,16 @@ final class Subscriptions implements AutoCloseable {
       }
     }
 
+    private void message(String channel, String message, boolean unused) {
+      Sub s = subs.get(channel);
+      if (s != null) {
+        s.fire();
+        if ("r".equals(message)) {
+          s.revocation.fire();
+        }
+      }
+    }
+
     private void dropped(String channel) {
       lock.lock();
       try {
@@ -164,7 +187,7 @@ final class Subscriptions implements AutoCloseable {
 
     @Override
     public void message(String channel, String message) {
-      event(channel);
+      message(channel, message, true);
     }
 
     @Override
@@ -179,7 +202,7 @@ final class Subscriptions implements AutoCloseable {
 
     @Override
     public void smessage(String channel, String message) {
-      event(channel);
+      message(channel, message, true);
     }
 
     @Override

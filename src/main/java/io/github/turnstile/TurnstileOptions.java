@@ -25,6 +25,10 @@ import java.util.Objects;
  *       through continuous Redis unavailability before it throws {@link TurnstileException}</td></tr>
  *   <tr><td>{@link Builder#localHandoffLimit localHandoffLimit}</td><td>8</td>
  *       <td>grants in a row a lock may pass straight between threads of this JVM</td></tr>
+ *   <tr><td>{@link Builder#lockCaching lockCaching}</td><td>off</td>
+ *       <td>a lock's grant stays with this JVM between its holds, until another client asks for
+ *       it; at most {@code lockCacheSize} idle grants (1,024), each for at most
+ *       {@code lockCacheIdle} (10 s) unused</td></tr>
  *   <tr><td>{@link Builder#replicaAcks replicaAcks}</td><td>0 (off)</td>
  *       <td>replicas that must acknowledge each acquisition ({@code WAIT}), and for how long</td></tr>
  *   <tr><td>{@link Builder#leaseLossListener leaseLossListener}</td><td>none</td>
@@ -54,6 +58,9 @@ public final class TurnstileOptions {
   private final int replicaAcks;
   private final Duration replicaAckTimeout;
   private final int localHandoffLimit;
+  private final boolean lockCaching;
+  private final int lockCacheSize;
+  private final Duration lockCacheIdle;
   /** A Micrometer MeterRegistry, or null; typed Object so that Micrometer stays optional. */
   private final Object meterRegistry;
   /** A Micrometer ObservationRegistry, or null; typed Object so that Micrometer stays optional. */
@@ -64,6 +71,13 @@ public final class TurnstileOptions {
   private TurnstileOptions(Builder b) {
     this.replicaAcks = b.replicaAcks;
     this.localHandoffLimit = b.localHandoffLimit;
+    this.lockCaching = b.lockCaching;
+    this.lockCacheSize = b.lockCacheSize;
+    this.lockCacheIdle = b.lockCacheIdle;
+    if (lockCaching && replicaAcks > 0) {
+      throw new IllegalArgumentException("lockCaching cannot be combined with replicaAcks: a take from the"
+          + " cache writes nothing that replicas could acknowledge");
+    }
     this.replicaAckTimeout = b.replicaAckTimeout;
     this.leaseTime = b.leaseTime;
     this.renewInterval = b.renewInterval != null ? b.renewInterval : b.leaseTime.dividedBy(3);
@@ -164,6 +178,34 @@ public final class TurnstileOptions {
   }
 
   /**
+   * Returns whether a {@link DistributedLock}'s grant stays with this JVM between its holds (see
+   * {@link Builder#lockCaching}).
+   *
+   * @return whether lock grants are cached
+   */
+  public boolean lockCaching() {
+    return lockCaching;
+  }
+
+  /**
+   * Returns the most idle lock grants this JVM keeps (see {@link Builder#lockCaching}).
+   *
+   * @return the most idle lock grants this JVM keeps
+   */
+  public int lockCacheSize() {
+    return lockCacheSize;
+  }
+
+  /**
+   * Returns how long an idle lock grant is kept unused (see {@link Builder#lockCaching}).
+   *
+   * @return how long an idle lock grant is kept unused
+   */
+  public Duration lockCacheIdle() {
+    return lockCacheIdle;
+  }
+
+  /**
    * Returns replicas that must acknowledge each acquisition (0: no acknowledgement awaited).
    *
    * @return replicas that must acknowledge each acquisition (0: no acknowledgement awaited)
@@ -232,6 +274,7 @@ public final class TurnstileOptions {
         + ", keyPrefix='" + keyPrefix + "', blockingPoolSize=" + blockingPoolSize
         + ", commandTimeout=" + commandTimeout + ", outageTolerance=" + outageTolerance
         + ", localHandoffLimit=" + localHandoffLimit
+        + (lockCaching ? ", lockCaching=" + lockCacheSize + " for " + lockCacheIdle : "")
         + ", replicaAcks=" + replicaAcks
         + (replicaAcks > 0 ? " within " + replicaAckTimeout : "")
         + ", listeners=" + leaseLossListeners.size()
@@ -252,6 +295,9 @@ public final class TurnstileOptions {
     private int replicaAcks;
     private Duration replicaAckTimeout = Duration.ZERO;
     private int localHandoffLimit = 8;
+    private boolean lockCaching;
+    private int lockCacheSize = 1024;
+    private Duration lockCacheIdle = Duration.ofSeconds(10);
     private Object meterRegistry;
     private Object observationRegistry;
     private int metricsNameLimit = 100;
@@ -423,6 +469,52 @@ public final class TurnstileOptions {
         throw new IllegalArgumentException("localHandoffLimit must not be negative, was " + limit);
       }
       this.localHandoffLimit = limit;
+      return this;
+    }
+
+    /**
+     * Keeps a {@link DistributedLock}'s grant in this JVM after its last unlock, while no other
+     * client wants it: the next {@code lock()} or {@code tryLock()} of any thread (or future) of
+     * this JVM takes it with no round trip to Redis, with a fencing token above every earlier one
+     * (docs/DESIGN.md §17). Redis keeps the grant held by this client, its lease renewed as any
+     * hold's. Another client that finds it so asks this JVM to give it up (one pub/sub message,
+     * about one round trip): at once when no thread of this JVM holds it, else at the end of the
+     * current hold; after that the lock is not cached again until it has stayed uncontended for
+     * 1 s. A lock that another JVM caches idle is free by {@link DistributedLock#isLocked()};
+     * {@code tryLock()} from another client waits up to 100 ms for the revocation.
+     *
+     * <p>At most {@code maxIdle} idle grants are kept (the least recently used goes first), each
+     * for at most {@code idleTime}; {@link Turnstile#close()} releases them all. Not with
+     * {@link #replicaAcks} (a take from the cache writes nothing a replica could acknowledge);
+     * the write lock of a read/write lock is never cached. Off by default.
+     *
+     * @param maxIdle at least 1
+     * @param idleTime positive
+     * @return this builder
+     */
+    public Builder lockCaching(int maxIdle, Duration idleTime) {
+      if (maxIdle < 1) {
+        throw new IllegalArgumentException("lockCaching: maxIdle must be at least 1, was " + maxIdle);
+      }
+      Objects.requireNonNull(idleTime, "idleTime");
+      if (idleTime.isNegative() || idleTime.isZero()) {
+        throw new IllegalArgumentException("lockCaching: idleTime must be positive, was " + idleTime);
+      }
+      this.lockCaching = true;
+      this.lockCacheSize = maxIdle;
+      this.lockCacheIdle = idleTime;
+      return this;
+    }
+
+    /**
+     * Turns lock caching on with its defaults (1,024 idle grants, 10 s each) or off; see
+     * {@link #lockCaching(int, Duration)}.
+     *
+     * @param on whether lock grants are cached
+     * @return this builder
+     */
+    public Builder lockCaching(boolean on) {
+      this.lockCaching = on;
       return this;
     }
 

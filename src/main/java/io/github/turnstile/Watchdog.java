@@ -143,11 +143,14 @@ final class Watchdog implements AutoCloseable {
       Lease l = batch.get(i);
       keys.add(l.key);
       Lease.Registration reg = l.registration;
+      LockCache cache = l.cache;
       if (reg != null) {
         keys.add(reg.stateKey());
         registrations[i] = reg;
+      } else if (cache != null) {
+        keys.add(cache.fenceKey());
       }
-      args[2 * i] = l.requestId;
+      args[2 * i] = cache != null && reg == null ? "~" + l.requestId : l.requestId;
       args[2 * i + 1] = Long.toString(l.leaseMillis);
     }
     return engine.<List<Object>>eval(Script.RENEW, ScriptOutputType.MULTI, keys.toArray(new String[0]), args)
@@ -165,6 +168,15 @@ final class Watchdog implements AutoCloseable {
               LOG.log(Level.WARNING, "Redis refused to renew the lease {0} (request {1}) to this user (ACL): {2}"
                   + " (see docs/ACL.md, \"Least privilege\")", l.key, l.requestId, refusal);
               l.renewalFailed();
+              continue;
+            }
+            if (result.get(i) instanceof List<?> cached) {
+              // a cached lock grant, still held: {1, server µs, waiting}
+              l.renewed(sentAt);
+              LockCache cache = l.cache;
+              if (cache != null) {
+                cache.confirmed(l, cached);
+              }
               continue;
             }
             long reply = (Long) result.get(i);

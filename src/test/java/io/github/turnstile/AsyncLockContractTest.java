@@ -49,10 +49,15 @@ class AsyncLockContractTest {
     this.redis = redis;
   }
 
+  /** The options of the clients under test (a subclass runs the suite with lock caching on). */
+  TurnstileOptions options() {
+    return TurnstileOptions.builder().build();
+  }
+
   @BeforeAll
   void connect() throws Exception {
-    t1 = Turnstile.connect(redis.uri());
-    t2 = Turnstile.connect(redis.uri());
+    t1 = Turnstile.connect(redis.uri(), options());
+    t2 = Turnstile.connect(redis.uri(), options());
     warmUp(t1, t2);
   }
 
@@ -222,7 +227,7 @@ class AsyncLockContractTest {
   @Test
   void fairAcrossClients() throws Exception {
     String name = unique("async-fair");
-    try (Turnstile t3 = Turnstile.connect(redis.uri()); Turnstile t4 = Turnstile.connect(redis.uri())) {
+    try (Turnstile t3 = Turnstile.connect(redis.uri(), options()); Turnstile t4 = Turnstile.connect(redis.uri(), options())) {
       warmUp(t3, t4);
       Turnstile[] clients = {t1, t2, t3};
       java.util.concurrent.atomic.AtomicLongArray grants = new java.util.concurrent.atomic.AtomicLongArray(4);

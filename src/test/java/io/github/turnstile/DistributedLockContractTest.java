@@ -44,10 +44,15 @@ class DistributedLockContractTest {
     this.redis = redis;
   }
 
+  /** The options of the clients under test (a subclass runs the suite with lock caching on). */
+  TurnstileOptions options() {
+    return TurnstileOptions.builder().build();
+  }
+
   @BeforeAll
   void connect() {
-    t1 = Turnstile.connect(redis.uri());
-    t2 = Turnstile.connect(redis.uri());
+    t1 = Turnstile.connect(redis.uri(), options());
+    t2 = Turnstile.connect(redis.uri(), options());
   }
 
   @AfterAll
@@ -317,7 +322,7 @@ class DistributedLockContractTest {
     String name = unique("pre-interrupted-lock");
     DistributedLock holder = t2.lock(name);
     holder.lock();
-    try (Turnstile fresh = Turnstile.connect(redis.uri())) {
+    try (Turnstile fresh = Turnstile.connect(redis.uri(), options())) {
       assertEquals(0, fresh.engine().pool.openConnections());
       DistributedLock lock = fresh.lock(name);
       AtomicReference<Throwable> error = new AtomicReference<>();

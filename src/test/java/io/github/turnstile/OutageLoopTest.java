@@ -167,10 +167,18 @@ class OutageLoopTest {
   static final int FAILOVER_ACKS = Integer.getInteger("turnstile.test.loopReplicaAcks", 0);
   static final Duration ACK_TIMEOUT = Duration.ofMillis(1000);
 
+  /**
+   * Whether the clients cache their lock grants ({@code -Dturnstile.test.lockCaching=true}; not
+   * with replica acknowledgements): the loops then check lock caching under every fault.
+   */
+  static final boolean LOCK_CACHING = Boolean.getBoolean("turnstile.test.lockCaching");
+
   private static TurnstileOptions options(int replicaAcks) {
     TurnstileOptions.Builder b = TurnstileOptions.builder().leaseTime(Duration.ofMillis(LEASE_MS));
     if (replicaAcks > 0) {
       b.replicaAcks(replicaAcks, ACK_TIMEOUT);
+    } else if (LOCK_CACHING) {
+      b.lockCaching(true);
     }
     return b.build();
   }
@@ -448,6 +456,9 @@ class OutageLoopTest {
 
   private static void loop(String scenario, String uri, String name, Fault fault, long resumeBoundMs, String resumeFrom,
       boolean strandedIsLeak, int replicaAcks) throws Exception {
+    if (LOCK_CACHING && replicaAcks == 0) {
+      scenario = scenario + "-cached";
+    }
     List<Turnstile> clients = new ArrayList<>();
     List<Iteration> iterations = new ArrayList<>();
     Workload workload = null;

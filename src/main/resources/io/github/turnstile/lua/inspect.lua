@@ -22,13 +22,13 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local kind = ARGV[1]
 if kind == 'lock' then
-  local f = redis.call('HMGET', KEYS[1], 'o', 't', 'r', 'q', 'e', 'p', 'x', 'd')
+  local f = redis.call('HMGET', KEYS[1], 'o', 't', 'r', 'q', 'e', 'p', 'x', 'd', 'c')
   local present = 0
-  for i = 1, 8 do
+  for i = 1, 9 do
     if f[i] then present = present + 1 end
   end
   local marks = redis.call('HLEN', KEYS[1]) - present
-  return {now, f[1] or '', f[2] or '', redis.call('PTTL', KEYS[1]), marks}
+  return {now, f[1] or '', f[2] or '', redis.call('PTTL', KEYS[1]), marks, f[9] or ''}
 elseif kind == 'rwlock' then
   local f = redis.call('HMGET', KEYS[1], 'o', 't')
   local since = now - tonumber(ARGV[2])

@@ -3,7 +3,8 @@
 -- KEYS[1]  lock hash   {prefix:name}:lock   o owner (only while held), r request and t fencing token
 --                      (of the holder, or of the last hold after its release), e expiry mark,
 --                      q "waiting marks may exist", p "publish at release", w:<client> waiting
---                      marks, d = the lease the record's expiry was set with, at the end of the
+--                      marks, c = the client that caches the grant (renew.lua sets it, a release
+--                      or a takeover clears it), d = the lease the record's expiry was set with, at the end of the
 --                      token window of t (DESIGN §3; "-" when not); expiry = the holder's lease,
 --                      and at most one window (and 3 ms) more
 -- KEYS[2]  fence       {prefix:name}:fence  above every token issued, never expires
@@ -13,7 +14,8 @@
 -- ARGV[4]  flags (optional, any order): h = this request's previous attempt was refused;
 --          n = the caller will not wait if refused (tryLock()); s = the caller waits by pub/sub;
 --          k = keep this client's waiting mark (another acquisition of this client waits);
---          r = with a hand-off: renew the lease (PEXPIRE), the handing hold having run a third of it
+--          r = with a hand-off: renew the lease (PEXPIRE), the handing hold having run a third of it;
+--          x = publish with SPUBLISH (a Redis 7 Cluster), not PUBLISH
 -- ARGV[5]  hand-off (optional): the request id of the current holder, a thread of the same client
 --          that hands the lock straight to ARGV[1]/ARGV[2] at its unlock
 --
@@ -24,8 +26,11 @@
 --             altogether (a release keeps r and t for the rest of the lease): the holder seen
 --             before never released. others = 1 when a waiting mark of another client may be
 --             left; same = 1 when the last hold was this client's, or this is a hand-off.
---         {0, pttl, owner}   held by another owner; pttl = its remaining lease in ms, owner its
+--         {0, pttl, owner[, 1]}   held by another owner; pttl = its remaining lease in ms, owner its
 --                     owner id. A caller that will wait is marked: w:<client> and q (and p with flag s).
+--                     The fourth element is 1 when another client caches the grant (c): the
+--                     script has published "r" on {prefix:name}:ch, which asks that client to give
+--                     it up (at once if idle, else at the end of its current hold).
 --         {0, -3}     hand-off only: ARGV[5] no longer holds the lock (its lease ran out).
 --
 -- Idempotent: re-sending the same (owner, request) never yields a second token.
@@ -197,11 +202,27 @@ end
 local o, t, q = f[1], f[2], f[3]
 if o then
   if o ~= owner then
-    if not string.find(flags, 'n', 1, true) then
+    local me = client_of(owner)
+    local wait = not string.find(flags, 'n', 1, true)
+    local mark = 'w:' .. me
+    local g
+    if wait then
+      g = redis.call('HMGET', lock, mark, 'p', 'c')
+    else
+      g = {true, true, redis.call('HGET', lock, 'c')}
+    end
+    -- another client caches the grant: ask it to give the lock up (its cache is subscribed to the
+    -- channel while it keeps the grant; a message it misses, its next renewal reports: q)
+    local cached = g[3] and g[3] ~= me
+    local publish = string.find(flags, 'x', 1, true) and 'SPUBLISH' or 'PUBLISH'
+    local channel = string.sub(lock, 1, -5) .. 'ch'
+    if cached and redis.acl_check_cmd and not redis.acl_check_cmd(publish, channel, 'r') then
+      return redis.error_reply("NOPERM this user has no permissions to run the '" .. string.lower(publish)
+        .. "' command on " .. channel .. ", asked before the script's first write: nothing was changed")
+    end
+    if wait then
       -- this caller waits: mark its client (w:<client>), and say a mark exists (q); with pub/sub,
       -- ask the release to publish (p)
-      local mark = 'w:' .. client_of(owner)
-      local g = redis.call('HMGET', lock, mark, 'p')
       local sub = string.find(flags, 's', 1, true)
       if not g[1] and sub and not g[2] then
         redis.call('HSET', lock, mark, '1', 'q', '1', 'p', '1')
@@ -211,6 +232,10 @@ if o then
         redis.call('HSET', lock, 'p', '1', 'q', '1')
       end
     end
+    if cached then
+      redis.call(publish, channel, 'r')
+      return {0, redis.call('PTTL', lock), o, 1}
+    end
     return {0, redis.call('PTTL', lock), o}
   end
   if redis.call('HGET', lock, 'r') == req then
@@ -219,6 +244,8 @@ if o then
     redis.call('PEXPIRE', lock, lease)
     return {1, t}
   end
+  -- an earlier grant of this owner that it never learned of, taken over: no longer cached
+  redis.call('HDEL', lock, 'c')
 end
 local reclaimed = 0
 if not t and string.find(flags, 'h', 1, true) then

@@ -8,7 +8,11 @@
 --          unconsumed wake token
 -- ARGV[4]  optional: the publish command: PUBLISH (when absent), or SPUBLISH on a Redis 7 Cluster
 -- ARGV[5]  optional: the releasing client's id, when another of its threads goes on waiting
---          (it queues behind other clients after a run of local hand-offs): field w:<client>
+--          (it queues behind other clients after a run of local hand-offs): field w:<client>;
+--          "" for none
+-- ARGV[6]  optional: the release of a grant its client cached: the last fencing token the client
+--          issued from its cache. The record's t becomes at least that (every later grant's token
+--          is above it), and c goes
 --
 -- Returns 1  released by this call: field o removed; r and t stay as the record of the last hold
 --            (with the lease's remaining time, or ttl when someone waits). If a waiting mark may
@@ -35,9 +39,10 @@ local waiting = ARGV[5]
 if waiting == '' then
   waiting = nil
 end
+local carried = ARGV[6]
 
 local f = redis.call('HMGET', lock, 'r', 'q')
-if f[1] == req and not f[2] and not waiting then
+if f[1] == req and not f[2] and not waiting and not carried then
   -- nobody waits: nothing else to do. HDEL answers whether this call released it: 0 when this
   -- request was released before (o gone), and this call is a copy sent again
   return redis.call('HDEL', lock, 'o') == 1 and 1 or 2
@@ -75,20 +80,35 @@ local function wake_up(push, p)
 end
 
 if f[1] == req then
-  local g = redis.call('HMGET', lock, 'o', 'p')
+  local g = redis.call('HMGET', lock, 'o', 'p', 't')
   if not g[1] then
     return 2
   end
-  if waiting then
+  if waiting or carried then
     permit('HSET', lock, 'q', '1')
   end
-  permit('PEXPIRE', lock, ttl)
-  local push = may_wake(g[2])
+  if carried then
+    permit('HDEL', lock, 'o')
+  end
+  if f[2] or waiting then
+    permit('PEXPIRE', lock, ttl)
+  end
+  local push = (f[2] or waiting) and may_wake(g[2])
+  if carried then
+    -- a cached grant: every token its client issued from the cache is at most carried
+    if tonumber(carried) > tonumber(g[3]) then
+      redis.call('HSET', lock, 't', carried)
+    end
+    if not (f[2] or waiting) then
+      redis.call('HDEL', lock, 'o', 'c')
+      return 1
+    end
+  end
   -- d goes too: the record's expiry is set to ttl below, for which d does not hold (lock_acquire.lua)
   if g[2] then
-    redis.call('HDEL', lock, 'o', 'p', 'd')
+    redis.call('HDEL', lock, 'o', 'p', 'd', 'c')
   else
-    redis.call('HDEL', lock, 'o', 'd')
+    redis.call('HDEL', lock, 'o', 'd', 'c')
   end
   if waiting then
     redis.call('HSET', lock, 'w:' .. waiting, '1', 'q', '1')

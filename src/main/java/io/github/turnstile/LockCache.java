@@ -1,0 +1,673 @@
+package io.github.turnstile;
+
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
+import com.github.benmanes.caffeine.cache.RemovalCause;
+import com.github.benmanes.caffeine.cache.Scheduler;
+import io.lettuce.core.ScriptOutputType;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * A plain lock's grant that this JVM keeps between its holds ({@link TurnstileOptions#lockCaching()};
+ * docs/DESIGN.md §17). Redis keeps the lock held by the grant's request, field {@code c} naming
+ * this client, its lease renewed by the watchdog with renew.lua's {@code ~} kind; an acquisition of
+ * this JVM takes it with no round trip ({@link #take}), with a fencing token from the local clock
+ * ({@link #nextToken}); another client's attempt publishes {@code r} on the lock's channel, and the
+ * grant is given up at once when idle, else at the end of the current hold ({@link #revoke}).
+ *
+ * <p>States: {@code NONE} (nothing cached) → {@code STARTING} (subscribed, renew.lua's first
+ * {@code ~} call on its way) → {@code IDLE} ⇄ {@code TAKEN} (a hold of this JVM uses it) →
+ * {@code NONE} when released in Redis (revoked, evicted, idle too long, unusable, closed) or lost.
+ * All guarded by {@link #mu}.
+ */
+final class LockCache {
+  /** How long a lock is not cached after a sign of contention (a revocation, a refusal by a cache). */
+  static final long BACKOFF_MILLIS = 1000;
+  /** How long {@code tryLock()} waits for another client's cache to give the lock up. */
+  static final long REVOCATION_WAIT_MILLIS = 100;
+
+  /** The engine's bounds: the idle grants (LRU, idle time) and the locks contended lately. */
+  static final class Registry {
+    private final Cache<LockCache, Boolean> idle;
+    private final Cache<String, Boolean> contended;
+
+    Registry(TurnstileOptions options) {
+      this.idle = Caffeine.newBuilder()
+          .maximumSize(options.lockCacheSize())
+          .expireAfterWrite(options.lockCacheIdle())
+          .scheduler(Scheduler.systemScheduler())
+          .removalListener((LockCache c, Boolean v, RemovalCause cause) -> {
+            if (c != null && cause.wasEvicted()) {
+              c.evicted();
+            }
+          })
+          .build();
+      this.contended = Caffeine.newBuilder()
+          .maximumSize(Math.max(1024, 4L * options.lockCacheSize()))
+          .expireAfterWrite(BACKOFF_MILLIS, TimeUnit.MILLISECONDS)
+          .build();
+    }
+
+    /** Whether the lock at {@code key} showed contention in the last {@link #BACKOFF_MILLIS}. */
+    boolean contended(String key) {
+      return contended.getIfPresent(key) != null;
+    }
+
+    /** The lock at {@code key} is contended: it is not cached for {@link #BACKOFF_MILLIS} from now. */
+    void contention(String key) {
+      contended.put(key, Boolean.TRUE);
+    }
+
+    /** Gives up every idle grant (at close); completes when Redis answered or gave up. */
+    CompletableFuture<Void> releaseAll() {
+      List<CompletableFuture<Boolean>> sent = new ArrayList<>();
+      for (LockCache c : new ArrayList<>(idle.asMap().keySet())) {
+        CompletableFuture<Boolean> f = c.giveUpIfIdle();
+        if (f != null) {
+          sent.add(f);
+        }
+      }
+      idle.invalidateAll();
+      return CompletableFuture.allOf(sent.toArray(new CompletableFuture<?>[0]));
+    }
+
+    /** Idle grants kept now (tests). */
+    long idleCount() {
+      idle.cleanUp();
+      return idle.estimatedSize();
+    }
+  }
+
+  enum State { NONE, STARTING, IDLE, TAKEN }
+
+  private final RedisLock lock;
+  private final Engine engine;
+  private final Registry registry;
+  private final ReentrantLock mu = new ReentrantLock();
+  // ---- guarded by mu
+  private State state = State.NONE;
+  /** The grant's lease while cached: the idle one, or the current take's. */
+  private Lease lease;
+  /** The Redis request that holds the lock, and the token Redis granted it. */
+  private String request;
+  private long grantToken;
+  /** The last fencing token issued: the grant's, or a take's. */
+  private long lastToken;
+  /** The server time (µs) of the last confirmation, and this JVM's ticker when its reply was read. */
+  private long anchorUs;
+  private long anchorNanos;
+  private boolean anchored;
+  /** Another client asked for the lock: give it up at the end of the current hold. */
+  private boolean revoked;
+  private Subscriptions.Sub sub;
+  /** Completes when {@code STARTING} ends (a new head waits for it rather than attempting in Redis). */
+  private CompletableFuture<Void> started;
+  /**
+   * The outcome of the release that started the cache, as the releasing caller sees it: true once
+   * Redis marked the grant cached (another client that asks for it from then on revokes it), or
+   * the outcome of its release in Redis if the cache gave it up at once.
+   */
+  private CompletableFuture<Boolean> kept;
+  /** The hold that uses the grant now ({@code TAKEN}). */
+  private AsyncHold.Lock taken;
+  // ----
+
+  LockCache(RedisLock lock, Registry registry) {
+    this.lock = lock;
+    this.engine = lock.engine;
+    this.registry = registry;
+  }
+
+  String fenceKey() {
+    return lock.fenceKey;
+  }
+
+  private long now() {
+    return engine.ticker.read();
+  }
+
+  private long leaseNanos() {
+    return TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
+  }
+
+  /** Whether {@code l} leaves a safe margin for a take: alive, more than half a lease confirmed ahead. */
+  private boolean usable(Lease l, long now) {
+    return l != null && l.alive(now) && l.remainingMillis(now) > engine.leaseMillis / 2;
+  }
+
+  /** A lease for the cached grant, continuing (same request, same confirmed instant) from {@code sinceNanos}. */
+  private Lease newLease(long token, long sinceNanos, Lease.LossHandler handler, String holder) {
+    Lease l = new Lease(lock.lockKey, request, engine.leaseMillis, token, holder, sinceNanos, handler, lock.metrics)
+        .on(Inspection.Kind.LOCK, lock.name(), -1);
+    l.cache = this;
+    return l;
+  }
+
+  /**
+   * The next fencing token of a take at ticker time {@code now}, or -1 if none may be issued:
+   * {@code max(last + 1, anchor + µs since the anchor's reply was read)}, while the anchor is
+   * younger than half a lease and the token below {@code anchor + lease}, which the anchoring
+   * renew.lua raised the fence to (DESIGN §17).
+   */
+  private long nextToken(long now) {
+    if (!anchored) {
+      return -1;
+    }
+    long age = now - anchorNanos;
+    if (age < 0 || age >= leaseNanos() / 2) {
+      return -1;
+    }
+    long t = Math.max(lastToken + 1, anchorUs + age / 1000);
+    if (t >= anchorUs + engine.leaseMillis * 1000 - 1) {
+      return -1;
+    }
+    lastToken = t;
+    return t;
+  }
+
+  private Attempt takeAttempt(long token) {
+    Attempt a = new Attempt(true, token, 0);
+    a.request = request;
+    a.cache = this;
+    return a;
+  }
+
+  // ---------------------------------------------------------------- keeping a grant
+
+  /**
+   * The final release of {@code hold}, a grant from Redis, with nobody of this JVM waiting: keeps
+   * it instead (unless the lock was contended lately, the lease is short of its margin, or Redis
+   * is unreachable). Subscribes to the lock's channel, then sends renew.lua's first {@code ~}
+   * call, which marks the grant cached and anchors the tokens; takes wait for it.
+   *
+   * @return null if not kept (the caller releases it); else the release's outcome: completes once
+   *     Redis marked the grant cached, so that when the caller's unlock returns, another client's
+   *     attempt finds it cached and revokes it (as it would find a released lock free)
+   */
+  CompletableFuture<Boolean> keep(AsyncHold.Lock hold, AsyncGate<LockHold> g) {
+    long now = now();
+    Lease held = hold.lease();
+    if (engine.isClosed() || !engine.connected() || registry.contended(lock.lockKey) || !usable(held, now)) {
+      return null;
+    }
+    Lease idle;
+    CompletableFuture<Boolean> outcome = new CompletableFuture<>();
+    mu.lock();
+    try {
+      if (state != State.NONE) {
+        return null;
+      }
+      kept = outcome;
+      state = State.STARTING;
+      revoked = false;
+      anchored = false;
+      request = held.requestId;
+      grantToken = held.token;
+      lastToken = held.token;
+      idle = newLease(held.token, held.sinceNanos(), this::leaseLost, "client " + engine.clientId + " (cached)");
+      lease = idle;
+      started = new CompletableFuture<>();
+    } finally {
+      mu.unlock();
+    }
+    engine.watchdog.unregister(held);
+    lock.metrics.released(hold.heldNanos());
+    if (g != null) {
+      g.endedLocally(hold);
+    }
+    engine.watchdog.register(idle);
+    Subscriptions.Sub s;
+    try {
+      s = engine.subscribe(lock.channel);
+    } catch (RuntimeException e) {
+      giveUp(idle);
+      return outcome;
+    }
+    mu.lock();
+    try {
+      sub = s;
+    } finally {
+      mu.unlock();
+    }
+    s.ready.whenComplete((v, e) -> {
+      if (e != null) {
+        giveUp(idle);
+        return;
+      }
+      listen(s);
+      start(idle);
+    });
+    return outcome;
+  }
+
+  /** Sends the first {@code ~} renewal of {@code idle}: marks the grant cached, anchors the tokens. */
+  private void start(Lease idle) {
+    long sentAt = now();
+    engine.<List<Object>>eval(Script.RENEW, ScriptOutputType.MULTI, new String[] {lock.lockKey, lock.fenceKey},
+        "~" + idle.requestId, engine.leaseArg).whenComplete((r, e) -> {
+          Object reply = e == null && r != null && !r.isEmpty() ? r.get(0) : null;
+          if (!(reply instanceof List<?> confirmed)) {
+            if (reply instanceof Long) {
+              CompletableFuture<Boolean> k = takeKept(idle);
+              lost(idle); // 0: the request no longer holds the lock
+              if (k != null) {
+                k.complete(false);
+              }
+            } else {
+              giveUp(idle); // Redis unreachable or a refusal: released (re-sent until answered)
+            }
+            return;
+          }
+          idle.renewed(sentAt);
+          confirmed(idle, confirmed);
+          CompletableFuture<Void> done = null;
+          CompletableFuture<Boolean> k = null;
+          boolean release = false;
+          mu.lock();
+          try {
+            if (lease == idle && state == State.STARTING) {
+              done = started;
+              started = null;
+              k = kept;
+              kept = null;
+              if (revoked) {
+                release = true;
+              } else {
+                state = State.IDLE;
+              }
+            }
+          } finally {
+            mu.unlock();
+          }
+          if (release) {
+            CompletableFuture<Boolean> out = giveUp(idle);
+            CompletableFuture<Boolean> pending = k;
+            if (pending != null) {
+              out.whenComplete((v, x) -> pending.complete(x == null ? v : Boolean.TRUE));
+            }
+          } else if (done != null) {
+            registry.idle.put(this, Boolean.TRUE);
+            done.complete(null);
+            k.complete(true);
+          }
+        });
+  }
+
+  /** A revocation message on the lock's channel (lock_acquire.lua publishes {@code r}), or the subscription's loss. */
+  private void listen(Subscriptions.Sub s) {
+    s.nextRevocation().thenRun(() -> {
+      boolean mine;
+      mu.lock();
+      try {
+        mine = sub == s;
+      } finally {
+        mu.unlock();
+      }
+      if (mine) {
+        revoke();
+        listen(s);
+      }
+    });
+  }
+
+  /**
+   * A renewal of the cached grant's lease {@code l} answered {@code {1, server µs, waiting}}:
+   * anchors the tokens there, and gives the grant up if a waiting mark may exist (a revocation
+   * message missed).
+   */
+  void confirmed(Lease l, List<?> reply) {
+    boolean waiting = reply.size() > 2 && Long.valueOf(1).equals(reply.get(2));
+    long us = Long.parseLong(String.valueOf(reply.get(1)));
+    long readAt = now();
+    mu.lock();
+    try {
+      if (l != lease) {
+        return;
+      }
+      anchorUs = us;
+      anchorNanos = readAt;
+      anchored = true;
+    } finally {
+      mu.unlock();
+    }
+    if (waiting) {
+      revoke();
+    }
+  }
+
+  /** Another client asked for the lock: given up at once when idle, else at the end of the current hold. */
+  void revoke() {
+    registry.contention(lock.lockKey);
+    Lease idle = null;
+    mu.lock();
+    try {
+      revoked = true;
+      if (state == State.IDLE) {
+        idle = lease;
+      }
+    } finally {
+      mu.unlock();
+    }
+    if (idle != null) {
+      giveUp(idle);
+    }
+  }
+
+  /** Caffeine evicted the idle grant (the bound, or its idle time): released if still idle. */
+  private void evicted() {
+    giveUpIfIdle();
+  }
+
+  private CompletableFuture<Boolean> giveUpIfIdle() {
+    Lease idle = null;
+    mu.lock();
+    try {
+      if (state == State.IDLE) {
+        idle = lease;
+      }
+    } finally {
+      mu.unlock();
+    }
+    return idle == null ? null : giveUp(idle);
+  }
+
+  /** The idle lease {@code l} was lost (a renewal refused, or its time ran out): nothing cached. */
+  private void leaseLost(Lease l, String reason) {
+    lost(l);
+  }
+
+  /** Takes the pending outcome of the release that started caching {@code l}, if any. */
+  private CompletableFuture<Boolean> takeKept(Lease l) {
+    mu.lock();
+    try {
+      if (lease != l) {
+        return null;
+      }
+      CompletableFuture<Boolean> k = kept;
+      kept = null;
+      return k;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  private void lost(Lease l) {
+    Subscriptions.Sub s;
+    CompletableFuture<Void> done;
+    mu.lock();
+    try {
+      if (lease != l || state == State.TAKEN) {
+        return;
+      }
+      state = State.NONE;
+      lease = null;
+      s = sub;
+      sub = null;
+      done = started;
+      started = null;
+    } finally {
+      mu.unlock();
+    }
+    engine.watchdog.unregister(l);
+    registry.idle.invalidate(this);
+    if (s != null) {
+      s.close();
+    }
+    if (done != null) {
+      done.complete(null);
+    }
+  }
+
+  /**
+   * Releases the cached grant whose lease is {@code l} in Redis, carrying the last token issued
+   * (lock_release.lua raises the record's token to it), if {@code l} is still the cache's.
+   *
+   * @return the release's outcome, or a completed false if {@code l} was no longer cached
+   */
+  private CompletableFuture<Boolean> giveUp(Lease l) {
+    return giveUp(l, true);
+  }
+
+  /** As {@link #giveUp(Lease)}; {@code own}: the lease is the cache's (a take's ends with its hold). */
+  private CompletableFuture<Boolean> giveUp(Lease l, boolean own) {
+    String req;
+    long granted;
+    long last;
+    Subscriptions.Sub s;
+    CompletableFuture<Void> done;
+    CompletableFuture<Boolean> k;
+    mu.lock();
+    try {
+      if (lease != l || state == State.TAKEN) {
+        return CompletableFuture.completedFuture(false);
+      }
+      k = kept;
+      kept = null;
+      req = request;
+      granted = grantToken;
+      last = lastToken;
+      state = State.NONE;
+      lease = null;
+      s = sub;
+      sub = null;
+      done = started;
+      started = null;
+    } finally {
+      mu.unlock();
+    }
+    engine.watchdog.unregister(l);
+    if (own) {
+      l.end();
+    }
+    registry.idle.invalidate(this);
+    if (s != null) {
+      s.close();
+    }
+    CompletableFuture<Boolean> released = release(req, granted, last, l);
+    if (done != null) {
+      done.complete(null);
+    }
+    if (k != null) {
+      released.whenComplete((v, x) -> k.complete(x == null ? v : Boolean.TRUE));
+    }
+    return released;
+  }
+
+  /** Sends the release of the cached grant, re-sent until answered and again after a recovery. */
+  private CompletableFuture<Boolean> release(String req, long granted, long last, Lease l) {
+    long leaseEnd = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, l.remainingMillis(now())));
+    java.util.function.Supplier<CompletableFuture<Long>> send = () -> lock.releaseCached(req, granted, last);
+    CompletableFuture<Long> all = engine.releases.retrying(new RedisLock.First<>(send.get(), send), leaseEnd);
+    engine.replayOnRecovery(lock.lockKey, leaseEnd, send::get);
+    return all.thenApply(r -> r != 0L);
+  }
+
+  // ---------------------------------------------------------------- takes
+
+  /**
+   * Returns the future a new head waits on while the grant is being cached, or null.
+   *
+   * @return the future, or null
+   */
+  CompletableFuture<Void> starting() {
+    mu.lock();
+    try {
+      return state == State.STARTING ? started : null;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /**
+   * Whether the grant is cached here and no hold of this JVM uses it.
+   *
+   * @return whether this JVM caches the lock idle
+   */
+  boolean idleHere() {
+    mu.lock();
+    try {
+      return state == State.IDLE || state == State.STARTING;
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /**
+   * The head {@code w} takes the cached grant, with no round trip, if it is idle and usable: a
+   * fencing token from the local clock, the lease continued. An idle grant that is not usable
+   * (its margin, its anchor) is released first, and {@code w} attempts in Redis after that release.
+   *
+   * @return true if {@code w} was handed the grant (or it ended meanwhile and the grant is idle again)
+   */
+  boolean take(AsyncAcquisition<LockHold> w) {
+    long now = now();
+    Lease idle;
+    Attempt a = null;
+    mu.lock();
+    try {
+      if (state != State.IDLE) {
+        return false;
+      }
+      idle = lease;
+      long t = usable(idle, now) ? nextToken(now) : -1;
+      if (t >= 0) {
+        a = takeAttempt(t);
+        state = State.TAKEN;
+      }
+    } finally {
+      mu.unlock();
+    }
+    if (a == null) {
+      giveUp(idle); // w's attempt follows the release on the same connection
+      return false;
+    }
+    registry.idle.invalidate(this);
+    engine.watchdog.unregister(idle);
+    idle.end();
+    if (!w.handedOver(a, idle.sinceNanos())) {
+      untake(idle.sinceNanos()); // w ended meanwhile (its cancelGrant found no hold yet)
+    }
+    return true;
+  }
+
+  /** The hold a take creates was granted: it uses the cached grant from now. */
+  void took(AsyncHold.Lock hold) {
+    mu.lock();
+    try {
+      taken = hold;
+      lease = hold.lease();
+    } finally {
+      mu.unlock();
+    }
+  }
+
+  /** A take's grant that its acquisition did not keep (it ended meanwhile): idle again. */
+  void untake(long sinceNanos) {
+    Lease idle;
+    mu.lock();
+    try {
+      if (state != State.TAKEN || taken != null) {
+        return;
+      }
+      idle = newLease(lastToken, sinceNanos, this::leaseLost, "client " + engine.clientId + " (cached)");
+      lease = idle;
+      state = State.IDLE;
+    } finally {
+      mu.unlock();
+    }
+    engine.watchdog.register(idle);
+    if (revoked) {
+      giveUp(idle);
+    } else {
+      registry.idle.put(this, Boolean.TRUE);
+    }
+  }
+
+  /**
+   * Whether {@code hold} uses this cache's grant (a take).
+   *
+   * @return whether {@code hold} is a take of this cache
+   */
+  boolean isTake(AsyncHold hold) {
+    return hold instanceof AsyncHold.Lock && hold.lease().cache == this;
+  }
+
+  /**
+   * The release of a take: hands the grant to this JVM's next head with a new local token, keeps it
+   * idle, or (revoked, unusable, contended, Redis unreachable) releases it in Redis, carrying the
+   * last token issued.
+   *
+   * @return the release's outcome
+   */
+  CompletableFuture<Boolean> endTake(AsyncHold.Lock hold, AsyncGate<LockHold> g) {
+    long now = now();
+    Lease l = hold.lease();
+    engine.watchdog.unregister(l);
+    lock.metrics.released(hold.heldNanos());
+    AsyncGate.Successor<LockHold> next = null;
+    Attempt a = null;
+    Lease idle = null;
+    boolean release = false;
+    mu.lock();
+    try {
+      if (taken == hold) {
+        taken = null;
+      }
+      boolean ok = state == State.TAKEN && lease == l && !revoked && !engine.isClosed() && engine.connected()
+          && usable(l, now);
+      if (ok && g != null) {
+        next = g.successor(Integer.MAX_VALUE);
+        if (next != null) {
+          long t = nextToken(now);
+          if (t >= 0) {
+            a = takeAttempt(t);
+          } else {
+            ok = false;
+          }
+        }
+      }
+      if (ok && a == null) {
+        if (registry.contended(lock.lockKey)) {
+          ok = false;
+        } else {
+          idle = newLease(lastToken, l.sinceNanos(), this::leaseLost, "client " + engine.clientId + " (cached)");
+          lease = idle;
+          state = State.IDLE;
+        }
+      }
+      if (!ok && state == State.TAKEN && lease == l) {
+        release = true;
+        state = State.IDLE; // for giveUp, below
+      }
+    } finally {
+      mu.unlock();
+    }
+    if (a != null) {
+      g.handedOff(false); // the run of hand-offs counts only while no cache holds the grant
+      if (!next.acquisition().handedOver(a, l.sinceNanos())) {
+        untake(l.sinceNanos());
+        if (g != null) {
+          g.endedLocally(hold);
+        }
+      }
+      return CompletableFuture.completedFuture(true);
+    }
+    if (g != null) {
+      g.endedLocally(hold);
+    }
+    if (idle != null) {
+      engine.watchdog.register(idle);
+      registry.idle.put(this, Boolean.TRUE);
+      return CompletableFuture.completedFuture(true);
+    }
+    if (release) {
+      return giveUp(l, false);
+    }
+    // no longer this cache's grant (lost meanwhile): released by request, as any hold
+    return lock.releaseCached(l.requestId, l.token, l.token).thenApply(r -> r != 0L);
+  }
+}

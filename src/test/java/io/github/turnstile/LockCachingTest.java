@@ -1,0 +1,293 @@
+package io.github.turnstile;
+
+import static io.github.turnstile.TestSupport.unique;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.turnstile.testing.Bounds;
+import io.github.turnstile.testing.RedisExtension;
+import io.github.turnstile.testing.TestRedis;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * Lock caching ({@link TurnstileOptions.Builder#lockCaching}): a JVM keeps an idle lock's grant
+ * until another client asks for it (docs/DESIGN.md §17). Against a real Redis; "another client"
+ * is a second Turnstile.
+ */
+@ExtendWith(RedisExtension.class)
+class LockCachingTest {
+  private final TestRedis redis;
+
+  LockCachingTest(TestRedis redis) {
+    this.redis = redis;
+  }
+
+  private static TurnstileOptions caching() {
+    return TurnstileOptions.builder().lockCaching(true).build();
+  }
+
+  private String lockKey(String name) {
+    return "{turnstile:" + name + "}:lock";
+  }
+
+  private String field(String name, String f) {
+    String v = redis.command("HGET", lockKey(name), f);
+    return v == null ? "" : v.trim();
+  }
+
+  /** Waits until {@code lock}'s grant is cached idle in this JVM (its first ~ renewal answered). */
+  private static void awaitCachedIdle(RedisLock lock) {
+    TestSupport.await("the grant cached idle", Duration.ofMillis(Bounds.PROMPT_MS),
+        () -> lock.cache.idleHere() && lock.cache.starting() == null);
+  }
+
+  /** Repeated pairs from one thread take the cached grant: nothing is sent to Redis, and every token is larger. */
+  @Test
+  void repeatedPairsSendNothingToRedis() {
+    try (Turnstile t = Turnstile.connect(redis.uri(), caching())) {
+      String name = unique("cache-pairs");
+      RedisLock lock = (RedisLock) t.lock(name);
+      lock.lock();
+      long last = lock.fencingToken();
+      lock.unlock();
+      awaitCachedIdle(lock);
+      assertEquals(t.clientId(), field(name, "c"), "Redis says which client caches the grant");
+      Map<String, Long> before = TestSupport.commandStats(redis);
+      for (int i = 0; i < 1000; i++) {
+        lock.lock();
+        long token = lock.fencingToken();
+        assertTrue(token > last, "token " + token + " after " + last);
+        last = token;
+        lock.unlock();
+      }
+      Map<String, Long> after = TestSupport.commandStats(redis);
+      long scripts = TestSupport.totalCalls(after, "evalsha", "eval") - TestSupport.totalCalls(before, "evalsha", "eval");
+      assertTrue(scripts <= 2, scripts + " scripts for 1,000 pairs (a renewal may fall in the loop)");
+      assertFalse(lock.isLocked(), "cached idle: no thread holds it");
+    }
+  }
+
+  /**
+   * Another client's lock() on a lock cached idle revokes the cache and acquires it, with a token
+   * above every token the caching JVM issued; the caching JVM then waits in Redis as anyone.
+   */
+  @Test
+  void anotherClientRevokesAnIdleCache() throws Exception {
+    try (Turnstile a = Turnstile.connect(redis.uri(), caching());
+        Turnstile b = Turnstile.connect(redis.uri(), caching())) {
+      String name = unique("cache-revoke");
+      RedisLock mine = (RedisLock) a.lock(name);
+      long last = 0;
+      for (int i = 0; i < 5; i++) {
+        mine.lock();
+        last = mine.fencingToken();
+        mine.unlock();
+      }
+      awaitCachedIdle(mine);
+      DistributedLock theirs = b.lock(name);
+      long start = System.nanoTime();
+      assertTrue(theirs.tryLock(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS));
+      long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+      assertTrue(theirs.fencingToken() > last, theirs.fencingToken() + " after the cache's " + last);
+      assertFalse(mine.cache.idleHere(), "the cache gave the grant up (" + ms + " ms)");
+      assertFalse(mine.tryLock(), "held by the other client");
+      assertTrue(mine.isLocked());
+      theirs.unlock();
+      assertTrue(mine.tryLock(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS));
+      assertTrue(mine.fencingToken() > last);
+      mine.unlock();
+      assertEquals("", field(name, "o"), "contended lately: released in Redis, not cached");
+    }
+  }
+
+  /** A revocation while a thread of the caching JVM holds the lock takes effect at its unlock. */
+  @Test
+  void aRevocationWaitsForTheCurrentHold() throws Exception {
+    try (Turnstile a = Turnstile.connect(redis.uri(), caching());
+        Turnstile b = Turnstile.connect(redis.uri())) {
+      String name = unique("cache-held");
+      RedisLock mine = (RedisLock) a.lock(name);
+      mine.lock();
+      mine.unlock();
+      awaitCachedIdle(mine);
+      mine.lock(); // a take: no round trip
+      long held = mine.fencingToken();
+      DistributedLock theirs = b.lock(name);
+      AtomicLong got = new AtomicLong();
+      CountDownLatch acquired = new CountDownLatch(1);
+      Thread waiter = TestSupport.start("other client", () -> {
+        theirs.lock();
+        got.set(theirs.fencingToken());
+        acquired.countDown();
+        theirs.unlock();
+      });
+      assertFalse(acquired.await(300, TimeUnit.MILLISECONDS), "the hold is not cut short");
+      mine.unlock(); // revoked: released in Redis
+      assertTrue(acquired.await(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS));
+      waiter.join(Bounds.PROMPT_MS);
+      assertTrue(got.get() > held, got.get() + " after " + held);
+    }
+  }
+
+  /** tryLock() from another client takes a lock cached idle: no thread holds it. So does isLocked() see it free. */
+  @Test
+  void tryLockAndIsLockedFromAnotherClientSeeACachedIdleLockFree() {
+    try (Turnstile a = Turnstile.connect(redis.uri(), caching());
+        Turnstile b = Turnstile.connect(redis.uri())) {
+      String name = unique("cache-trylock");
+      RedisLock mine = (RedisLock) a.lock(name);
+      mine.lock();
+      mine.unlock();
+      awaitCachedIdle(mine);
+      assertFalse(b.lock(name).isLocked(), "cached idle is free");
+      mine.lock();
+      mine.unlock();
+      // isLocked() asked for it: revoked; cache it again after the back-off
+      DistributedLock theirs = b.lock(name);
+      assertTrue(theirs.tryLock());
+      theirs.unlock();
+      mine.lock();
+      assertTrue(b.lock(name).isLocked(), "held by a thread of the caching JVM");
+      mine.unlock();
+    }
+  }
+
+  /** inspect() shows a cached grant as cached, naming the client, with no thread (only that client knows). */
+  @Test
+  void inspectShowsACachedGrant() {
+    try (Turnstile a = Turnstile.connect(redis.uri(), caching());
+        Turnstile b = Turnstile.connect(redis.uri())) {
+      String name = unique("cache-inspect");
+      RedisLock mine = (RedisLock) a.lock(name);
+      mine.lock();
+      mine.unlock();
+      awaitCachedIdle(mine);
+      Inspection seen = b.inspect(Inspection.Kind.LOCK, name);
+      assertEquals(1, seen.holders().size(), seen.toString());
+      Inspection.Holder h = seen.holders().get(0);
+      assertTrue(h.cached(), seen.toString());
+      assertEquals(a.clientId(), h.clientId());
+      assertEquals(null, h.owner());
+      assertEquals(0, seen.waiting(), "c is no waiting mark: " + seen);
+      assertTrue(seen.toString().contains("(cached)"), seen.toString());
+      assertTrue(mine.cache.idleHere(), "an inspection changes nothing");
+    }
+  }
+
+  /**
+   * A revocation message the caching JVM misses (here: a waiting mark written without one) is
+   * caught by its next renewal, whose reply says that someone waits.
+   */
+  @Test
+  void aMissedRevocationIsCaughtByTheRenewal() {
+    try (Turnstile a = Turnstile.connect(redis.uri(), TurnstileOptions.builder()
+        .leaseTime(Duration.ofSeconds(3)).lockCaching(true).build())) {
+      String name = unique("cache-missed");
+      RedisLock mine = (RedisLock) a.lock(name);
+      mine.lock();
+      mine.unlock();
+      awaitCachedIdle(mine);
+      redis.command("HSET", lockKey(name), "w:0000000000000000", "1", "q", "1");
+      TestSupport.await("released at the next renewal (1 s)", Duration.ofMillis(Bounds.PROMPT_MS),
+          () -> field(name, "o").isEmpty());
+      assertFalse(mine.cache.idleHere());
+    }
+  }
+
+  /** An idle grant is released after the idle time; at most maxIdle are kept. */
+  @Test
+  void idleGrantsAreBounded() {
+    try (Turnstile a = Turnstile.connect(redis.uri(), TurnstileOptions.builder()
+        .lockCaching(2, Duration.ofMillis(300)).build())) {
+      String[] names = {unique("cache-bound"), unique("cache-bound"), unique("cache-bound")};
+      for (String n : names) {
+        RedisLock l = (RedisLock) a.lock(n);
+        l.lock();
+        l.unlock();
+        awaitCachedIdle(l);
+      }
+      TestSupport.await("two idle grants at most", Duration.ofMillis(Bounds.PROMPT_MS),
+          () -> a.engine().lockCaches.idleCount() <= 2);
+      TestSupport.await("all released after the idle time", Duration.ofMillis(Bounds.PROMPT_MS), () -> {
+        for (String n : names) {
+          if (!field(n, "o").isEmpty()) {
+            return false;
+          }
+        }
+        return true;
+      });
+    }
+  }
+
+  /** close() releases the cached grants: another client need not wait for their leases. */
+  @Test
+  void closeReleasesCachedGrants() throws Exception {
+    String name = unique("cache-close");
+    try (Turnstile b = Turnstile.connect(redis.uri())) {
+      Turnstile a = Turnstile.connect(redis.uri(), caching());
+      RedisLock mine = (RedisLock) a.lock(name);
+      mine.lock();
+      mine.unlock();
+      awaitCachedIdle(mine);
+      a.close();
+      assertEquals("", field(name, "o"), "released at close");
+      assertTrue(b.lock(name).tryLock());
+      b.lock(name).unlock();
+    }
+  }
+
+  /**
+   * Tokens stay strict if the caching JVM's grant vanishes without a release (a crash: its record
+   * expires): the next grant's token is above the fence, which each renewal of the cache raised
+   * above every token the cache may issue until the next.
+   */
+  @Test
+  void aGrantThatExpiresLeavesTokensAboveTheCaches() throws Exception {
+    try (Turnstile a = Turnstile.connect(redis.uri(), caching());
+        Turnstile b = Turnstile.connect(redis.uri())) {
+      String name = unique("cache-crash");
+      RedisLock mine = (RedisLock) a.lock(name);
+      mine.lock();
+      mine.unlock();
+      awaitCachedIdle(mine);
+      long last = 0;
+      for (int i = 0; i < 100; i++) {
+        mine.lock();
+        last = mine.fencingToken();
+        mine.unlock();
+      }
+      redis.command("DEL", lockKey(name)); // as its expiry would, after a crash
+      DistributedLock theirs = b.lock(name);
+      assertTrue(theirs.tryLock());
+      assertTrue(theirs.fencingToken() > last, theirs.fencingToken() + " after the cache's " + last);
+      theirs.unlock();
+    }
+  }
+
+  /** After a revocation the lock is not cached again at once (back-off): its next release goes to Redis. */
+  @Test
+  void noCachingRightAfterARevocation() throws Exception {
+    try (Turnstile a = Turnstile.connect(redis.uri(), caching());
+        Turnstile b = Turnstile.connect(redis.uri())) {
+      String name = unique("cache-backoff");
+      RedisLock mine = (RedisLock) a.lock(name);
+      mine.lock();
+      mine.unlock();
+      awaitCachedIdle(mine);
+      DistributedLock theirs = b.lock(name);
+      assertTrue(theirs.tryLock(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS));
+      theirs.unlock();
+      mine.lock();
+      mine.unlock();
+      assertFalse(mine.cache.idleHere(), "not cached within the back-off");
+      assertEquals("", field(name, "o"));
+    }
+  }
+}
