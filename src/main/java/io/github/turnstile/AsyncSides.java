@@ -353,7 +353,7 @@ final class AsyncSides {
       // past its deadline (tryLock(), or a late first attempt) it will not wait: no waiting mark
       boolean noWait = w.call.once || (w.call.timed && w.call.expired());
       w.marked |= !noWait;
-      String flags = RedisLock.acquireFlags(w.refused, noWait, subscribed, engine.sharded());
+      String flags = RedisLock.acquireFlags(w.refused, noWait, subscribed);
       return lock.acquireCall(w.owner, w.request, flags)
           .thenApply(reply -> {
             Attempt a = RedisLock.parseAttempt(reply);

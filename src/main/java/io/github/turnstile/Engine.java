@@ -605,15 +605,6 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /**
-   * Returns whether wake-ups are published with {@code SPUBLISH} (a Redis 7 Cluster).
-   *
-   * @return whether wake-ups are published with {@code SPUBLISH}
-   */
-  boolean sharded() {
-    return topology.sharded();
-  }
-
   @Override
   public void close() {
     if (lockCaches != null && !closed) {

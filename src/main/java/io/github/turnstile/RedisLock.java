@@ -315,8 +315,10 @@ class RedisLock implements DistributedLock {
    * (DESIGN §3, slot migrations).
    */
   CompletableFuture<List<Object>> acquireCall(String owner, String request, String flags) {
+    // the publish command (SPUBLISH on a Redis 7 Cluster) is for a revocation of another client's cached grant
     return engine.eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI, new String[] {lockKey, fenceKey},
-        Engine.withoutDefaults(new String[] {owner, request, engine.leaseArg, flags}, ""));
+        Engine.withoutDefaults(new String[] {owner, request, engine.leaseArg, flags, "", engine.publishCommand()},
+            "", "", "PUBLISH"));
   }
 
   /**
@@ -325,14 +327,11 @@ class RedisLock implements DistributedLock {
    *
    * @return the flags, "" for none
    */
-  static String acquireFlags(boolean sawHolder, boolean noWait, boolean subscribed, boolean sharded) {
-    if (!(sawHolder | noWait | subscribed | sharded)) {
+  static String acquireFlags(boolean sawHolder, boolean noWait, boolean subscribed) {
+    if (!(sawHolder | noWait | subscribed)) {
       return "";
     }
-    StringBuilder b = new StringBuilder(4);
-    if (sharded) {
-      b.append('x'); // SPUBLISH, for a revocation of another client's cached grant
-    }
+    StringBuilder b = new StringBuilder(3);
     if (sawHolder) {
       b.append('h');
     }

@@ -14,10 +14,11 @@
 -- ARGV[4]  flags (optional, any order): h = this request's previous attempt was refused;
 --          n = the caller will not wait if refused (tryLock()); s = the caller waits by pub/sub;
 --          k = keep this client's waiting mark (another acquisition of this client waits);
---          r = with a hand-off: renew the lease (PEXPIRE), the handing hold having run a third of it;
---          x = publish with SPUBLISH (a Redis 7 Cluster), not PUBLISH
+--          r = with a hand-off: renew the lease (PEXPIRE), the handing hold having run a third of it
 -- ARGV[5]  hand-off (optional): the request id of the current holder, a thread of the same client
---          that hands the lock straight to ARGV[1]/ARGV[2] at its unlock
+--          that hands the lock straight to ARGV[1]/ARGV[2] at its unlock ("" or absent: none)
+-- ARGV[6]  optional: the publish command: PUBLISH (when absent), or SPUBLISH on a Redis 7 Cluster
+--          (a revocation of another client's cached grant)
 --
 -- Returns {1, token[, reclaimed, others, same]}  held by this request: a fresh grant, a replay of
 --             the same request (same token; PEXPIRE unless a hand-off), a takeover of an older
@@ -41,6 +42,9 @@
 local lock, fence = KEYS[1], KEYS[2]
 local owner, req, lease = ARGV[1], ARGV[2], ARGV[3]
 local flags, from = ARGV[4] or '', ARGV[5]
+if from == '' then
+  from = nil
+end
 local WINDOW = 32768 -- µs (2^15: exact in doubles); at most half the least lease (100 ms)
 
 local f
@@ -214,7 +218,7 @@ if o then
     -- another client caches the grant: ask it to give the lock up (its cache is subscribed to the
     -- channel while it keeps the grant; a message it misses, its next renewal reports: q)
     local cached = g[3] and g[3] ~= me
-    local publish = string.find(flags, 'x', 1, true) and 'SPUBLISH' or 'PUBLISH'
+    local publish = ARGV[6] or 'PUBLISH'
     local channel = string.sub(lock, 1, -5) .. 'ch'
     if cached and redis.acl_check_cmd and not redis.acl_check_cmd(publish, channel, 'r') then
       return redis.error_reply("NOPERM this user has no permissions to run the '" .. string.lower(publish)

@@ -129,7 +129,7 @@ public final class LockBenchmark {
     Client connect(String uri);
   }
 
-  static final class TurnstileImpl implements Impl {
+  static class TurnstileImpl implements Impl {
     @Override
     public String label() {
       return "Turnstile";
@@ -143,6 +143,20 @@ public final class LockBenchmark {
     @Override
     public Client connect(String uri) {
       return new TurnstileClient(Turnstile.connect(uri));
+    }
+  }
+
+  /** Turnstile with lock caching on: a client keeps an idle lock's grant until another asks for it. */
+  static final class CachedTurnstileImpl extends TurnstileImpl {
+    @Override
+    public String label() {
+      return "Turnstile cached";
+    }
+
+    @Override
+    public Client connect(String uri) {
+      return new TurnstileClient(Turnstile.connect(uri,
+          io.github.turnstile.TurnstileOptions.builder().lockCaching(true).build()));
     }
   }
 
@@ -390,6 +404,9 @@ public final class LockBenchmark {
           pairRounds(impls, uri, redis, runId);
         }
       }
+      if (Boolean.parseBoolean(System.getProperty("bench.revocation", "true"))) {
+        RevocationBenchmark.run(uri);
+      }
       if (Boolean.parseBoolean(System.getProperty("bench.alternating", "true"))) {
         AlternatingBenchmark.run(uri, redis);
       }
@@ -461,10 +478,13 @@ public final class LockBenchmark {
 
   static List<Impl> selectedImpls() {
     List<Impl> out = new ArrayList<>();
-    for (String s : System.getProperty("bench.impls", "turnstile,redisson,setnx").split(",")) {
+    for (String s : System.getProperty("bench.impls", "turnstile,turnstile-cached,redisson,setnx").split(",")) {
       switch (s.trim().toLowerCase(Locale.ROOT)) {
         case "turnstile":
           out.add(new TurnstileImpl());
+          break;
+        case "turnstile-cached":
+          out.add(new CachedTurnstileImpl());
           break;
         case "redisson":
           out.add(new RedissonImpl());
@@ -671,9 +691,15 @@ public final class LockBenchmark {
         System.out.printf(Locale.ROOT, "  Turnstile / Redisson pairs/s                   %.2f%n",
             medianRatio(rate[ts], rate[rd]));
       }
+      int tc = labels.indexOf("Turnstile cached");
+      if (tc >= 0 && rd >= 0) {
+        System.out.printf(Locale.ROOT, "  Turnstile cached / Redisson pairs/s            %.1f  [lock caching target: >= 50]%n",
+            medianRatio(rate[tc], rate[rd]));
+      }
       for (int i = 0; i < n - 1; i++) {
         System.out.printf(Locale.ROOT, "  %-14s pairs/s / two sync PINGs     %.2f%s%n", labels.get(i),
-            medianRatio(rate[i], rate[ping]), i == ts ? "  [target: >= 0.75]" : "");
+            medianRatio(rate[i], rate[ping]), i == ts ? "  [target: >= 0.75]"
+                : i == tc ? "  [lock caching target: >= 50]" : "");
       }
     } finally {
       for (Client c : clients) {
