@@ -88,6 +88,8 @@ final class LockCache {
   private final Engine engine;
   private final Registry registry;
   private final ReentrantLock mu = new ReentrantLock();
+  /** Grants taken from the cache so far (tests, metrics). */
+  final java.util.concurrent.atomic.AtomicLong takes = new java.util.concurrent.atomic.AtomicLong();
   // ---- guarded by mu
   private State state = State.NONE;
   /** The grant's lease while cached: the idle one, or the current take's. */
@@ -537,6 +539,7 @@ final class LockCache {
       if (t >= 0) {
         a = takeAttempt(t);
         state = State.TAKEN;
+        takes.incrementAndGet();
       }
     } finally {
       mu.unlock();
@@ -625,6 +628,7 @@ final class LockCache {
           long t = nextToken(now);
           if (t >= 0) {
             a = takeAttempt(t);
+            takes.incrementAndGet();
           } else {
             ok = false;
           }
