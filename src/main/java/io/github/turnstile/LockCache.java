@@ -377,9 +377,14 @@ final class LockCache {
     return idle == null ? null : giveUp(idle);
   }
 
-  /** The idle lease {@code l} was lost (a renewal refused, or its time ran out): nothing cached. */
+  /**
+   * The idle lease {@code l} was lost (a renewal refused, or its time ran out by the local clock):
+   * nothing cached. Its release is sent all the same, as a lost hold's is (it names the request:
+   * harmless if Redis gave the lock to another, and it frees the lock now if Redis still has the
+   * grant, after a jump of the local clock).
+   */
   private void leaseLost(Lease l, String reason) {
-    lost(l);
+    giveUp(l, false);
   }
 
   /** Takes the pending outcome of the release that started caching {@code l}, if any. */

@@ -280,6 +280,32 @@ class LockCachingTest {
     }
   }
 
+  /**
+   * A JVM paused past its lease (here: its ticker jumps a lease and a second ahead) never takes
+   * from its cache: the lease is over by its own clock. Its next lock() goes to Redis (the cached
+   * grant is given up first, if Redis still has it).
+   */
+  @Test
+  void noTakeFromTheCachePastTheLease() throws Exception {
+    try (Turnstile a = Turnstile.connect(redis.uri(), caching())) {
+      String name = unique("cache-paused");
+      RedisLock mine = (RedisLock) a.lock(name);
+      mine.lock();
+      mine.unlock();
+      awaitCachedIdle(mine);
+      long takes = mine.cache.takes.get();
+      long ahead = TimeUnit.MILLISECONDS.toNanos(a.engine().leaseMillis + 1000);
+      a.engine().ticker = () -> System.nanoTime() + ahead;
+      try {
+        assertTrue(mine.tryLock(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS));
+        assertEquals(takes, mine.cache.takes.get(), "not taken from the cache");
+        mine.unlock();
+      } finally {
+        a.engine().ticker = Ticker.SYSTEM;
+      }
+    }
+  }
+
   /** After a revocation the lock is not cached again at once (back-off): its next release goes to Redis. */
   @Test
   void noCachingRightAfterARevocation() throws Exception {
