@@ -88,6 +88,8 @@ final class LockCache {
   private final Engine engine;
   private final Registry registry;
   private final ReentrantLock mu = new ReentrantLock();
+  /** A test's seam: given the first ~ renewal's send (the grant being cached), instead of running it at once. */
+  transient volatile java.util.function.Consumer<Runnable> startSeam;
   /** Grants taken from the cache so far (tests, metrics). */
   final java.util.concurrent.atomic.AtomicLong takes = new java.util.concurrent.atomic.AtomicLong();
   // ---- guarded by mu
@@ -122,6 +124,17 @@ final class LockCache {
     this.lock = lock;
     this.engine = lock.engine;
     this.registry = registry;
+  }
+
+  /** The state, for diagnostics (tests). */
+  String describe() {
+    mu.lock();
+    try {
+      return state + (revoked ? " revoked" : "") + (taken != null ? " taken" : "") + (started != null ? " starting" : "")
+          + (lease == null ? "" : " lease " + lease.requestId + (lease.lostReason() == null ? "" : " (" + lease.lostReason() + ")"));
+    } finally {
+      mu.unlock();
+    }
   }
 
   String fenceKey() {
@@ -241,7 +254,12 @@ final class LockCache {
         return;
       }
       listen(s);
-      start(idle);
+      java.util.function.Consumer<Runnable> seam = startSeam;
+      if (seam != null) {
+        seam.accept(() -> start(idle));
+      } else {
+        start(idle);
+      }
     });
     return outcome;
   }
@@ -286,11 +304,13 @@ final class LockCache {
             mu.unlock();
           }
           if (release) {
+            // revoked while it was being cached: released (a head that waited for the cache attempts after it)
             CompletableFuture<Boolean> out = giveUp(idle);
             CompletableFuture<Boolean> pending = k;
             if (pending != null) {
               out.whenComplete((v, x) -> pending.complete(x == null ? v : Boolean.TRUE));
             }
+            done.complete(null);
           } else if (done != null) {
             registry.idle.put(this, Boolean.TRUE);
             done.complete(null);

@@ -136,6 +136,54 @@ class LockCachingTest {
     }
   }
 
+  /**
+   * A grant revoked while it is being cached (another client waits already: the first ~ renewal
+   * answers that a waiting mark exists) is released, and a thread of this JVM that arrived
+   * meanwhile, waiting for the cache, attempts in Redis after that release. Before, that thread
+   * waited for a cache that never came, up to a lease (the hot lock with caching: a drain of 26 s).
+   */
+  @Test
+  void aHeadWaitingForACacheRevokedAsItStartsAttemptsInRedis() throws Exception {
+    try (Turnstile a = Turnstile.connect(redis.uri(), caching());
+        Turnstile b = Turnstile.connect(redis.uri())) {
+      String name = unique("cache-revoked-starting");
+      RedisLock mine = (RedisLock) a.lock(name);
+      mine.lock();
+      DistributedLock theirs = b.lock(name);
+      CountDownLatch theirsHeld = new CountDownLatch(1);
+      CountDownLatch theirsGo = new CountDownLatch(1);
+      Thread other = TestSupport.start("other client", () -> {
+        theirs.lock(); // waits in Redis, marked
+        theirsHeld.countDown();
+        theirsGo.await();
+        theirs.unlock();
+      });
+      TestSupport.await("the other client waiting", Duration.ofMillis(Bounds.PROMPT_MS),
+          () -> !field(name, "q").isEmpty());
+      java.util.List<Runnable> start = new java.util.concurrent.CopyOnWriteArrayList<>();
+      mine.cache.startSeam = start::add;
+      mine.unlock(); // kept: being cached (returns after a short patience: the caching is held back)
+      TestSupport.await("the grant being cached", Duration.ofMillis(Bounds.PROMPT_MS), () -> !start.isEmpty());
+      java.util.concurrent.atomic.AtomicLong got = new java.util.concurrent.atomic.AtomicLong();
+      Thread second = TestSupport.start("second thread", () -> {
+        mine.lock(); // waits for the cache
+        got.set(System.nanoTime());
+        mine.unlock();
+      });
+      Thread.sleep(100);
+      mine.cache.startSeam = null;
+      start.forEach(Runnable::run); // answers: someone waits; the cache gives the grant up
+      assertTrue(theirsHeld.await(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS), "the other client got it");
+      long released = System.nanoTime();
+      theirsGo.countDown();
+      second.join(Bounds.PROMPT_MS);
+      other.join(Bounds.PROMPT_MS);
+      assertTrue(got.get() != 0, "the second thread acquired within " + Bounds.PROMPT_MS
+          + " ms of the other client's unlock (the lease is 30 s)");
+      assertTrue(got.get() - released > 0);
+    }
+  }
+
   /** tryLock() from another client takes a lock cached idle: no thread holds it. So does isLocked() see it free. */
   @Test
   void tryLockAndIsLockedFromAnotherClientSeeACachedIdleLockFree() {
