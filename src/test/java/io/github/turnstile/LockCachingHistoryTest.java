@@ -25,6 +25,7 @@ import org.junit.jupiter.api.Test;
  */
 class LockCachingHistoryTest {
   private static final long RUN_MILLIS = Long.getLong("turnstile.test.cachingHistoryMillis", 12_000);
+  private static final long PHASE_NANOS = TimeUnit.MILLISECONDS.toNanos(1500);
 
   @Test
   void noOverlapAndTokensGrowAcrossClientsWithCaching() throws Exception {
@@ -48,9 +49,16 @@ class LockCachingHistoryTest {
           for (int t = 0; t < 4; t++) {
             threads.add(TestSupport.start(client + "-" + t, () -> {
               ThreadLocalRandom r = ThreadLocalRandom.current();
+              int me = Integer.parseInt(client.substring(1));
               while (!stop.get()) {
-                // bursts on one client (cached grants, local takes), then quiet spells (revocations)
-                int burst = 1 + r.nextInt(30);
+                // one client at a time is busy for a phase (1.5 s, longer than the 1 s back-off
+                // after a revocation: its grant gets cached, taken and handed on locally); the
+                // others try now and then (revocations)
+                boolean busy = (System.nanoTime() / PHASE_NANOS) % 3 == me;
+                if (!busy) {
+                  Thread.sleep(100 + r.nextInt(400));
+                }
+                int burst = busy ? 1 + r.nextInt(30) : 1;
                 for (int i = 0; i < burst && !stop.get(); i++) {
                   try {
                     if (!lock.tryLock(2, TimeUnit.SECONDS)) {
@@ -76,7 +84,9 @@ class LockCachingHistoryTest {
                     history.add(client, token, 1, start, end);
                   }
                 }
-                Thread.sleep(r.nextInt(20));
+                if (busy) {
+                  Thread.sleep(r.nextInt(5));
+                }
               }
             }));
           }
@@ -105,7 +115,7 @@ class LockCachingHistoryTest {
         System.out.println("[caching-history] holds " + report.acquisitions() + ", taken from a cache " + takes
             + ", faults " + kills + ", unreachable moments " + failures.get());
         assertTrue(takes > 100, "the caches were used: " + takes + " takes");
-        assertTrue(report.acquisitions() > 1000, "enough holds: " + report.acquisitions());
+        assertTrue(report.acquisitions() > 500, "enough holds: " + report.acquisitions());
         assertEquals(0, report.overlaps(), report.summaryLine());
         assertEquals(0, report.tokenViolations(), report.summaryLine());
       } finally {

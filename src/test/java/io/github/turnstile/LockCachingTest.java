@@ -174,13 +174,11 @@ class LockCachingTest {
       mine.cache.startSeam = null;
       start.forEach(Runnable::run); // answers: someone waits; the cache gives the grant up
       assertTrue(theirsHeld.await(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS), "the other client got it");
-      long released = System.nanoTime();
       theirsGo.countDown();
       second.join(Bounds.PROMPT_MS);
       other.join(Bounds.PROMPT_MS);
       assertTrue(got.get() != 0, "the second thread acquired within " + Bounds.PROMPT_MS
           + " ms of the other client's unlock (the lease is 30 s)");
-      assertTrue(got.get() - released > 0);
     }
   }
 
