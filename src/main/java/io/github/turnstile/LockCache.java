@@ -32,17 +32,24 @@ final class LockCache {
 
   /** The engine's bounds: the idle grants (LRU, idle time) and the locks contended lately. */
   static final class Registry {
+    /**
+     * The cached grants, registered once when cached (not at every take): an entry that expires
+     * is released only if its grant has been idle that long ({@link #evicted}); one evicted for the
+     * bound is released if idle.
+     */
     private final Cache<LockCache, Boolean> idle;
     private final Cache<String, Boolean> contended;
+    final long idleNanos;
 
     Registry(TurnstileOptions options) {
+      this.idleNanos = options.lockCacheIdle().toNanos();
       this.idle = Caffeine.newBuilder()
           .maximumSize(options.lockCacheSize())
           .expireAfterWrite(options.lockCacheIdle())
           .scheduler(Scheduler.systemScheduler())
           .removalListener((LockCache c, Boolean v, RemovalCause cause) -> {
             if (c != null && cause.wasEvicted()) {
-              c.evicted();
+              c.evicted(cause);
             }
           })
           .build();
@@ -107,6 +114,10 @@ final class LockCache {
   private boolean anchored;
   /** Another client asked for the lock: give it up at the end of the current hold. */
   private boolean revoked;
+  /** When ({@link Engine#ticker}) the grant last became idle. */
+  private long idleSince;
+  /** Evicted for the bound while in use: released at the end of the current hold. */
+  private boolean evicted;
   private Subscriptions.Sub sub;
   /** Completes when {@code STARTING} ends (a new head waits for it rather than attempting in Redis). */
   private CompletableFuture<Void> started;
@@ -219,6 +230,7 @@ final class LockCache {
       kept = outcome;
       state = State.STARTING;
       revoked = false;
+      evicted = false;
       anchored = false;
       request = held.requestId;
       grantToken = held.token;
@@ -298,6 +310,7 @@ final class LockCache {
                 release = true;
               } else {
                 state = State.IDLE;
+                idleSince = now();
               }
             }
           } finally {
@@ -380,8 +393,28 @@ final class LockCache {
   }
 
   /** Caffeine evicted the idle grant (the bound, or its idle time): released if still idle. */
-  private void evicted() {
-    giveUpIfIdle();
+  private void evicted(RemovalCause cause) {
+    Lease idle = null;
+    boolean keep = false;
+    long now = now();
+    mu.lock();
+    try {
+      if (cause != RemovalCause.EXPIRED && (state == State.TAKEN || state == State.STARTING)) {
+        evicted = true; // over the bound while in use: released at the end of the hold
+      } else if (state == State.TAKEN || state == State.STARTING
+          || (state == State.IDLE && cause == RemovalCause.EXPIRED && now - idleSince < registry.idleNanos)) {
+        keep = true; // in use, or used since it was registered: its idle time starts again
+      } else if (state == State.IDLE) {
+        idle = lease;
+      }
+    } finally {
+      mu.unlock();
+    }
+    if (keep) {
+      registry.idle.put(this, Boolean.TRUE);
+    } else if (idle != null) {
+      giveUp(idle);
+    }
   }
 
   private CompletableFuture<Boolean> giveUpIfIdle() {
@@ -573,7 +606,6 @@ final class LockCache {
       giveUp(idle); // w's attempt follows the release on the same connection
       return false;
     }
-    registry.idle.invalidate(this);
     engine.watchdog.unregister(idle);
     idle.end();
     if (!w.handedOver(a, idle.sinceNanos())) {
@@ -604,14 +636,13 @@ final class LockCache {
       idle = newLease(lastToken, sinceNanos, this::leaseLost, "client " + engine.clientId + " (cached)");
       lease = idle;
       state = State.IDLE;
+      idleSince = now();
     } finally {
       mu.unlock();
     }
     engine.watchdog.register(idle);
     if (revoked) {
       giveUp(idle);
-    } else {
-      registry.idle.put(this, Boolean.TRUE);
     }
   }
 
@@ -645,8 +676,8 @@ final class LockCache {
       if (taken == hold) {
         taken = null;
       }
-      boolean ok = state == State.TAKEN && lease == l && !revoked && !engine.isClosed() && engine.connected()
-          && usable(l, now);
+      boolean ok = state == State.TAKEN && lease == l && !revoked && !evicted && !engine.isClosed()
+          && engine.connected() && usable(l, now);
       if (ok && g != null) {
         next = g.successor(Integer.MAX_VALUE);
         if (next != null) {
@@ -666,6 +697,7 @@ final class LockCache {
           idle = newLease(lastToken, l.sinceNanos(), this::leaseLost, "client " + engine.clientId + " (cached)");
           lease = idle;
           state = State.IDLE;
+          idleSince = now;
         }
       }
       if (!ok && state == State.TAKEN && lease == l) {
@@ -690,7 +722,6 @@ final class LockCache {
     }
     if (idle != null) {
       engine.watchdog.register(idle);
-      registry.idle.put(this, Boolean.TRUE);
       return CompletableFuture.completedFuture(true);
     }
     if (release) {
