@@ -283,15 +283,9 @@ final class LockCache {
         "~" + idle.requestId, engine.leaseArg).whenComplete((r, e) -> {
           Object reply = e == null && r != null && !r.isEmpty() ? r.get(0) : null;
           if (!(reply instanceof List<?> confirmed)) {
-            if (reply instanceof Long) {
-              CompletableFuture<Boolean> k = takeKept(idle);
-              lost(idle); // 0: the request no longer holds the lock
-              if (k != null) {
-                k.complete(false);
-              }
-            } else {
-              giveUp(idle); // Redis unreachable or a refusal: released (re-sent until answered)
-            }
+            // 0 (the request no longer holds the lock: the release is a no-op, and the caller is
+            // told false), Redis unreachable or a refusal: released (re-sent until answered)
+            giveUp(idle);
             return;
           }
           idle.renewed(sentAt);
@@ -438,48 +432,6 @@ final class LockCache {
    */
   private void leaseLost(Lease l, String reason) {
     giveUp(l, false);
-  }
-
-  /** Takes the pending outcome of the release that started caching {@code l}, if any. */
-  private CompletableFuture<Boolean> takeKept(Lease l) {
-    mu.lock();
-    try {
-      if (lease != l) {
-        return null;
-      }
-      CompletableFuture<Boolean> k = kept;
-      kept = null;
-      return k;
-    } finally {
-      mu.unlock();
-    }
-  }
-
-  private void lost(Lease l) {
-    Subscriptions.Sub s;
-    CompletableFuture<Void> done;
-    mu.lock();
-    try {
-      if (lease != l || state == State.TAKEN) {
-        return;
-      }
-      state = State.NONE;
-      lease = null;
-      s = sub;
-      sub = null;
-      done = started;
-      started = null;
-    } finally {
-      mu.unlock();
-    }
-    engine.watchdog.unregister(l);
-    registry.idle.invalidate(this);
-    if (s != null) {
-      s.close();
-    }
-    if (done != null) {
-      done.complete(null);
-    }
   }
 
   /**

@@ -42,6 +42,15 @@ class LockCachingTest {
     return v == null ? "" : v.trim();
   }
 
+  /** Takes and releases {@code name} on {@code t}, and waits until its grant is cached idle. */
+  private static RedisLock cachedIdle(Turnstile t, String name) {
+    RedisLock lock = (RedisLock) t.lock(name);
+    lock.lock();
+    lock.unlock();
+    awaitCachedIdle(lock);
+    return lock;
+  }
+
   /** Waits until {@code lock}'s grant is cached idle in this JVM (its first ~ renewal answered). */
   private static void awaitCachedIdle(RedisLock lock) {
     TestSupport.await("the grant cached idle", Duration.ofMillis(Bounds.PROMPT_MS),
@@ -113,10 +122,7 @@ class LockCachingTest {
     try (Turnstile a = Turnstile.connect(redis.uri(), caching());
         Turnstile b = Turnstile.connect(redis.uri())) {
       String name = unique("cache-held");
-      RedisLock mine = (RedisLock) a.lock(name);
-      mine.lock();
-      mine.unlock();
-      awaitCachedIdle(mine);
+      RedisLock mine = cachedIdle(a, name);
       mine.lock(); // a take: no round trip
       long held = mine.fencingToken();
       DistributedLock theirs = b.lock(name);
@@ -188,10 +194,7 @@ class LockCachingTest {
     try (Turnstile a = Turnstile.connect(redis.uri(), caching());
         Turnstile b = Turnstile.connect(redis.uri())) {
       String name = unique("cache-trylock");
-      RedisLock mine = (RedisLock) a.lock(name);
-      mine.lock();
-      mine.unlock();
-      awaitCachedIdle(mine);
+      RedisLock mine = cachedIdle(a, name);
       assertFalse(b.lock(name).isLocked(), "cached idle is free");
       mine.lock();
       mine.unlock();
@@ -211,10 +214,7 @@ class LockCachingTest {
     try (Turnstile a = Turnstile.connect(redis.uri(), caching());
         Turnstile b = Turnstile.connect(redis.uri())) {
       String name = unique("cache-inspect");
-      RedisLock mine = (RedisLock) a.lock(name);
-      mine.lock();
-      mine.unlock();
-      awaitCachedIdle(mine);
+      RedisLock mine = cachedIdle(a, name);
       Inspection seen = b.inspect(Inspection.Kind.LOCK, name);
       assertEquals(1, seen.holders().size(), seen.toString());
       Inspection.Holder h = seen.holders().get(0);
@@ -236,10 +236,7 @@ class LockCachingTest {
     try (Turnstile a = Turnstile.connect(redis.uri(), TurnstileOptions.builder()
         .leaseTime(Duration.ofSeconds(3)).lockCaching(true).build())) {
       String name = unique("cache-missed");
-      RedisLock mine = (RedisLock) a.lock(name);
-      mine.lock();
-      mine.unlock();
-      awaitCachedIdle(mine);
+      RedisLock mine = cachedIdle(a, name);
       redis.command("HSET", lockKey(name), "w:0000000000000000", "1", "q", "1");
       TestSupport.await("released at the next renewal (1 s)", Duration.ofMillis(Bounds.PROMPT_MS),
           () -> field(name, "o").isEmpty());
@@ -278,10 +275,7 @@ class LockCachingTest {
     String name = unique("cache-close");
     try (Turnstile b = Turnstile.connect(redis.uri())) {
       Turnstile a = Turnstile.connect(redis.uri(), caching());
-      RedisLock mine = (RedisLock) a.lock(name);
-      mine.lock();
-      mine.unlock();
-      awaitCachedIdle(mine);
+      RedisLock mine = cachedIdle(a, name);
       a.close();
       assertEquals("", field(name, "o"), "released at close");
       assertTrue(b.lock(name).tryLock());
@@ -335,10 +329,7 @@ class LockCachingTest {
   void noTakeFromTheCachePastTheLease() throws Exception {
     try (Turnstile a = Turnstile.connect(redis.uri(), caching())) {
       String name = unique("cache-paused");
-      RedisLock mine = (RedisLock) a.lock(name);
-      mine.lock();
-      mine.unlock();
-      awaitCachedIdle(mine);
+      RedisLock mine = cachedIdle(a, name);
       long takes = mine.cache.takes.get();
       long ahead = TimeUnit.MILLISECONDS.toNanos(a.engine().leaseMillis + 1000);
       a.engine().ticker = () -> System.nanoTime() + ahead;
@@ -358,10 +349,7 @@ class LockCachingTest {
     try (Turnstile a = Turnstile.connect(redis.uri(), caching());
         Turnstile b = Turnstile.connect(redis.uri())) {
       String name = unique("cache-backoff");
-      RedisLock mine = (RedisLock) a.lock(name);
-      mine.lock();
-      mine.unlock();
-      awaitCachedIdle(mine);
+      RedisLock mine = cachedIdle(a, name);
       DistributedLock theirs = b.lock(name);
       assertTrue(theirs.tryLock(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS));
       theirs.unlock();
