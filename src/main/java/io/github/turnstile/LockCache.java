@@ -289,7 +289,7 @@ final class LockCache {
             return;
           }
           idle.renewed(sentAt);
-          confirmed(idle, confirmed);
+          confirmed(idle, confirmed, sentAt);
           CompletableFuture<Void> done = null;
           CompletableFuture<Boolean> k = null;
           boolean release = false;
@@ -344,24 +344,33 @@ final class LockCache {
   }
 
   /**
-   * A renewal of the cached grant's lease {@code l} answered {@code {1, server µs, waiting}}:
-   * anchors the tokens there, and gives the grant up if a waiting mark may exist (a revocation
-   * message missed).
+   * A renewal sent at {@code sentAt} for {@code l}, a lease of the cached grant, answered
+   * {@code {1, server µs, waiting}}. Every take and every return to idle replaces the lease object
+   * (each hold has its own), so the reply may find {@code l} replaced already: it confirms the
+   * grant, whose current lease is confirmed with it, and the anchor moves forward (never back).
+   * A reply that says a waiting mark may exist gives the grant up (a revocation message missed).
    */
-  void confirmed(Lease l, List<?> reply) {
+  void confirmed(Lease l, List<?> reply, long sentAt) {
     boolean waiting = reply.size() > 2 && Long.valueOf(1).equals(reply.get(2));
     long us = Long.parseLong(String.valueOf(reply.get(1)));
     long readAt = now();
+    Lease current;
     mu.lock();
     try {
-      if (l != lease) {
-        return;
+      if (lease == null || !l.requestId.equals(request)) {
+        return; // a grant this cache no longer keeps
       }
-      anchorUs = us;
-      anchorNanos = readAt;
-      anchored = true;
+      current = lease;
+      if (!anchored || us > anchorUs) {
+        anchorUs = us;
+        anchorNanos = readAt;
+        anchored = true;
+      }
     } finally {
       mu.unlock();
+    }
+    if (current != l) {
+      current.confirmed(sentAt);
     }
     if (waiting) {
       revoke();
@@ -431,7 +440,7 @@ final class LockCache {
    * grant, after a jump of the local clock).
    */
   private void leaseLost(Lease l, String reason) {
-    giveUp(l, false);
+    giveUp(l, false, false);
   }
 
   /**
@@ -441,11 +450,16 @@ final class LockCache {
    * @return the release's outcome, or a completed false if {@code l} was no longer cached
    */
   private CompletableFuture<Boolean> giveUp(Lease l) {
-    return giveUp(l, true);
+    return giveUp(l, true, false);
   }
 
-  /** As {@link #giveUp(Lease)}; {@code own}: the lease is the cache's (a take's ends with its hold). */
-  private CompletableFuture<Boolean> giveUp(Lease l, boolean own) {
+  /**
+   * As {@link #giveUp(Lease)}. {@code end}: end the lease (the cache's own, idle or being cached;
+   * not a lost one, nor a take's, which ends with its hold). {@code take}: {@code l} is the lease of
+   * the take that ends now ({@link #endTake}, the only way a grant in use is given up); otherwise
+   * nothing is given up while a take holds the grant.
+   */
+  private CompletableFuture<Boolean> giveUp(Lease l, boolean end, boolean take) {
     String req;
     long granted;
     long last;
@@ -454,7 +468,7 @@ final class LockCache {
     CompletableFuture<Boolean> k;
     mu.lock();
     try {
-      if (lease != l || state == State.TAKEN) {
+      if (lease != l || (state == State.TAKEN) != take) {
         return CompletableFuture.completedFuture(false);
       }
       k = kept;
@@ -472,7 +486,7 @@ final class LockCache {
       mu.unlock();
     }
     engine.watchdog.unregister(l);
-    if (own) {
+    if (end) {
       l.end();
     }
     registry.idle.invalidate(this);
@@ -653,8 +667,7 @@ final class LockCache {
         }
       }
       if (!ok && state == State.TAKEN && lease == l) {
-        release = true;
-        state = State.IDLE; // for giveUp, below
+        release = true; // stays TAKEN until giveUp, so that no take can start on a grant being given up
       }
     } finally {
       mu.unlock();
@@ -677,7 +690,7 @@ final class LockCache {
       return CompletableFuture.completedFuture(true);
     }
     if (release) {
-      return giveUp(l, false);
+      return giveUp(l, false, true);
     }
     // no longer this cache's grant (lost meanwhile): released by request, as any hold
     return lock.releaseCached(l.requestId, l.token, l.token).thenApply(r -> r != 0L);

@@ -175,7 +175,7 @@ final class Watchdog implements AutoCloseable {
               l.renewed(sentAt);
               LockCache cache = l.cache;
               if (cache != null) {
-                cache.confirmed(l, cached);
+                cache.confirmed(l, cached, sentAt);
               }
               continue;
             }

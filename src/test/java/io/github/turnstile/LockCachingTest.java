@@ -343,6 +343,29 @@ class LockCachingTest {
     }
   }
 
+  /**
+   * A cached grant used again and again outlives its lease: each renewal confirms the grant's
+   * current lease, whichever take's lease object it was sent for (every take has its own).
+   */
+  @Test
+  void aCachedGrantInUseOutlivesItsLease() throws Exception {
+    try (Turnstile a = Turnstile.connect(redis.uri(), TurnstileOptions.builder()
+        .leaseTime(Duration.ofSeconds(2)).lockCaching(true).build())) {
+      String name = unique("cache-outlives");
+      RedisLock mine = cachedIdle(a, name);
+      long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+      long pairs = 0;
+      while (System.nanoTime() - until < 0) {
+        mine.lock();
+        Thread.sleep(1);
+        mine.unlock(); // throws LockLostException once the grant's lease is past by the local clock
+        pairs++;
+      }
+      assertTrue(mine.cache.takes.get() >= pairs - 10, mine.cache.takes.get() + " takes from the cache in " + pairs
+          + " pairs: the cache stayed usable for 2.5 leases");
+    }
+  }
+
   /** After a revocation the lock is not cached again at once (back-off): its next release goes to Redis. */
   @Test
   void noCachingRightAfterARevocation() throws Exception {
