@@ -95,6 +95,8 @@ final class LockCache {
   private final Engine engine;
   private final Registry registry;
   private final ReentrantLock mu = new ReentrantLock();
+  /** A test's seam: runs when a take's release has decided to give the grant up, before it does. */
+  transient volatile Runnable beforeReleaseAtEndOfTake;
   /** A test's seam: given the first ~ renewal's send (the grant being cached), instead of running it at once. */
   transient volatile java.util.function.Consumer<Runnable> startSeam;
   /** Grants taken from the cache so far (tests, metrics). */
@@ -690,6 +692,10 @@ final class LockCache {
       return CompletableFuture.completedFuture(true);
     }
     if (release) {
+      Runnable seam = beforeReleaseAtEndOfTake;
+      if (seam != null) {
+        seam.run();
+      }
       return giveUp(l, false, true);
     }
     // no longer this cache's grant (lost meanwhile): released by request, as any hold
