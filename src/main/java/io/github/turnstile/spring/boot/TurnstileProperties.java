@@ -74,6 +74,8 @@ public class TurnstileProperties {
   /** Replica acknowledgement of every acquisition (WAIT). */
   private final ReplicaAcks replicaAcks = new ReplicaAcks();
 
+  private final LockCaching lockCaching = new LockCaching();
+
   /** Creates the properties, holding the defaults. */
   public TurnstileProperties() {}
 
@@ -285,6 +287,15 @@ public class TurnstileProperties {
   }
 
   /**
+   * Returns the lock caching settings.
+   *
+   * @return the lock caching settings
+   */
+  public LockCaching getLockCaching() {
+    return lockCaching;
+  }
+
+  /**
    * Applies these properties to an options builder.
    *
    * @param builder the builder
@@ -309,7 +320,83 @@ public class TurnstileProperties {
       }
       builder.replicaAcks(replicaAcks.getReplicas(), replicaAcks.getTimeout());
     }
+    if (lockCaching.isEnabled()) {
+      builder.lockCaching(lockCaching.getMaxIdle(), lockCaching.getIdleTime());
+    }
     return builder;
+  }
+
+  /** Lock caching: {@link TurnstileOptions.Builder#lockCaching(int, Duration)}. */
+  public static class LockCaching {
+
+    /**
+     * Whether a lock's grant stays with this JVM after its last unlock until another client asks
+     * for it (no round trip for the next lock() of this JVM).
+     */
+    private boolean enabled;
+
+    /** Most lock grants this JVM keeps cached. */
+    private int maxIdle = 1024;
+
+    /** How long a cached grant is kept unused before it is released. */
+    private Duration idleTime = Duration.ofSeconds(10);
+
+    /** Creates the settings: off. */
+    public LockCaching() {}
+
+    /**
+     * Returns whether lock grants are cached.
+     *
+     * @return whether lock grants are cached
+     */
+    public boolean isEnabled() {
+      return enabled;
+    }
+
+    /**
+     * Sets whether lock grants are cached.
+     *
+     * @param enabled whether lock grants are cached
+     */
+    public void setEnabled(boolean enabled) {
+      this.enabled = enabled;
+    }
+
+    /**
+     * Returns the most grants kept cached.
+     *
+     * @return the most grants kept cached
+     */
+    public int getMaxIdle() {
+      return maxIdle;
+    }
+
+    /**
+     * Sets the most grants kept cached.
+     *
+     * @param maxIdle the most grants kept cached, at least 1
+     */
+    public void setMaxIdle(int maxIdle) {
+      this.maxIdle = maxIdle;
+    }
+
+    /**
+     * Returns how long a cached grant is kept unused.
+     *
+     * @return how long a cached grant is kept unused
+     */
+    public Duration getIdleTime() {
+      return idleTime;
+    }
+
+    /**
+     * Sets how long a cached grant is kept unused.
+     *
+     * @param idleTime how long a cached grant is kept unused, positive
+     */
+    public void setIdleTime(Duration idleTime) {
+      this.idleTime = idleTime;
+    }
   }
 
   /** Replica acknowledgement: {@link TurnstileOptions.Builder#replicaAcks}. */

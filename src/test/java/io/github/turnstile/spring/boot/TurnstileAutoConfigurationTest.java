@@ -79,11 +79,26 @@ public class TurnstileAutoConfigurationTest {
     }
     for (String p : List.of("uri", "lease-time", "renew-interval", "key-prefix", "blocking-pool-size",
         "command-timeout", "local-handoff-limit", "replica-acks.replicas", "replica-acks.timeout",
-        "outage-tolerance", "metrics-name-limit", "client-name", "enabled")) {
+        "outage-tolerance", "metrics-name-limit", "client-name", "enabled", "lock-caching.enabled",
+        "lock-caching.max-idle", "lock-caching.idle-time")) {
       assertTrue(json.contains("\"name\": \"turnstile." + p + "\""), "turnstile." + p + " in " + json);
     }
     assertTrue(json.contains("\"name\": \"management.health.turnstile.enabled\""), json);
     assertTrue(json.contains("\"name\": \"turnstile.observations.enabled\""), json);
+  }
+
+  /** turnstile.lock-caching.* reaches TurnstileOptions (not with replica acknowledgement, which it excludes). */
+  @Test
+  void mapsLockCaching(TestRedis redis) {
+    runner.withPropertyValues("turnstile.uri=" + redis.uri(), "turnstile.lock-caching.enabled=true",
+        "turnstile.lock-caching.max-idle=16", "turnstile.lock-caching.idle-time=3s")
+        .run(context -> {
+          assertFalse(context.getStartupFailure() != null, () -> String.valueOf(context.getStartupFailure()));
+          TurnstileOptions o = context.getBean(Turnstile.class).options();
+          assertTrue(o.lockCaching());
+          assertEquals(16, o.lockCacheSize());
+          assertEquals(Duration.ofSeconds(3), o.lockCacheIdle());
+        });
   }
 
   /** Every property reaches TurnstileOptions; every bean is there and works. */
