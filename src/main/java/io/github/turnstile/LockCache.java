@@ -139,17 +139,6 @@ final class LockCache {
     this.registry = registry;
   }
 
-  /** The state, for diagnostics (tests). */
-  String describe() {
-    mu.lock();
-    try {
-      return state + (revoked ? " revoked" : "") + (taken != null ? " taken" : "") + (started != null ? " starting" : "")
-          + (lease == null ? "" : " lease " + lease.requestId + (lease.lostReason() == null ? "" : " (" + lease.lostReason() + ")"));
-    } finally {
-      mu.unlock();
-    }
-  }
-
   String fenceKey() {
     return lock.fenceKey;
   }

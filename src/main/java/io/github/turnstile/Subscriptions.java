@@ -154,7 +154,8 @@ final class Subscriptions implements AutoCloseable {
       }
     }
 
-    private void message(String channel, String message, boolean unused) {
+    /** A message on {@code channel}: wakes its waiters; {@code r} also revokes a cached lock grant. */
+    private void received(String channel, String message) {
       Sub s = subs.get(channel);
       if (s != null) {
         s.fire();
@@ -187,7 +188,7 @@ final class Subscriptions implements AutoCloseable {
 
     @Override
     public void message(String channel, String message) {
-      message(channel, message, true);
+      received(channel, message);
     }
 
     @Override
@@ -202,7 +203,7 @@ final class Subscriptions implements AutoCloseable {
 
     @Override
     public void smessage(String channel, String message) {
-      message(channel, message, true);
+      received(channel, message);
     }
 
     @Override
