@@ -9,8 +9,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * A client of {@link LockCachingHistoryTest} in a JVM of its own, to be killed with kill -9 while it
  * caches the lock. Args: redis-uri, lock name, lease ms, client index, clients. Prints
  * {@code CLIENT <id>} once connected, then per hold {@code A <thread> <token> <startNanos>} when
- * acquired and {@code E <thread> <endNanos>} (the last instant the thread saw it held) or
- * {@code L <thread>} (its unlock threw {@link LockLostException}) when released. Both JVMs read
+ * acquired, {@code E <thread> <endNanos>} (the last instant the thread saw it held) just before its
+ * unlock, and {@code L <thread>} if that unlock threw {@link LockLostException}. Both JVMs read
  * {@link System#nanoTime()} from the same monotonic clock (Linux's {@code CLOCK_MONOTONIC}).
  */
 public final class CachingHolderMain {
@@ -32,9 +32,10 @@ public final class CachingHolderMain {
             @Override public void acquired(long token, long startNanos) {
               System.out.println("A " + thread + " " + token + " " + startNanos);
             }
-            @Override public void released(long token, long startNanos, long endNanos) {
+            @Override public void releasing(long endNanos) {
               System.out.println("E " + thread + " " + endNanos);
             }
+            @Override public void released(long token, long startNanos, long endNanos) { }
             @Override public void lost() {
               System.out.println("L " + thread);
             }
