@@ -1,8 +1,6 @@
 package io.github.turnstile;
 
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
@@ -10,7 +8,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * caches the lock. Args: redis-uri, lock name, lease ms, client index, clients. Prints
  * {@code CLIENT <id>} once connected, then per hold {@code A <thread> <token> <startNanos>} when
  * acquired, {@code E <thread> <endNanos>} (the last instant the thread saw it held) just before its
- * unlock, and {@code L <thread>} if that unlock threw {@link LockLostException}. Both JVMs read
+ * unlock, and {@code L <thread>} if that unlock threw {@link LockLostException}; and every 200 ms
+ * {@code T <takes>}, the grants taken from its cache so far. Both JVMs read
  * {@link System#nanoTime()} from the same monotonic clock (Linux's {@code CLOCK_MONOTONIC}).
  */
 public final class CachingHolderMain {
@@ -24,10 +23,9 @@ public final class CachingHolderMain {
     int clients = Integer.parseInt(args[4]);
     System.out.println("CLIENT " + lock.engine.clientId);
     AtomicBoolean stop = new AtomicBoolean();
-    List<Thread> threads = new ArrayList<>();
     for (int t = 0; t < 4; t++) {
       String thread = "t" + t;
-      threads.add(TestSupport.start("child-" + t, () -> LockCachingHistoryTest.work(lock, me, clients, stop,
+      TestSupport.start("child-" + t, () -> LockCachingHistoryTest.work(lock, me, clients, stop,
           new LockCachingHistoryTest.Events() {
             @Override public void acquired(long token, long startNanos) {
               System.out.println("A " + thread + " " + token + " " + startNanos);
@@ -40,10 +38,11 @@ public final class CachingHolderMain {
               System.out.println("L " + thread);
             }
             @Override public void unreachable() { }
-          })));
+          }));
     }
-    for (Thread t : threads) {
-      t.join(); // until killed
+    while (true) { // until killed
+      Thread.sleep(200);
+      System.out.println("T " + lock.cache.takes.get());
     }
   }
 }
