@@ -188,11 +188,7 @@ final class OptionalCommands {
     return c instanceof StatefulRedisConnectionImpl ? ((StatefulRedisConnectionImpl<?, ?>) c).getConnectionState() : null;
   }
 
-  /**
-   * Returns whether {@code CLIENT UNBLOCK} was refused to this client.
-   *
-   * @return whether {@code CLIENT UNBLOCK} was refused to this client
-   */
+  /** Returns whether {@code CLIENT UNBLOCK} was refused to this client. */
   boolean unblockRefused() {
     CompletableFuture<Boolean> v = unblocking.get();
     return v != null && v.isDone() && !v.join();

@@ -78,8 +78,6 @@ final class Subscriptions implements AutoCloseable {
     /**
      * Returns the future the next message (or re-subscription) completes. Take it before the
      * attempt whose refusal makes the waiter wait: a message that arrives meanwhile completes it.
-     *
-     * @return the future the next message (or re-subscription) completes
      */
     CompletableFuture<Void> next() {
       return event.next();
@@ -92,18 +90,12 @@ final class Subscriptions implements AutoCloseable {
     /**
      * Returns the future the next revocation message ({@code r}) on this channel completes, or
      * the subscription's loss.
-     *
-     * @return the future the next revocation message completes
      */
     CompletableFuture<Void> nextRevocation() {
       return revocation.next();
     }
 
-    /**
-     * Returns whether the server dropped this subscription (its slot moved, or its node left).
-     *
-     * @return whether the server dropped this subscription (its slot moved, or its node left)
-     */
+    /** Returns whether the server dropped this subscription (its slot moved, or its node left). */
     boolean lost() {
       return lost || node.dead;
     }
@@ -222,12 +214,9 @@ final class Subscriptions implements AutoCloseable {
       CompletableFuture<Void> reply = new CompletableFuture<>();
       dispatched = dispatched.thenApply(c -> {
         try {
-          io.lettuce.core.RedisFuture<Void> f;
-          if (sharded) {
-            f = subscribe ? c.async().ssubscribe(channel) : c.async().sunsubscribe(channel);
-          } else {
-            f = subscribe ? c.async().subscribe(channel) : c.async().unsubscribe(channel);
-          }
+          io.lettuce.core.RedisFuture<Void> f = sharded
+              ? (subscribe ? c.async().ssubscribe(channel) : c.async().sunsubscribe(channel))
+              : (subscribe ? c.async().subscribe(channel) : c.async().unsubscribe(channel));
           f.whenComplete((v, e) -> {
             if (e == null) {
               reply.complete(null);
@@ -333,8 +322,8 @@ final class Subscriptions implements AutoCloseable {
 
   /** Schedules the check that unsubscribes {@code s} once it has been idle for the linger time. */
   private void lingerCheck(Sub s, long delayNanos) {
-    // runs on the JDK's one delay-scheduler thread (the check is short, and sends asynchronously):
-    // a pool here started a thread per subscription going idle at once (AsyncScaleTest's drain)
+    // on the JDK's one delay-scheduler thread (the check is short, and sends asynchronously), not a
+    // thread per subscription going idle
     Executor later = CompletableFuture.delayedExecutor(delayNanos, java.util.concurrent.TimeUnit.NANOSECONDS,
         Runnable::run);
     try {
@@ -418,11 +407,7 @@ final class Subscriptions implements AutoCloseable {
     }
   }
 
-  /**
-   * Returns the number of channels subscribed now (for tests and diagnostics).
-   *
-   * @return the number of channels subscribed now (for tests and diagnostics)
-   */
+  /** Returns the number of channels subscribed now (for tests and diagnostics). */
   int channels() {
     int n = 0;
     for (Node node : nodes.values()) {
@@ -457,11 +442,7 @@ final class Subscriptions implements AutoCloseable {
     return b.toString();
   }
 
-  /**
-   * Returns the number of subscriber connections (open or opening).
-   *
-   * @return the number of subscriber connections (open or opening)
-   */
+  /** Returns the number of subscriber connections (open or opening). */
   int connections() {
     return nodes.size();
   }

@@ -43,8 +43,6 @@ final class Telemetry {
   /**
    * Returns the telemetry of a Turnstile: JFR events, and Observations in {@code registry} (an
    * {@code io.micrometer.observation.ObservationRegistry}) if it is not null.
-   *
-   * @return the telemetry
    */
   static Telemetry create(Object registry) {
     return registry == null ? JFR : new Telemetry(Observations.of(registry));
@@ -130,23 +128,7 @@ final class Telemetry {
   // ---------------------------------------------------------------- holds
 
   /** One hold, begun at its grant. */
-  static final class Held {
-    final HoldEvent event;
-    final Object observation;
-    final String primitive;
-    final String name;
-    final long token;
-    final int permits;
-
-    Held(HoldEvent event, Object observation, String primitive, String name, long token, int permits) {
-      this.event = event;
-      this.observation = observation;
-      this.primitive = primitive;
-      this.name = name;
-      this.token = token;
-      this.permits = permits;
-    }
-  }
+  record Held(HoldEvent event, Object observation, String primitive, String name, long token, int permits) {}
 
   /**
    * Starts recording a hold, or returns null if nothing records it.
@@ -177,20 +159,20 @@ final class Telemetry {
     if (h == null) {
       return;
     }
-    HoldEvent e = h.event;
+    HoldEvent e = h.event();
     if (e != null) {
       e.end();
       if (e.shouldCommit()) {
-        e.primitive = h.primitive;
-        e.name = h.name;
-        e.fencingToken = h.token;
-        e.permits = h.permits;
+        e.primitive = h.primitive();
+        e.name = h.name();
+        e.fencingToken = h.token();
+        e.permits = h.permits();
         e.lost = lost;
         e.commit();
       }
     }
-    if (h.observation != null) {
-      observations.holdEnded(h.observation, lost);
+    if (h.observation() != null) {
+      observations.holdEnded(h.observation(), lost);
     }
   }
 
@@ -262,14 +244,11 @@ final class Telemetry {
     if (kind == null) {
       return "other";
     }
-    switch (kind) {
-      case LOCK:
-        return "lock";
-      case SEMAPHORE:
-        return "semaphore";
-      default:
-        return "read/write lock";
-    }
+    return switch (kind) {
+      case LOCK -> "lock";
+      case SEMAPHORE -> "semaphore";
+      default -> "read/write lock";
+    };
   }
 
   // ---------------------------------------------------------------- the JFR events

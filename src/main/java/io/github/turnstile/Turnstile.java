@@ -490,11 +490,7 @@ public final class Turnstile implements AutoCloseable {
     return engine.clientId;
   }
 
-  /**
-   * Returns instances in the registry after draining collected ones (Caffeine drains 1000 a pass).
-   *
-   * @return instances in the registry after draining collected ones (Caffeine drains 1000 a pass)
-   */
+  /** Returns instances in the registry after draining collected ones (Caffeine drains 1000 a pass). */
   long cachedLocks() {
     return locks.size();
   }
