@@ -67,11 +67,7 @@ final class BlockingPool implements AutoCloseable {
   private final java.util.concurrent.atomic.LongAdder opened = new java.util.concurrent.atomic.LongAdder();
   private static final long CONNECT_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(15);
   private final java.util.concurrent.ExecutorService connector =
-      java.util.concurrent.Executors.newCachedThreadPool(r -> {
-        Thread t = new Thread(r, "turnstile-connector");
-        t.setDaemon(true);
-        return t;
-      });
+      java.util.concurrent.Executors.newCachedThreadPool(Engine.daemon("turnstile-connector"));
   private volatile boolean closed;
 
   BlockingPool(int size, Function<String, Conn> factory) {
@@ -133,7 +129,7 @@ final class BlockingPool implements AutoCloseable {
     }
     CompletableFuture<Conn> opened = new CompletableFuture<>();
     try {
-      CompletableFuture.supplyAsync(() -> factory.apply(node), connector).whenComplete((conn, error) -> {
+      startOpening(node).whenComplete((conn, error) -> {
         if (conn != null) {
           opened.complete(counted(conn));
         } else {
@@ -141,11 +137,20 @@ final class BlockingPool implements AutoCloseable {
           opened.completeExceptionally(Engine.unwrap(error));
         }
       });
-    } catch (java.util.concurrent.RejectedExecutionException e) {
-      permits.release();
-      opened.completeExceptionally(new TurnstileException("cannot open a blocking connection: Turnstile is closed"));
+    } catch (TurnstileException e) {
+      opened.completeExceptionally(e);
     }
     return opened;
+  }
+
+  /** Starts opening a connection to {@code node} on the connector thread; if closed, gives the permit back. */
+  private CompletableFuture<Conn> startOpening(String node) {
+    try {
+      return CompletableFuture.supplyAsync(() -> factory.apply(node), connector);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      permits.release(); // closed: the connector thread is gone
+      throw new TurnstileException("cannot open a blocking connection: Turnstile is closed");
+    }
   }
 
   /** Opening a connection took longer than the borrower would wait. */
@@ -191,13 +196,7 @@ final class BlockingPool implements AutoCloseable {
     }
     // Open a new one on the connector thread: Lettuce's connect is interrupted by the caller's
     // interrupt, which must not break an uninterruptible lock(), nor leak a half-made connection.
-    CompletableFuture<Conn> opening;
-    try {
-      opening = CompletableFuture.supplyAsync(() -> factory.apply(node), connector);
-    } catch (java.util.concurrent.RejectedExecutionException e) {
-      permits.release(); // closed: the connector thread is gone
-      throw new TurnstileException("cannot open a blocking connection: Turnstile is closed");
-    }
+    CompletableFuture<Conn> opening = startOpening(node);
     try {
       return counted(Waits.get(opening, openNanos, interruptible));
     } catch (InterruptedException e) {

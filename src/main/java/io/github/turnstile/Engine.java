@@ -184,7 +184,7 @@ final class Engine implements AutoCloseable {
     });
   }
 
-  private static java.util.concurrent.ThreadFactory daemon(String name) {
+  static java.util.concurrent.ThreadFactory daemon(String name) {
     return r -> {
       Thread t = new Thread(r, name);
       t.setDaemon(true);

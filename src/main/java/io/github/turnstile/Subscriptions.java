@@ -273,13 +273,12 @@ final class Subscriptions implements AutoCloseable {
         s.refs++;
         return s;
       }
-      Node on = n;
       CompletableFuture<Void> ready = n.send(channel, true);
       Sub created = new Sub(channel, n, ready);
       n.subs.put(channel, created);
       ready.whenComplete((v, e) -> {
         if (e != null) {
-          LOG.log(Level.DEBUG, "subscribing to {0} on {1} failed: {2}", channel, on.name, e.toString());
+          LOG.log(Level.DEBUG, "subscribing to {0} on {1} failed: {2}", channel, node, e.toString());
           forget(created);
         }
       });
