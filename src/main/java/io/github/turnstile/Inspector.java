@@ -70,7 +70,7 @@ final class Inspector {
     int free = -1;
     boolean exists;
     switch (kind) {
-      case LOCK: {
+      case LOCK -> {
         String owner = str(r.get(1));
         long token = str(r.get(2)).isEmpty() ? 0 : Long.parseLong(str(r.get(2)));
         long pttl = num(r.get(3));
@@ -78,15 +78,15 @@ final class Inspector {
         if (!owner.isEmpty()) {
           Found f = holder(owner, false, token, pttl);
           if (r.size() > 5 && !str(r.get(5)).isEmpty()) {
-            f = new Found(f.client(), null, false, 1, token, f.since(), f.left(), true); // which thread, if any, only that client knows
+            // which thread, if any, only that client knows
+            f = new Found(f.client(), null, false, 1, token, f.since(), f.left(), true);
           }
           found.add(f);
         }
         count = found.size();
         waiting = (int) Math.max(0, num(r.get(4)));
-        break;
       }
-      case READ_WRITE_LOCK: {
+      case READ_WRITE_LOCK -> {
         String owner = str(r.get(1));
         long token = str(r.get(2)).isEmpty() ? 0 : Long.parseLong(str(r.get(2)));
         long pttl = num(r.get(3));
@@ -102,9 +102,8 @@ final class Inspector {
         }
         count = (int) Math.min(Integer.MAX_VALUE, found.size() - (r.size() - 7) / 2 + readers);
         waiting = (int) Math.min(Integer.MAX_VALUE, num(r.get(5)) + num(r.get(6)));
-        break;
       }
-      default: {
+      default -> {
         exists = num(r.get(1)) == 1;
         if (!exists) {
           count = 0;
@@ -139,9 +138,9 @@ final class Inspector {
     for (Found f : found) {
       Map<String, String> id = ids.getOrDefault(f.client(), Map.of());
       String pid = id.get("pid");
-      holders.add(new Inspection.Holder(f.client(), id.get("name"), id.get("host"), pid == null ? -1 : Long.parseLong(pid),
-          f.owner(), f.owner() == null ? null : id.get("t:" + f.owner()), f.writer(), f.permits(), f.token(), f.since(), f.left(),
-          f.cached()));
+      holders.add(new Inspection.Holder(f.client(), id.get("name"), id.get("host"),
+          pid == null ? -1 : Long.parseLong(pid), f.owner(), f.owner() == null ? null : id.get("t:" + f.owner()),
+          f.writer(), f.permits(), f.token(), f.since(), f.left(), f.cached()));
     }
     return new Inspection(kind, name, at, exists, holders, count, waiting, free);
   }

@@ -130,9 +130,6 @@ final class Replicas {
    * connection reset, no reply came, no connection could be opened, the hold was no longer on the
    * node asked), so that the hold's fate is unknown, rather than an answer: too few replicas
    * ({@link NotReplicated}), an ACL refusal, or another error Redis gave.
-   *
-   * @param e what {@link #awaitReplicas} threw
-   * @return true if the acknowledgement was cut by a fault
    */
   static boolean cutsAcknowledgement(RuntimeException e) {
     return !(e instanceof NotReplicated || e instanceof AclRefusal

@@ -254,8 +254,6 @@ final class Subscriptions implements AutoCloseable {
    * Subscribes this client to {@code channel} on {@code node} (or joins the subscription another
    * local waiter made). The caller waits for {@link Sub#ready} before its first attempt, and
    * must {@link Sub#close()} the handle when it stops waiting.
-   *
-   * @return the subscription handle
    */
   Sub subscribe(String channel, String node) {
     lock.lock();
@@ -416,10 +414,8 @@ final class Subscriptions implements AutoCloseable {
   }
 
   /**
-   * Describes every subscription held now: channel, references, whether its linger check is
-   * scheduled, how long it has been idle, lost, confirmed (for diagnostics in tests).
-   *
-   * @return one line per subscription
+   * Describes every subscription held now, one line each: channel, references, whether its linger
+   * check is scheduled, how long it has been idle, lost, confirmed (for diagnostics in tests).
    */
   String describe() {
     StringBuilder b = new StringBuilder();

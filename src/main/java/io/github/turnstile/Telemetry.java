@@ -81,7 +81,6 @@ final class Telemetry {
    * record the wait event, and no Observation registry is set).
    *
    * @param kind the primitive's kind, or null (recorded as "other")
-   * @return the wait, or null
    */
   Wait waitStarted(Inspection.Kind kind, String describe, String name, int permits) {
     if (!JFR_PRESENT && observations == null) {
@@ -196,9 +195,8 @@ final class Telemetry {
 
   /**
    * Starts recording an outage as the client sees it: Redis unreachable from the first call that
-   * found it so until one answers again. Returns null if JFR does not record outages.
-   *
-   * @return the outage's event, begun, or null
+   * found it so until one answers again. Returns the event, begun, or null if JFR does not record
+   * outages.
    */
   static OutageEvent outageStarted() {
     if (!JFR_PRESENT) {
