@@ -139,14 +139,10 @@ final class Subscriptions implements AutoCloseable {
       this.dispatched = connection;
     }
 
-    private void event(String channel) {
-      Sub s = subs.get(channel);
-      if (s != null) {
-        s.fire();
-      }
-    }
-
-    /** A message on {@code channel}: wakes its waiters; {@code r} also revokes a cached lock grant. */
+    /**
+     * A message on {@code channel}, or (null) a (re)confirmation of its subscription: wakes its
+     * waiters; {@code r} also revokes a cached lock grant.
+     */
     private void received(String channel, String message) {
       Sub s = subs.get(channel);
       if (s != null) {
@@ -185,7 +181,7 @@ final class Subscriptions implements AutoCloseable {
 
     @Override
     public void subscribed(String channel, long count) {
-      event(channel);
+      received(channel, null);
     }
 
     @Override
@@ -200,7 +196,7 @@ final class Subscriptions implements AutoCloseable {
 
     @Override
     public void ssubscribed(String channel, long count) {
-      event(channel);
+      received(channel, null);
     }
 
     @Override
