@@ -65,7 +65,6 @@ final class Engine implements AutoCloseable {
       this.sinceNanos = sinceNanos;
       this.queued = queued;
     }
-
   }
 
   /**
