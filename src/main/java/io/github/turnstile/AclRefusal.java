@@ -42,11 +42,7 @@ final class AclRefusal extends TurnstileException {
     this.command = command;
   }
 
-  /**
-   * Returns whether {@code message} is Redis refusing a command to this user (ACL).
-   *
-   * @return whether {@code message} is Redis refusing a command to this user (ACL)
-   */
+  /** Returns whether {@code message} is Redis refusing a command to this user (ACL). */
   static boolean isRefusal(String message) {
     return message != null && (message.startsWith("NOPERM")
         || message.contains("ACL failure in script")
@@ -131,13 +127,8 @@ final class AclRefusal extends TurnstileException {
     return found.isEmpty() ? null : String.join("' or '", found);
   }
 
-  /**
-   * Returns this refusal with {@code what} (e.g. "lock 'orders:42'") in front of its message.
-   *
-   * @return this refusal with {@code what} (e.g. "lock 'orders:42'") in front of its message
-   */
+  /** Returns this refusal with {@code what} (e.g. "lock 'orders:42'") in front of its message. */
   AclRefusal in(String what) {
-    AclRefusal r = new AclRefusal(what + ": " + getMessage(), command, getCause());
-    return r;
+    return new AclRefusal(what + ": " + getMessage(), command, getCause());
   }
 }

@@ -35,14 +35,11 @@ final class BlockingCommands {
   private final Engine engine;
   private final Topology topology;
   private final BlockingPool pool;
-  /** {@link Engine#abandonedByClose}. */
-  private final java.util.concurrent.atomic.LongAdder abandonedByClose;
 
   BlockingCommands(Engine engine, Topology topology, BlockingPool pool) {
     this.engine = engine;
     this.topology = topology;
     this.pool = pool;
-    this.abandonedByClose = engine.abandonedByClose;
   }
 
   /** A BLPOP/BLMOVE timeout in seconds: whole milliseconds, at least 1 ms (0 would block forever). */
@@ -87,7 +84,7 @@ final class BlockingCommands {
 
   /** Waits up to {@code graceNanos} for the reply of an abandoned command: then the connection is idle again; else closed, the outcome unknown. */
   private <T> void settle(BlockingPool.Conn conn, CompletableFuture<T> reply, long graceNanos, Abandoned<T> onAbandon) {
-    copy(reply).orTimeout(graceNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
+    reply.copy().orTimeout(graceNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
       if (e == null) {
         pool.release(conn);
         onAbandon.abandoned(v, true);
@@ -110,9 +107,9 @@ final class BlockingCommands {
    * ({@code NoAdminTest.aWakeTokenTakenByAClosedConnectionThatRedisStillServesIsHandedOn}).
    */
   private <T> void close(BlockingPool.Conn conn, CompletableFuture<T> reply, long serverEnd, Abandoned<T> onAbandon) {
-    abandonedByClose.increment();
+    engine.abandonedByClose.increment();
     pool.discard(conn);
-    copy(reply).orTimeout(UNBLOCK_GRACE_NANOS, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
+    reply.copy().orTimeout(UNBLOCK_GRACE_NANOS, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
       if (e == null) {
         onAbandon.abandoned(v, true);
       } else {
@@ -123,15 +120,4 @@ final class BlockingCommands {
     });
   }
 
-  private static <T> CompletableFuture<T> copy(CompletableFuture<T> f) {
-    CompletableFuture<T> c = new CompletableFuture<>();
-    f.whenComplete((v, e) -> {
-      if (e == null) {
-        c.complete(v);
-      } else {
-        c.completeExceptionally(e);
-      }
-    });
-    return c;
-  }
 }

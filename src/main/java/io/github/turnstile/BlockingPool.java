@@ -67,11 +67,7 @@ final class BlockingPool implements AutoCloseable {
   private final java.util.concurrent.atomic.LongAdder opened = new java.util.concurrent.atomic.LongAdder();
   private static final long CONNECT_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(15);
   private final java.util.concurrent.ExecutorService connector =
-      java.util.concurrent.Executors.newCachedThreadPool(r -> {
-        Thread t = new Thread(r, "turnstile-connector");
-        t.setDaemon(true);
-        return t;
-      });
+      java.util.concurrent.Executors.newCachedThreadPool(Engine.daemon("turnstile-connector"));
   private volatile boolean closed;
 
   BlockingPool(int size, Function<String, Conn> factory) {
@@ -127,34 +123,34 @@ final class BlockingPool implements AutoCloseable {
     if (!permits.tryAcquire()) {
       return null;
     }
-    Conn c;
-    ConcurrentLinkedDeque<Conn> mine = idle.get(node);
-    while (mine != null && (c = mine.pollFirst()) != null) {
-      if (c.connection.isOpen()) {
-        return CompletableFuture.completedFuture(c);
-      }
-      destroy(c);
-    }
-    if (open.get() >= size) {
-      evictIdleElsewhere(node);
+    Conn c = idleOrEvict(node);
+    if (c != null) {
+      return CompletableFuture.completedFuture(c);
     }
     CompletableFuture<Conn> opened = new CompletableFuture<>();
     try {
-      CompletableFuture.supplyAsync(() -> factory.apply(node), connector).whenComplete((conn, error) -> {
+      startOpening(node).whenComplete((conn, error) -> {
         if (conn != null) {
-          open.incrementAndGet();
-          this.opened.increment();
-          opened.complete(conn);
+          opened.complete(counted(conn));
         } else {
           permits.release();
           opened.completeExceptionally(Engine.unwrap(error));
         }
       });
-    } catch (java.util.concurrent.RejectedExecutionException e) {
-      permits.release();
-      opened.completeExceptionally(new TurnstileException("cannot open a blocking connection: Turnstile is closed"));
+    } catch (TurnstileException e) {
+      opened.completeExceptionally(e);
     }
     return opened;
+  }
+
+  /** Starts opening a connection to {@code node} on the connector thread; if closed, gives the permit back. */
+  private CompletableFuture<Conn> startOpening(String node) {
+    try {
+      return CompletableFuture.supplyAsync(() -> factory.apply(node), connector);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      permits.release(); // closed: the connector thread is gone
+      throw new TurnstileException("cannot open a blocking connection: Turnstile is closed");
+    }
   }
 
   /** Opening a connection took longer than the borrower would wait. */
@@ -166,8 +162,11 @@ final class BlockingPool implements AutoCloseable {
     }
   }
 
-  /** With a permit taken: an idle connection to {@code node}, or a new one. */
-  private Conn take(String node, long openNanos, boolean interruptible) throws InterruptedException {
+  /**
+   * With a permit taken: an idle open connection to {@code node}, or null after making room for a
+   * new one (closing an idle one elsewhere if the bound is reached).
+   */
+  private Conn idleOrEvict(String node) {
     Conn c;
     ConcurrentLinkedDeque<Conn> mine = idle.get(node);
     while (mine != null && (c = mine.pollFirst()) != null) {
@@ -179,20 +178,27 @@ final class BlockingPool implements AutoCloseable {
     if (open.get() >= size) {
       evictIdleElsewhere(node); // keep open connections within the bound across nodes
     }
+    return null;
+  }
+
+  /** Counts a connection just opened. */
+  private Conn counted(Conn c) {
+    open.incrementAndGet();
+    opened.increment();
+    return c;
+  }
+
+  /** With a permit taken: an idle connection to {@code node}, or a new one. */
+  private Conn take(String node, long openNanos, boolean interruptible) throws InterruptedException {
+    Conn c = idleOrEvict(node);
+    if (c != null) {
+      return c;
+    }
     // Open a new one on the connector thread: Lettuce's connect is interrupted by the caller's
     // interrupt, which must not break an uninterruptible lock(), nor leak a half-made connection.
-    CompletableFuture<Conn> opening;
+    CompletableFuture<Conn> opening = startOpening(node);
     try {
-      opening = CompletableFuture.supplyAsync(() -> factory.apply(node), connector);
-    } catch (java.util.concurrent.RejectedExecutionException e) {
-      permits.release(); // closed: the connector thread is gone
-      throw new TurnstileException("cannot open a blocking connection: Turnstile is closed");
-    }
-    try {
-      c = Waits.get(opening, openNanos, interruptible);
-      open.incrementAndGet();
-      opened.increment();
-      return c;
+      return counted(Waits.get(opening, openNanos, interruptible));
     } catch (InterruptedException e) {
       keepWhenOpened(opening);
       throw e;
@@ -213,9 +219,7 @@ final class BlockingPool implements AutoCloseable {
   private void keepWhenOpened(CompletableFuture<Conn> opening) {
     opening.whenComplete((conn, error) -> {
       if (conn != null) {
-        open.incrementAndGet();
-        opened.increment();
-        release(conn);
+        release(counted(conn));
       } else {
         permits.release();
       }
@@ -260,47 +264,27 @@ final class BlockingPool implements AutoCloseable {
     f.whenComplete((v, e) -> closing.remove(f));
   }
 
-  /**
-   * Returns connections lent out now (or being opened for a borrower); for the metrics gauge.
-   *
-   * @return connections lent out now (or being opened for a borrower); for the metrics gauge
-   */
+  /** Returns connections lent out now (or being opened for a borrower); for the metrics gauge. */
   int inUse() {
     return size - permits.availablePermits();
   }
 
-  /**
-   * Returns borrowers waiting for a connection; for the metrics gauge.
-   *
-   * @return borrowers waiting for a connection; for the metrics gauge
-   */
+  /** Returns borrowers waiting for a connection; for the metrics gauge. */
   int waiting() {
     return permits.getQueueLength();
   }
 
-  /**
-   * Returns the bound on connections.
-   *
-   * @return the bound on connections
-   */
+  /** Returns the bound on connections. */
   int size() {
     return size;
   }
 
-  /**
-   * Returns connections currently open (idle or borrowed).
-   *
-   * @return connections currently open (idle or borrowed)
-   */
+  /** Returns connections currently open (idle or borrowed). */
   int openConnections() {
     return open.get();
   }
 
-  /**
-   * Returns how many connections this pool has opened since it was created.
-   *
-   * @return how many connections this pool has opened since it was created
-   */
+  /** Returns how many connections this pool has opened since it was created. */
   long opened() {
     return opened.sum();
   }

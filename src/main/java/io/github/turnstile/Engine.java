@@ -65,7 +65,6 @@ final class Engine implements AutoCloseable {
       this.sinceNanos = sinceNanos;
       this.queued = queued;
     }
-
   }
 
   /**
@@ -184,7 +183,7 @@ final class Engine implements AutoCloseable {
     });
   }
 
-  private static java.util.concurrent.ThreadFactory daemon(String name) {
+  static java.util.concurrent.ThreadFactory daemon(String name) {
     return r -> {
       Thread t = new Thread(r, name);
       t.setDaemon(true);
@@ -199,8 +198,6 @@ final class Engine implements AutoCloseable {
   /**
    * Returns a fresh request sequence number: {@code newRequestId()} is the client id, a colon and
    * such a number.
-   *
-   * @return a fresh request sequence number
    */
   long newRequestSeq() {
     return requests.incrementAndGet();
@@ -223,20 +220,12 @@ final class Engine implements AutoCloseable {
     return async;
   }
 
-  /**
-   * Returns how this engine reaches Redis (for tests).
-   *
-   * @return the topology
-   */
+  /** Returns how this engine reaches Redis (for tests). */
   Topology topology() {
     return topology;
   }
 
-  /**
-   * Returns the command scripts publish wake-ups with ({@code PUBLISH} or {@code SPUBLISH}).
-   *
-   * @return the command scripts publish wake-ups with ({@code PUBLISH} or {@code SPUBLISH})
-   */
+  /** Returns the command scripts publish wake-ups with ({@code PUBLISH} or {@code SPUBLISH}). */
   String publishCommand() {
     return topology.publishCommand();
   }
@@ -246,11 +235,7 @@ final class Engine implements AutoCloseable {
     topology.suspect();
   }
 
-  /**
-   * Returns the renewal batch of a lease key (see {@link Topology#batchOf}).
-   *
-   * @return the renewal batch of a lease key (see {@link Topology#batchOf})
-   */
+  /** Returns the renewal batch of a lease key (see {@link Topology#batchOf}). */
   int batchOf(String key) {
     return topology.batchOf(key);
   }
@@ -260,8 +245,6 @@ final class Engine implements AutoCloseable {
   /**
    * Returns the future the next recovery event completes: take it before an attempt, and wait on
    * it together with the wake-up, so that no waiter sleeps through Redis coming back.
-   *
-   * @return the future the next recovery event completes
    */
   CompletableFuture<Void> faults() {
     return faults.next();
@@ -271,18 +254,12 @@ final class Engine implements AutoCloseable {
    * Returns the future the next drop of a connection of the main client completes: a wait that
    * watches no command on that connection (a wait on a wake list) ends with it, and finds Redis
    * unreachable, which counts against its call.
-   *
-   * @return the future the next connection drop completes
    */
   CompletableFuture<Void> losses() {
     return losses.next();
   }
 
-  /**
-   * Returns the number of dropped connections and recoveries so far (see {@link Topology#generation}).
-   *
-   * @return the number of dropped connections and recoveries so far
-   */
+  /** Returns the number of dropped connections and recoveries so far (see {@link Topology#generation}). */
   long generation() {
     return topology.generation.get();
   }
@@ -369,8 +346,6 @@ final class Engine implements AutoCloseable {
    * defaults a missing trailing argument, and Redis does work for each argument sent, read or not.
    * {@code defaults} are the defaults of the last {@code defaults.length} arguments, in order; an
    * argument that differs from its default is sent with every argument before it.
-   *
-   * @return {@code args} itself when nothing can be left out, else a shorter copy
    */
   static String[] withoutDefaults(String[] args, String... defaults) {
     int first = args.length - defaults.length;
@@ -387,8 +362,7 @@ final class Engine implements AutoCloseable {
    * {@link AclRefusal} that names the refused command.
    */
   <T> CompletableFuture<T> eval(Script s, ScriptOutputType type, String[] keys, String... args) {
-    // One completion stage per call on the answered path (was handle + thenCompose +
-    // exceptionallyCompose: three stages and a completed future per script, on the event loop).
+    // One completion stage per call on the answered path (this runs on the event loop).
     CompletableFuture<T> result = new CompletableFuture<>();
     CompletableFuture<T> sent;
     try {
@@ -466,11 +440,7 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /**
-   * Returns whether the main connection is up now.
-   *
-   * @return whether the main connection is up now
-   */
+  /** Returns whether the main connection is up now. */
   boolean connected() {
     return topology.isOpen();
   }
@@ -529,8 +499,6 @@ final class Engine implements AutoCloseable {
   /**
    * Returns whether {@code sub} can no longer be waited on: dropped by the server, failed, or its
    * Cluster slot moved.
-   *
-   * @return whether {@code sub} can no longer be waited on
    */
   boolean stale(Subscriptions.Sub sub) {
     return sub.lost() || sub.ready.isCompletedExceptionally() || movedAway(sub);
@@ -545,11 +513,7 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /**
-   * Returns whether this engine was closed.
-   *
-   * @return whether this engine was closed
-   */
+  /** Returns whether this engine was closed. */
   boolean isClosed() {
     return closed;
   }
@@ -565,23 +529,16 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /** Logs a lease loss on this thread, and delivers its event to listeners on the event thread. */
-  void notifyLost(LeaseLostEvent event, List<LeaseLossListener> listeners) {
-    notifyLost(event, listeners, null, null);
-  }
-
-  /** As {@link #notifyLost(LeaseLostEvent, List)}, recording the primitive's kind in the JFR event. */
+  /**
+   * Logs a lease loss on this thread, recording the primitive's kind in the JFR event, and delivers
+   * the event to listeners on the event thread.
+   */
   void notifyLost(LeaseLostEvent event, List<LeaseLossListener> listeners, Inspection.Kind kind, String describe) {
     logLost(event, kind, describe);
     tellLost(event, listeners);
   }
 
-  /** Logs a lease loss (a WARNING), on the thread that declared it. */
-  void logLost(LeaseLostEvent event) {
-    logLost(event, null, null);
-  }
-
-  /** As {@link #logLost(LeaseLostEvent)}, with the JFR event's primitive. */
+  /** Logs a lease loss (a WARNING), on the thread that declared it, with the JFR event's primitive. */
   void logLost(LeaseLostEvent event, Inspection.Kind kind, String describe) {
     telemetry.leaseLost(kind, describe, event.name(), event.holder(), event.reason(), event.fencingToken());
     LOG.log(Level.WARNING, "Turnstile lease lost: {0} (fencing token {1}, holder {2}): {3}",

@@ -42,49 +42,24 @@ final class Inspector {
     this.prefix = engine.options.keyPrefix();
   }
 
-  /** One part of a holder found in Redis, before the identity is known. */
-  private static final class Found {
-    final String client;
-    final String owner;
-    final boolean writer;
-    final int permits;
-    final long token;
-    final Instant since;
-    final Duration left;
-    /** A lock grant that its client caches (field c): idle, or used by a thread that only that client knows. */
-    boolean cached;
-
-    Found(String client, String owner, boolean writer, int permits, long token, Instant since, Duration left) {
-      this.client = client;
-      this.owner = owner;
-      this.writer = writer;
-      this.permits = permits;
-      this.token = token;
-      this.since = since;
-      this.left = left;
-    }
-  }
+  /**
+   * One part of a holder found in Redis, before the identity is known; {@code cached}: a lock grant
+   * that its client caches (field c), idle or used by a thread that only that client knows.
+   */
+  private record Found(String client, String owner, boolean writer, int permits, long token, Instant since,
+      Duration left, boolean cached) {}
 
   Inspection inspect(Inspection.Kind kind, String name) {
     java.util.Objects.requireNonNull(kind, "kind must not be null");
     Turnstile.checkName(name);
     String what = "inspecting " + kind.label() + " '" + name + "'";
-    engine.checkOpen(what);
     engine.checkConnected(what);
     String tag = "{" + prefix + ":" + name + "}";
-    String[] keys;
-    switch (kind) {
-      case LOCK:
-        keys = new String[] {tag + ":lock"};
-        break;
-      case READ_WRITE_LOCK:
-        String rw = tag + ":rw:";
-        keys = new String[] {rw + "w", rw + "readers", rw + "wwait", rw + "rwait"};
-        break;
-      default:
-        String s = tag + ":s";
-        keys = new String[] {s, s + ":l", s + ":w"};
-    }
+    String[] keys = switch (kind) {
+      case LOCK -> new String[] {tag + ":lock"};
+      case READ_WRITE_LOCK -> new String[] {tag + ":rw:w", tag + ":rw:readers", tag + ":rw:wwait", tag + ":rw:rwait"};
+      default -> new String[] {tag + ":s", tag + ":s:l", tag + ":s:w"};
+    };
     List<Object> r = engine.awaitQuietly(
         engine.<List<Object>>eval(Script.INSPECT, ScriptOutputType.MULTI, keys, kind.label(), engine.leaseArg), what);
     long now = num(r.get(0));
@@ -95,42 +70,40 @@ final class Inspector {
     int free = -1;
     boolean exists;
     switch (kind) {
-      case LOCK: {
+      case LOCK -> {
         String owner = str(r.get(1));
         long token = str(r.get(2)).isEmpty() ? 0 : Long.parseLong(str(r.get(2)));
         long pttl = num(r.get(3));
         exists = pttl != -2;
         if (!owner.isEmpty()) {
-          Found f = holder(owner, true, false, token, pttl);
+          Found f = holder(owner, false, token, pttl);
           if (r.size() > 5 && !str(r.get(5)).isEmpty()) {
-            f = new Found(f.client, null, false, 1, token, f.since, f.left); // which thread, if any, only that client knows
-            f.cached = true;
+            // which thread, if any, only that client knows
+            f = new Found(f.client(), null, false, 1, token, f.since(), f.left(), true);
           }
           found.add(f);
         }
         count = found.size();
         waiting = (int) Math.max(0, num(r.get(4)));
-        break;
       }
-      case READ_WRITE_LOCK: {
+      case READ_WRITE_LOCK -> {
         String owner = str(r.get(1));
         long token = str(r.get(2)).isEmpty() ? 0 : Long.parseLong(str(r.get(2)));
         long pttl = num(r.get(3));
         long readers = num(r.get(4));
         exists = pttl != -2 || readers > 0;
         if (!owner.isEmpty()) {
-          found.add(holder(owner, true, true, token, pttl));
+          found.add(holder(owner, true, token, pttl));
         }
         for (int i = 7; i + 1 < r.size(); i += 2) {
           String request = str(r.get(i));
           int colon = request.indexOf(':');
-          found.add(new Found(colon < 0 ? request : request.substring(0, colon), null, false, 1, 0, null, null));
+          found.add(new Found(colon < 0 ? request : request.substring(0, colon), null, false, 1, 0, null, null, false));
         }
         count = (int) Math.min(Integer.MAX_VALUE, found.size() - (r.size() - 7) / 2 + readers);
         waiting = (int) Math.min(Integer.MAX_VALUE, num(r.get(5)) + num(r.get(6)));
-        break;
       }
-      default: {
+      default -> {
         exists = num(r.get(1)) == 1;
         if (!exists) {
           count = 0;
@@ -155,7 +128,7 @@ final class Inspector {
           }
           long micros = epoch.isEmpty() ? 0 : Long.parseLong(epoch);
           found.add(new Found(client, null, false, permits, 0,
-              micros > 0 ? Instant.EPOCH.plus(micros, ChronoUnit.MICROS) : null, Duration.ofMillis(until - now)));
+              micros > 0 ? Instant.EPOCH.plus(micros, ChronoUnit.MICROS) : null, Duration.ofMillis(until - now), false));
         }
         count = (int) Math.min(Integer.MAX_VALUE, registrations - notHolding);
       }
@@ -163,31 +136,31 @@ final class Inspector {
     Map<String, Map<String, String>> ids = identities(found);
     List<Inspection.Holder> holders = new ArrayList<>(found.size());
     for (Found f : found) {
-      Map<String, String> id = ids.getOrDefault(f.client, Map.of());
+      Map<String, String> id = ids.getOrDefault(f.client(), Map.of());
       String pid = id.get("pid");
-      holders.add(new Inspection.Holder(f.client, id.get("name"), id.get("host"), pid == null ? -1 : Long.parseLong(pid),
-          f.owner, f.owner == null ? null : id.get("t:" + f.owner), f.writer, f.permits, f.token, f.since, f.left,
-          f.cached));
+      holders.add(new Inspection.Holder(f.client(), id.get("name"), id.get("host"),
+          pid == null ? -1 : Long.parseLong(pid), f.owner(), f.owner() == null ? null : id.get("t:" + f.owner()),
+          f.writer(), f.permits(), f.token(), f.since(), f.left(), f.cached()));
     }
     return new Inspection(kind, name, at, exists, holders, count, waiting, free);
   }
 
-  private static Found holder(String owner, boolean thread, boolean writer, long token, long pttl) {
+  private static Found holder(String owner, boolean writer, long token, long pttl) {
     int colon = owner.indexOf(':');
     String client = colon < 0 ? owner : owner.substring(0, colon);
     String who = colon < 0 ? null : owner.substring(colon + 1);
     // the token is the server's time in µs at the grant (DESIGN §3), unless grants come faster
     Instant since = token > 1_000_000_000_000_000L ? Instant.EPOCH.plus(token, ChronoUnit.MICROS) : null;
-    return new Found(client, who, writer, 1, token, since, pttl >= 0 ? Duration.ofMillis(pttl) : null);
+    return new Found(client, who, writer, 1, token, since, pttl >= 0 ? Duration.ofMillis(pttl) : null, false);
   }
 
   /** The identity records of the clients named, from the cache or one pipelined read of those missing. */
   private Map<String, Map<String, String>> identities(List<Found> found) {
     Map<String, Set<String>> wanted = new LinkedHashMap<>();
     for (Found f : found) {
-      Set<String> fields = wanted.computeIfAbsent(f.client, c -> new LinkedHashSet<>(List.of(FIXED)));
-      if (f.owner != null && !f.owner.startsWith("h")) {
-        fields.add("t:" + f.owner);
+      Set<String> fields = wanted.computeIfAbsent(f.client(), c -> new LinkedHashSet<>(List.of(FIXED)));
+      if (f.owner() != null && !f.owner().startsWith("h")) {
+        fields.add("t:" + f.owner());
       }
     }
     Map<String, Map<String, String>> out = new HashMap<>();

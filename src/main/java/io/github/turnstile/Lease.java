@@ -96,8 +96,6 @@ final class Lease {
    * Returns the instant from which this lease runs, as of its latest confirmation: the confirmed
    * instant minus the lease. A lock handed on at unlock passes it to its successor, whose lease
    * then ends when this one would have (the hand-off moves the hold, not its expiry in Redis).
-   *
-   * @return {@link Ticker} time from which the confirmed lease runs
    */
   long sinceNanos() {
     return confirmedUntilNanos - leaseMillis * 1_000_000L;
@@ -122,11 +120,7 @@ final class Lease {
     metrics.renewalFailed();
   }
 
-  /**
-   * Returns true if not lost and not past the confirmed instant (marking it lost if it is).
-   *
-   * @return true if not lost and not past the confirmed instant (marking it lost if it is)
-   */
+  /** Returns true if not lost and not past the confirmed instant (marking it lost if it is). */
   boolean alive(long nowNanos) {
     if (lostReason.get() != null) {
       return false;
@@ -138,11 +132,7 @@ final class Lease {
     return true;
   }
 
-  /**
-   * Returns ms until the confirmed instant (0 or less when past it, or when lost).
-   *
-   * @return ms until the confirmed instant (0 or less when past it, or when lost)
-   */
+  /** Returns ms until the confirmed instant (0 or less when past it, or when lost). */
   long remainingMillis(long nowNanos) {
     if (lostReason.get() != null) {
       return 0;

@@ -61,32 +61,6 @@ interface Metrics extends AutoCloseable {
       interrupted();
       return new InterruptedException();
     }
-
-    /** A new acquisition (not a re-entry): true if acquired, false if its time ran out. */
-    interface Acquisition {
-      boolean run() throws InterruptedException;
-    }
-
-    /** Runs a new acquisition and records its outcome, its wait, or its interruption. */
-    default boolean record(Acquisition acquisition) throws InterruptedException {
-      long start = System.nanoTime();
-      try {
-        return outcome(acquisition.run(), start);
-      } catch (InterruptedException e) {
-        interrupted();
-        throw e;
-      }
-    }
-
-    /** Records the outcome of a new acquisition that started at {@code startNanos}; returns it. */
-    default boolean outcome(boolean acquired, long startNanos) {
-      if (acquired) {
-        acquired(System.nanoTime() - startNanos);
-      } else {
-        timedOut();
-      }
-      return acquired;
-    }
   }
 
   /**

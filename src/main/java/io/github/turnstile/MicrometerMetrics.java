@@ -46,24 +46,19 @@ final class MicrometerMetrics implements Metrics {
     this.registry = registry;
     this.nameLimit = nameLimit;
     this.watchdog = watchdog;
-    Tags client = Tags.of("client", clientId);
-    this.client = client;
+    this.client = Tags.of("client", clientId);
     this.gauges = List.of(
-        Gauge.builder("turnstile.pool.connections.active", pool, BlockingPool::inUse)
-            .description("blocking connections lent out to waiters now")
-            .tags(client).register(registry),
-        Gauge.builder("turnstile.pool.connections.open", pool, BlockingPool::openConnections)
-            .description("blocking connections open (idle or lent out)")
-            .tags(client).register(registry),
-        Gauge.builder("turnstile.pool.connections.max", pool, BlockingPool::size)
-            .description("the bound on blocking connections (blockingPoolSize)")
-            .tags(client).register(registry),
-        Gauge.builder("turnstile.pool.waiting", pool, BlockingPool::waiting)
-            .description("waiters queued for a blocking connection")
-            .tags(client).register(registry),
-        Gauge.builder("turnstile.leases.active", watchdog, Watchdog::size)
-            .description("leases this client's watchdog renews")
-            .tags(client).register(registry));
+        gauge("turnstile.pool.connections.active", pool, BlockingPool::inUse, "blocking connections lent out to waiters now"),
+        gauge("turnstile.pool.connections.open", pool, BlockingPool::openConnections,
+            "blocking connections open (idle or lent out)"),
+        gauge("turnstile.pool.connections.max", pool, BlockingPool::size,
+            "the bound on blocking connections (blockingPoolSize)"),
+        gauge("turnstile.pool.waiting", pool, BlockingPool::waiting, "waiters queued for a blocking connection"),
+        gauge("turnstile.leases.active", watchdog, Watchdog::size, "leases this client's watchdog renews"));
+  }
+
+  private <T> Gauge gauge(String name, T obj, java.util.function.ToDoubleFunction<T> value, String description) {
+    return Gauge.builder(name, obj, value).description(description).tags(client).register(registry);
   }
 
   /** @param registry a {@link MeterRegistry} (typed Object so that callers never name the type) */
@@ -99,12 +94,8 @@ final class MicrometerMetrics implements Metrics {
 
   @Override
   public void close() {
-    for (Meter g : gauges) {
-      registry.remove(g);
-    }
-    for (Meter g : holdGauges) {
-      registry.remove(g);
-    }
+    gauges.forEach(registry::remove);
+    holdGauges.forEach(registry::remove);
   }
 
   /**

@@ -31,15 +31,7 @@ final class Observations {
   }
 
   /** A started observation of an acquisition, and the parent its hold gets. */
-  static final class Started {
-    final Observation observation;
-    final Observation parent;
-
-    Started(Observation observation, Observation parent) {
-      this.observation = observation;
-      this.parent = parent;
-    }
-  }
+  private record Started(Observation observation, Observation parent) {}
 
   /** Starts {@code turnstile.acquire} under the current observation; null if the registry records nothing. */
   Object acquireStarted(String primitive, String name) {
@@ -47,18 +39,11 @@ final class Observations {
       return null;
     }
     Observation parent = registry.getCurrentObservation();
-    Observation o = Observation.createNotStarted(ACQUIRE, registry)
-        .contextualName("turnstile acquire " + primitive)
-        .lowCardinalityKeyValue("primitive", primitive)
-        .highCardinalityKeyValue("name", name);
-    if (parent != null) {
-      o.parentObservation(parent);
-    }
-    return new Started(o.start(), parent);
+    return new Started(start(ACQUIRE, "turnstile acquire ", primitive, name, parent), parent);
   }
 
   void acquireEnded(Object started, String outcome, String tier, Throwable error) {
-    Observation o = ((Started) started).observation;
+    Observation o = ((Started) started).observation();
     o.lowCardinalityKeyValue("outcome", outcome).lowCardinalityKeyValue("tier", tier);
     if (error != null) {
       o.error(error);
@@ -71,9 +56,13 @@ final class Observations {
     if (registry.isNoop()) {
       return null;
     }
-    Observation parent = acquired != null ? ((Started) acquired).parent : registry.getCurrentObservation();
-    Observation o = Observation.createNotStarted(HOLD, registry)
-        .contextualName("turnstile hold " + primitive)
+    Observation parent = acquired != null ? ((Started) acquired).parent() : registry.getCurrentObservation();
+    return start(HOLD, "turnstile hold ", primitive, name, parent);
+  }
+
+  private Observation start(String observation, String contextual, String primitive, String name, Observation parent) {
+    Observation o = Observation.createNotStarted(observation, registry)
+        .contextualName(contextual + primitive)
         .lowCardinalityKeyValue("primitive", primitive)
         .highCardinalityKeyValue("name", name);
     if (parent != null) {

@@ -108,12 +108,7 @@ final class OptionalCommands {
    */
   private final AtomicReference<CompletableFuture<Boolean>> unblocking = new AtomicReference<>();
 
-  /**
-   * Returns whether a server's error reply refuses the command for good (not a transient state).
-   *
-   * @param e the failure
-   * @return whether it refuses the command for good
-   */
+  /** Returns whether a server's error reply refuses the command for good (not a transient state). */
   static boolean isRefusal(Throwable e) {
     Throwable c = Engine.unwrap(e);
     return c instanceof AclRefusal
@@ -127,12 +122,8 @@ final class OptionalCommands {
 
   /**
    * Returns the server-side id of {@code c}: from its handshake ({@code HELLO 3} answers it), else
-   * by {@code CLIENT ID} unless refused before or not needed ({@code CLIENT UNBLOCK} refused);
-   * -1 if unknown.
-   *
-   * @param c the connection
-   * @param clientId sends {@code CLIENT ID} on it
-   * @return the id, or -1
+   * by {@code CLIENT ID} (sent by {@code clientId}) unless refused before or not needed
+   * ({@code CLIENT UNBLOCK} refused); -1 if unknown.
    */
   long idOf(StatefulConnection<String, String> c, Supplier<Long> clientId) {
     ConnectionState state = handshake(c);
@@ -149,11 +140,7 @@ final class OptionalCommands {
 
   /**
    * Returns the major server version: from the handshake of {@code c} ({@code HELLO 3}), else from
-   * {@code INFO server} unless refused; -1 if unknown.
-   *
-   * @param c a connection to the server
-   * @param infoServer sends {@code INFO server}
-   * @return the major version, or -1
+   * {@code INFO server} (sent by {@code infoServer}) unless refused; -1 if unknown.
    */
   int majorVersion(StatefulConnection<String, String> c, Supplier<String> infoServer) {
     ConnectionState state = handshake(c);
@@ -188,11 +175,7 @@ final class OptionalCommands {
     return c instanceof StatefulRedisConnectionImpl ? ((StatefulRedisConnectionImpl<?, ?>) c).getConnectionState() : null;
   }
 
-  /**
-   * Returns whether {@code CLIENT UNBLOCK} was refused to this client.
-   *
-   * @return whether {@code CLIENT UNBLOCK} was refused to this client
-   */
+  /** Returns whether {@code CLIENT UNBLOCK} was refused to this client. */
   boolean unblockRefused() {
     CompletableFuture<Boolean> v = unblocking.get();
     return v != null && v.isDone() && !v.join();
@@ -203,7 +186,6 @@ final class OptionalCommands {
    * this client was refused that before. The first one decides: callers that come while it is in
    * flight wait for its verdict.
    *
-   * @param conn the blocking connection
    * @param send sends {@code CLIENT UNBLOCK <id> TIMEOUT} for it
    * @return completes true once Redis accepted the unblock; false if it could not be sent (no id,
    *     refused now or before, or a transient failure): then the caller closes the connection

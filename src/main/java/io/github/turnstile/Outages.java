@@ -19,7 +19,6 @@ final class Outages {
     }
   }
 
-  private final TurnstileOptions options;
   private final long outageToleranceNanos;
   /** Guards {@link #lostSinceNanos}: since when the calls have found Redis unreachable, while {@link #redisLost}. */
   private final java.util.concurrent.locks.ReentrantLock lostLock = new java.util.concurrent.locks.ReentrantLock();
@@ -36,7 +35,6 @@ final class Outages {
   Outages(TurnstileOptions options, java.util.function.IntSupplier waits, java.util.function.IntSupplier holds) {
     this.waits = waits;
     this.holds = holds;
-    this.options = options;
     this.outageToleranceNanos = options.outageTolerance().toNanos();
   }
 
@@ -104,7 +102,7 @@ final class Outages {
     if (!call.timed && down >= outageToleranceNanos) {
       throw new OutOfTolerance(what + ": Redis has been unreachable for "
           + TimeUnit.NANOSECONDS.toMillis(down) + " ms, longer than the outage tolerance ("
-          + options.outageTolerance().toMillis() + " ms)" + (cause == null ? "" : ": " + cause), cause);
+          + TimeUnit.NANOSECONDS.toMillis(outageToleranceNanos) + " ms)" + (cause == null ? "" : ": " + cause), cause);
     }
   }
 }

@@ -45,24 +45,13 @@ final class Releases {
    * Waits for a release's reply, but never through an outage: if Redis is unreachable (the
    * connection is down, or goes down) or slow (no reply within {@link #RELEASE_PATIENCE_NANOS}),
    * this returns null, so {@code unlock()} and {@code release()} finish locally, and the release
-   * goes on in the background ({@code done}).
+   * goes on in the background ({@code done}). The patience is the command timeout if shorter.
    *
    * @param done the release, re-sent after transient failures (see {@link #retrying})
    * @return the reply, or null if the release was left to complete in the background
-   * @throws TurnstileException if the release failed for good
+   * @throws TurnstileException if the release failed for a reason other than an outage
    */
   <T> T release(CompletableFuture<T> done, String what) {
-    return awaitWhileUp(done, what);
-  }
-
-  /**
-   * Waits for a reply while the connection is up, for at most {@link #RELEASE_PATIENCE_NANOS}
-   * (or the command timeout, if shorter).
-   *
-   * @return the reply, or null if the connection is (or goes) down or no reply came in time
-   * @throws TurnstileException if the command failed for a reason other than an outage
-   */
-  <T> T awaitWhileUp(CompletableFuture<T> done, String what) {
     long start = System.nanoTime();
     long patience = Math.min(commandTimeoutNanos, RELEASE_PATIENCE_NANOS);
     while (topology.isOpen() && System.nanoTime() - start < patience) {
@@ -102,15 +91,7 @@ final class Releases {
     // No reply within the command timeout counts as a transient failure: the copy may be queued
     // for a dead Cluster master's connection. A later reply of it is ignored (the command is
     // idempotent: the copy that runs second answers "already done").
-    CompletableFuture<T> bounded = new CompletableFuture<>();
-    f.whenComplete((v, e) -> {
-      if (e == null) {
-        bounded.complete(v);
-      } else {
-        bounded.completeExceptionally(e);
-      }
-    });
-    bounded.orTimeout(commandTimeoutNanos, TimeUnit.NANOSECONDS);
+    CompletableFuture<T> bounded = f.copy().orTimeout(commandTimeoutNanos, TimeUnit.NANOSECONDS);
     // a recovery event (a reconnect, a new Cluster topology) while the copy waits: send it again
     // now rather than after the command timeout
     Runnable onRecovery = () -> bounded.completeExceptionally(new TimeoutException("recovery event"));

@@ -18,11 +18,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * {@value #MAX} in all, the oldest dropped first (the writes a failover loses are the latest
  * ones, within the replication lag).
  *
- * <p>What it costs: {@link #add} is O(1) amortized, whatever the number of keys and entries kept.
- * The first version kept a map of keys and, once it held more than 4,096 keys, scanned all of them
- * on every release to drop the expired ones; every read hold has a key of its own, so a client
- * that took more than 4,096 read holds (or used as many distinct locks) within one lease scanned
- * thousands of entries on every unlock (CHANGELOG.md).
+ * <p>What it costs: {@link #add} is O(1) amortized, whatever the number of keys and entries kept:
+ * every read hold has a key of its own, so a client may keep thousands of keys within one lease,
+ * and no release scans them.
  *
  * <p>Times are {@link System#nanoTime()} values, passed in (tests use their own).
  */

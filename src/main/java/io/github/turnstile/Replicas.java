@@ -30,9 +30,6 @@ final class Replicas {
   /** Connections for WAIT (replica acknowledgements): separate, so they never queue behind waiters. */
   private final BlockingPool acks;
   private final long commandTimeoutNanos;
-  private final long leaseMillis;
-  /** {@link #leaseMillis} as a script argument. */
-  private final String leaseArg;
 
   Replicas(Engine engine, Topology topology, BlockingPool acks) {
     this.engine = engine;
@@ -40,8 +37,6 @@ final class Replicas {
     this.topology = topology;
     this.acks = acks;
     this.commandTimeoutNanos = options.commandTimeout().toNanos();
-    this.leaseMillis = engine.leaseMillis;
-    this.leaseArg = engine.leaseArg;
   }
 
   /**
@@ -105,8 +100,8 @@ final class Replicas {
     long timeoutMillis = options.replicaAckTimeout().toMillis();
     RedisClusterAsyncCommands<String, String> on = conn.connection.async();
     CompletableFuture<Boolean> renewed = request == null
-        ? on.pexpire(leaseKey, leaseMillis).toCompletableFuture()
-        : on.<List<Object>>eval(Script.RENEW.body, ScriptOutputType.MULTI, new String[] {leaseKey}, request, leaseArg)
+        ? on.pexpire(leaseKey, engine.leaseMillis).toCompletableFuture()
+        : on.<List<Object>>eval(Script.RENEW.body, ScriptOutputType.MULTI, new String[] {leaseKey}, request, engine.leaseArg)
             .toCompletableFuture().thenApply(r -> Long.valueOf(1).equals(r.get(0)));
     CompletableFuture<Long> acked = on.waitForReplication(replicas, timeoutMillis).toCompletableFuture();
     long acks;
@@ -135,9 +130,6 @@ final class Replicas {
    * connection reset, no reply came, no connection could be opened, the hold was no longer on the
    * node asked), so that the hold's fate is unknown, rather than an answer: too few replicas
    * ({@link NotReplicated}), an ACL refusal, or another error Redis gave.
-   *
-   * @param e what {@link #awaitReplicas} threw
-   * @return true if the acknowledgement was cut by a fault
    */
   static boolean cutsAcknowledgement(RuntimeException e) {
     return !(e instanceof NotReplicated || e instanceof AclRefusal

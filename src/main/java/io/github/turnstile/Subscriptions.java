@@ -78,8 +78,6 @@ final class Subscriptions implements AutoCloseable {
     /**
      * Returns the future the next message (or re-subscription) completes. Take it before the
      * attempt whose refusal makes the waiter wait: a message that arrives meanwhile completes it.
-     *
-     * @return the future the next message (or re-subscription) completes
      */
     CompletableFuture<Void> next() {
       return event.next();
@@ -92,18 +90,12 @@ final class Subscriptions implements AutoCloseable {
     /**
      * Returns the future the next revocation message ({@code r}) on this channel completes, or
      * the subscription's loss.
-     *
-     * @return the future the next revocation message completes
      */
     CompletableFuture<Void> nextRevocation() {
       return revocation.next();
     }
 
-    /**
-     * Returns whether the server dropped this subscription (its slot moved, or its node left).
-     *
-     * @return whether the server dropped this subscription (its slot moved, or its node left)
-     */
+    /** Returns whether the server dropped this subscription (its slot moved, or its node left). */
     boolean lost() {
       return lost || node.dead;
     }
@@ -147,14 +139,10 @@ final class Subscriptions implements AutoCloseable {
       this.dispatched = connection;
     }
 
-    private void event(String channel) {
-      Sub s = subs.get(channel);
-      if (s != null) {
-        s.fire();
-      }
-    }
-
-    /** A message on {@code channel}: wakes its waiters; {@code r} also revokes a cached lock grant. */
+    /**
+     * A message on {@code channel}, or (null) a (re)confirmation of its subscription: wakes its
+     * waiters; {@code r} also revokes a cached lock grant.
+     */
     private void received(String channel, String message) {
       Sub s = subs.get(channel);
       if (s != null) {
@@ -193,7 +181,7 @@ final class Subscriptions implements AutoCloseable {
 
     @Override
     public void subscribed(String channel, long count) {
-      event(channel);
+      received(channel, null);
     }
 
     @Override
@@ -208,7 +196,7 @@ final class Subscriptions implements AutoCloseable {
 
     @Override
     public void ssubscribed(String channel, long count) {
-      event(channel);
+      received(channel, null);
     }
 
     @Override
@@ -222,12 +210,9 @@ final class Subscriptions implements AutoCloseable {
       CompletableFuture<Void> reply = new CompletableFuture<>();
       dispatched = dispatched.thenApply(c -> {
         try {
-          io.lettuce.core.RedisFuture<Void> f;
-          if (sharded) {
-            f = subscribe ? c.async().ssubscribe(channel) : c.async().sunsubscribe(channel);
-          } else {
-            f = subscribe ? c.async().subscribe(channel) : c.async().unsubscribe(channel);
-          }
+          io.lettuce.core.RedisFuture<Void> f = sharded
+              ? (subscribe ? c.async().ssubscribe(channel) : c.async().sunsubscribe(channel))
+              : (subscribe ? c.async().subscribe(channel) : c.async().unsubscribe(channel));
           f.whenComplete((v, e) -> {
             if (e == null) {
               reply.complete(null);
@@ -265,8 +250,6 @@ final class Subscriptions implements AutoCloseable {
    * Subscribes this client to {@code channel} on {@code node} (or joins the subscription another
    * local waiter made). The caller waits for {@link Sub#ready} before its first attempt, and
    * must {@link Sub#close()} the handle when it stops waiting.
-   *
-   * @return the subscription handle
    */
   Sub subscribe(String channel, String node) {
     lock.lock();
@@ -284,13 +267,12 @@ final class Subscriptions implements AutoCloseable {
         s.refs++;
         return s;
       }
-      Node on = n;
       CompletableFuture<Void> ready = n.send(channel, true);
       Sub created = new Sub(channel, n, ready);
       n.subs.put(channel, created);
       ready.whenComplete((v, e) -> {
         if (e != null) {
-          LOG.log(Level.DEBUG, "subscribing to {0} on {1} failed: {2}", channel, on.name, e.toString());
+          LOG.log(Level.DEBUG, "subscribing to {0} on {1} failed: {2}", channel, node, e.toString());
           forget(created);
         }
       });
@@ -333,8 +315,8 @@ final class Subscriptions implements AutoCloseable {
 
   /** Schedules the check that unsubscribes {@code s} once it has been idle for the linger time. */
   private void lingerCheck(Sub s, long delayNanos) {
-    // runs on the JDK's one delay-scheduler thread (the check is short, and sends asynchronously):
-    // a pool here started a thread per subscription going idle at once (AsyncScaleTest's drain)
+    // on the JDK's one delay-scheduler thread (the check is short, and sends asynchronously), not a
+    // thread per subscription going idle
     Executor later = CompletableFuture.delayedExecutor(delayNanos, java.util.concurrent.TimeUnit.NANOSECONDS,
         Runnable::run);
     try {
@@ -418,11 +400,7 @@ final class Subscriptions implements AutoCloseable {
     }
   }
 
-  /**
-   * Returns the number of channels subscribed now (for tests and diagnostics).
-   *
-   * @return the number of channels subscribed now (for tests and diagnostics)
-   */
+  /** Returns the number of channels subscribed now (for tests and diagnostics). */
   int channels() {
     int n = 0;
     for (Node node : nodes.values()) {
@@ -432,10 +410,8 @@ final class Subscriptions implements AutoCloseable {
   }
 
   /**
-   * Describes every subscription held now: channel, references, whether its linger check is
-   * scheduled, how long it has been idle, lost, confirmed (for diagnostics in tests).
-   *
-   * @return one line per subscription
+   * Describes every subscription held now, one line each: channel, references, whether its linger
+   * check is scheduled, how long it has been idle, lost, confirmed (for diagnostics in tests).
    */
   String describe() {
     StringBuilder b = new StringBuilder();
@@ -457,11 +433,7 @@ final class Subscriptions implements AutoCloseable {
     return b.toString();
   }
 
-  /**
-   * Returns the number of subscriber connections (open or opening).
-   *
-   * @return the number of subscriber connections (open or opening)
-   */
+  /** Returns the number of subscriber connections (open or opening). */
   int connections() {
     return nodes.size();
   }

@@ -43,8 +43,6 @@ final class Telemetry {
   /**
    * Returns the telemetry of a Turnstile: JFR events, and Observations in {@code registry} (an
    * {@code io.micrometer.observation.ObservationRegistry}) if it is not null.
-   *
-   * @return the telemetry
    */
   static Telemetry create(Object registry) {
     return registry == null ? JFR : new Telemetry(Observations.of(registry));
@@ -83,7 +81,6 @@ final class Telemetry {
    * record the wait event, and no Observation registry is set).
    *
    * @param kind the primitive's kind, or null (recorded as "other")
-   * @return the wait, or null
    */
   Wait waitStarted(Inspection.Kind kind, String describe, String name, int permits) {
     if (!JFR_PRESENT && observations == null) {
@@ -130,23 +127,7 @@ final class Telemetry {
   // ---------------------------------------------------------------- holds
 
   /** One hold, begun at its grant. */
-  static final class Held {
-    final HoldEvent event;
-    final Object observation;
-    final String primitive;
-    final String name;
-    final long token;
-    final int permits;
-
-    Held(HoldEvent event, Object observation, String primitive, String name, long token, int permits) {
-      this.event = event;
-      this.observation = observation;
-      this.primitive = primitive;
-      this.name = name;
-      this.token = token;
-      this.permits = permits;
-    }
-  }
+  record Held(HoldEvent event, Object observation, String primitive, String name, long token, int permits) {}
 
   /**
    * Starts recording a hold, or returns null if nothing records it.
@@ -177,20 +158,20 @@ final class Telemetry {
     if (h == null) {
       return;
     }
-    HoldEvent e = h.event;
+    HoldEvent e = h.event();
     if (e != null) {
       e.end();
       if (e.shouldCommit()) {
-        e.primitive = h.primitive;
-        e.name = h.name;
-        e.fencingToken = h.token;
-        e.permits = h.permits;
+        e.primitive = h.primitive();
+        e.name = h.name();
+        e.fencingToken = h.token();
+        e.permits = h.permits();
         e.lost = lost;
         e.commit();
       }
     }
-    if (h.observation != null) {
-      observations.holdEnded(h.observation, lost);
+    if (h.observation() != null) {
+      observations.holdEnded(h.observation(), lost);
     }
   }
 
@@ -214,9 +195,8 @@ final class Telemetry {
 
   /**
    * Starts recording an outage as the client sees it: Redis unreachable from the first call that
-   * found it so until one answers again. Returns null if JFR does not record outages.
-   *
-   * @return the outage's event, begun, or null
+   * found it so until one answers again. Returns the event, begun, or null if JFR does not record
+   * outages.
    */
   static OutageEvent outageStarted() {
     if (!JFR_PRESENT) {
@@ -262,14 +242,11 @@ final class Telemetry {
     if (kind == null) {
       return "other";
     }
-    switch (kind) {
-      case LOCK:
-        return "lock";
-      case SEMAPHORE:
-        return "semaphore";
-      default:
-        return "read/write lock";
-    }
+    return switch (kind) {
+      case LOCK -> "lock";
+      case SEMAPHORE -> "semaphore";
+      default -> "read/write lock";
+    };
   }
 
   // ---------------------------------------------------------------- the JFR events

@@ -67,20 +67,12 @@ abstract class Topology implements AutoCloseable {
     this.optional = optional;
   }
 
-  /**
-   * Returns the commands of the main connection (scripts, non-blocking commands).
-   *
-   * @return the commands of the main connection (scripts, non-blocking commands)
-   */
+  /** Returns the commands of the main connection (scripts, non-blocking commands). */
   final RedisClusterAsyncCommands<String, String> async() {
     return async;
   }
 
-  /**
-   * Returns whether the main connection is up.
-   *
-   * @return whether the main connection is up
-   */
+  /** Returns whether the main connection is up. */
   final boolean isOpen() {
     return main.isOpen();
   }
@@ -144,11 +136,7 @@ abstract class Topology implements AutoCloseable {
   /** Opens the subscriber connection of {@code node}; it reconnects and re-subscribes by itself. */
   abstract StatefulRedisPubSubConnection<String, String> openSubscriber(String node, String clientName);
 
-  /**
-   * Returns whether wake-up channels are shard channels (Redis Cluster 7.0 or later).
-   *
-   * @return whether wake-up channels are shard channels (Redis Cluster 7.0 or later)
-   */
+  /** Returns whether wake-up channels are shard channels (Redis Cluster 7.0 or later). */
   boolean sharded() {
     return false;
   }
@@ -156,18 +144,12 @@ abstract class Topology implements AutoCloseable {
   /**
    * Returns the command scripts publish wake-ups with: {@code SPUBLISH} on a Cluster of Redis 7
    * or later (the message stays on the slot's shard), {@code PUBLISH} otherwise.
-   *
-   * @return the command scripts publish wake-ups with
    */
   final String publishCommand() {
     return sharded() ? "SPUBLISH" : "PUBLISH";
   }
 
-  /**
-   * Returns whether {@code node} is still a master of the topology (always true on one server).
-   *
-   * @return whether {@code node} is still a master of the topology
-   */
+  /** Returns whether {@code node} is still a master of the topology (always true on one server). */
   boolean isMaster(String node) {
     return true;
   }
@@ -188,11 +170,7 @@ abstract class Topology implements AutoCloseable {
    */
   abstract void probeWait();
 
-  /**
-   * Returns the renewal batch a lease key belongs to: keys of one batch may share a script.
-   *
-   * @return the renewal batch a lease key belongs to: keys of one batch may share a script
-   */
+  /** Returns the renewal batch a lease key belongs to: keys of one batch may share a script. */
   abstract int batchOf(String key);
 
   /**
@@ -497,13 +475,19 @@ abstract class Topology implements AutoCloseable {
 
     @Override
     boolean isMaster(String node) {
+      RedisClusterNode n = find(node);
+      return n != null && n.is(RedisClusterNode.NodeFlag.UPSTREAM) && !n.getSlots().isEmpty();
+    }
+
+    /** The node of the topology view whose address is {@code node} (a {@link #nodeOf} value), or null. */
+    private RedisClusterNode find(String node) {
       for (RedisClusterNode n : main.getPartitions()) {
         RedisURI uri = n.getUri();
         if ((uri.getHost() + ":" + uri.getPort()).equals(node)) {
-          return n.is(RedisClusterNode.NodeFlag.UPSTREAM) && !n.getSlots().isEmpty();
+          return n;
         }
       }
-      return false;
+      return null;
     }
 
     private RedisClient nodeClient(Map<String, RedisClient> clients, String node, boolean reconnect) {
@@ -528,22 +512,22 @@ abstract class Topology implements AutoCloseable {
     BlockingPool.Conn openBlocking(String node, String clientName) {
       RedisURI uri = uriOf(node);
       RedisClient nodeClient = nodeClient(blockingClients, node, false); // a dropped one is discarded
-      try {
-        return named(open(() -> nodeClient.connect(StringCodec.UTF8, uri), "blocking connection to " + node),
-            node, clientName, () -> {});
-      } catch (TurnstileException e) {
-        suspect(); // the node may have failed over: learn the new master
-        throw e;
-      }
+      return suspecting(() -> named(open(() -> nodeClient.connect(StringCodec.UTF8, uri),
+          "blocking connection to " + node), node, clientName, () -> {}));
     }
 
     @Override
     StatefulRedisPubSubConnection<String, String> openSubscriber(String node, String clientName) {
       RedisURI uri = uriOf(node);
       RedisClient nodeClient = nodeClient(subscriberClients, node, true);
+      return suspecting(() -> namedSubscriber(open(() -> nodeClient.connectPubSub(StringCodec.UTF8, uri),
+          "subscriber connection to " + node), clientName));
+    }
+
+    /** Opens a node connection; if that fails, the node may have failed over: learn the new master. */
+    private <C> C suspecting(java.util.function.Supplier<C> open) {
       try {
-        return namedSubscriber(open(() -> nodeClient.connectPubSub(StringCodec.UTF8, uri),
-            "subscriber connection to " + node), clientName);
+        return open.get();
       } catch (TurnstileException e) {
         suspect();
         throw e;
@@ -555,17 +539,15 @@ abstract class Topology implements AutoCloseable {
      * timeout (the view's URIs carry none: Lettuce applies them when it connects, as this does).
      */
     private RedisURI uriOf(String node) {
-      for (RedisClusterNode n : main.getPartitions()) {
-        RedisURI uri = n.getUri();
-        if ((uri.getHost() + ":" + uri.getPort()).equals(node)) {
-          RedisURI out = RedisURI.create(uri.getHost(), uri.getPort());
-          out.applyAuthentication(seed);
-          out.applySsl(seed);
-          out.setTimeout(seed.getTimeout());
-          return out;
-        }
+      RedisClusterNode n = find(node);
+      if (n == null) {
+        throw new TurnstileException("Redis Cluster node " + node + " left the topology");
       }
-      throw new TurnstileException("Redis Cluster node " + node + " left the topology");
+      RedisURI out = RedisURI.create(n.getUri().getHost(), n.getUri().getPort());
+      out.applyAuthentication(seed);
+      out.applySsl(seed);
+      out.setTimeout(seed.getTimeout());
+      return out;
     }
 
     /**
@@ -641,11 +623,10 @@ abstract class Topology implements AutoCloseable {
       closed = true;
       topologyEvents.dispose();
       client.removeListener(events);
-      for (RedisClient c : blockingClients.values()) {
-        c.shutdown(java.time.Duration.ZERO, java.time.Duration.ofSeconds(2));
-      }
-      for (RedisClient c : subscriberClients.values()) {
-        c.shutdown(java.time.Duration.ZERO, java.time.Duration.ofSeconds(2));
+      for (Map<String, RedisClient> clients : java.util.List.of(blockingClients, subscriberClients)) {
+        for (RedisClient c : clients.values()) {
+          c.shutdown(java.time.Duration.ZERO, java.time.Duration.ofSeconds(2));
+        }
       }
       close(shutdown);
     }

@@ -187,7 +187,9 @@ public final class Turnstile implements AutoCloseable {
       rest = rest.substring(at + 1);
     }
     String tail = "";
-    int cut = indexOfAny(rest, "/?");
+    int slash = rest.indexOf('/');
+    int query = rest.indexOf('?');
+    int cut = slash < 0 ? query : query < 0 ? slash : Math.min(slash, query);
     if (cut >= 0) {
       tail = rest.substring(cut);
       rest = rest.substring(0, cut);
@@ -229,15 +231,6 @@ public final class Turnstile implements AutoCloseable {
       immediateCredentials(sentinel);
     }
     return uri;
-  }
-
-  private static int indexOfAny(String s, String chars) {
-    for (int i = 0; i < s.length(); i++) {
-      if (chars.indexOf(s.charAt(i)) >= 0) {
-        return i;
-      }
-    }
-    return -1;
   }
 
   private static Turnstile open(Runnable shutdown, java.util.function.Function<String, Topology> topology,
@@ -490,11 +483,7 @@ public final class Turnstile implements AutoCloseable {
     return engine.clientId;
   }
 
-  /**
-   * Returns instances in the registry after draining collected ones (Caffeine drains 1000 a pass).
-   *
-   * @return instances in the registry after draining collected ones (Caffeine drains 1000 a pass)
-   */
+  /** Returns instances in the registry after draining collected ones (Caffeine drains 1000 a pass). */
   long cachedLocks() {
     return locks.size();
   }

@@ -232,19 +232,13 @@ public final class TurnstileOptions {
     return leaseLossListeners;
   }
 
-  /**
-   * Returns the Micrometer registry, or null (package-private: Object, so no Micrometer type is named).
-   *
-   * @return the Micrometer registry, or null (package-private: Object, so no Micrometer type is named)
-   */
+  /** Returns the Micrometer registry, or null (package-private: Object, so no Micrometer type is named). */
   Object meterRegistry() {
     return meterRegistry;
   }
 
   /**
    * Returns the Micrometer Observation registry, or null (package-private: Object, so no Micrometer type is named).
-   *
-   * @return the Observation registry, or null
    */
   Object observationRegistry() {
     return observationRegistry;

@@ -83,17 +83,13 @@ final class Waits {
     }
   }
 
-  /** Acquires a permit within the time, interruptibly or not. */
-  static boolean acquire(Semaphore s, long timeoutNanos, boolean interruptible) throws InterruptedException {
-    return nowOrManaged(n -> s.tryAcquire(n, TimeUnit.NANOSECONDS), timeoutNanos, interruptible);
-  }
-
   /**
-   * A timed wait tried first with a zero timeout (which, unlike an untimed {@code tryLock()} or
-   * {@code tryAcquire()}, keeps a fair queue's order), then for the time given as a managed wait.
+   * Acquires a permit within the time, interruptibly or not: tried first with a zero timeout (which,
+   * unlike an untimed {@code tryAcquire()}, keeps a fair queue's order), then for the time given as
+   * a managed wait.
    */
-  private static boolean nowOrManaged(TimedWait wait, long timeoutNanos, boolean interruptible)
-      throws InterruptedException {
+  static boolean acquire(Semaphore s, long timeoutNanos, boolean interruptible) throws InterruptedException {
+    TimedWait wait = n -> s.tryAcquire(n, TimeUnit.NANOSECONDS);
     return timed(wait, 0, interruptible) || managed(() -> timed(wait, timeoutNanos, interruptible));
   }
 
@@ -133,10 +129,7 @@ final class Waits {
         Thread.currentThread().interrupt(); // an uninterruptible wait keeps the interrupt
       }
       if (!f.isDone()) {
-        System.getLogger("io.github.turnstile").log(System.Logger.Level.WARNING,
-            "an acquisition did not end within " + TimeUnit.NANOSECONDS.toSeconds(PARK_OVERRUN_NANOS)
-            + " s after its deadline; cancelled: " + a);
-        giveUp(f);
+        overran(a);
       }
     }
     // it left the gate as (or just after) its future completed: the caller's next call finds the
@@ -155,14 +148,27 @@ final class Waits {
       if (cause instanceof TimeoutException) {
         return null;
       }
-      if (cause instanceof RuntimeException) {
-        throw (RuntimeException) cause;
-      }
-      if (cause instanceof Error) {
-        throw (Error) cause;
-      }
-      throw new TurnstileException(String.valueOf(cause), cause);
+      throw rethrow(cause);
     }
+  }
+
+  /** Logs an acquisition that outlived {@link #PARK_OVERRUN_NANOS} past its deadline, and cancels it. */
+  private static <H extends Hold> void overran(AsyncAcquisition<H> a) {
+    System.getLogger("io.github.turnstile").log(System.Logger.Level.WARNING,
+        "an acquisition did not end within " + TimeUnit.NANOSECONDS.toSeconds(PARK_OVERRUN_NANOS)
+        + " s after its deadline; cancelled: " + a);
+    giveUp(a.result);
+  }
+
+  /** Throws an acquisition's or a release's failure: unchecked as it is, a checked one wrapped. */
+  private static RuntimeException rethrow(Throwable cause) {
+    if (cause instanceof RuntimeException) {
+      throw (RuntimeException) cause;
+    }
+    if (cause instanceof Error) {
+      throw (Error) cause;
+    }
+    throw new TurnstileException(String.valueOf(cause), cause);
   }
 
   /**
@@ -211,10 +217,7 @@ final class Waits {
       throw e;
     }
     if (!f.isDone()) {
-      System.getLogger("io.github.turnstile").log(System.Logger.Level.WARNING,
-          "an acquisition did not end within " + TimeUnit.NANOSECONDS.toSeconds(PARK_OVERRUN_NANOS)
-          + " s after its deadline; cancelled: " + a);
-      giveUp(f);
+      overran(a);
       boolean was = Thread.interrupted();
       lot.acquireUninterruptibly();
       interrupted |= was | Thread.interrupted();
@@ -318,14 +321,7 @@ final class Waits {
         } catch (InterruptedException e) {
           interrupted = true;
         } catch (ExecutionException e) {
-          Throwable cause = Engine.unwrap(e.getCause());
-          if (cause instanceof RuntimeException) {
-            throw (RuntimeException) cause;
-          }
-          if (cause instanceof Error) {
-            throw (Error) cause;
-          }
-          throw new TurnstileException(String.valueOf(cause), cause);
+          throw rethrow(Engine.unwrap(e.getCause()));
         }
       }
     } finally {

@@ -50,7 +50,7 @@ public final class TurnstileReactor {
    * @return the lazy acquisition
    */
   public static Mono<LockHold> lock(DistributedLock lock) {
-    return acquisition(lock::lockAsync);
+    return new Acquisition<>(lock::lockAsync);
   }
 
   /**
@@ -63,7 +63,7 @@ public final class TurnstileReactor {
    * @return the lazy acquisition
    */
   public static Mono<LockHold> tryLock(DistributedLock lock, Duration wait) {
-    return acquisition(() -> lock.tryLockAsync(wait.toNanos(), TimeUnit.NANOSECONDS));
+    return new Acquisition<>(() -> lock.tryLockAsync(wait.toNanos(), TimeUnit.NANOSECONDS));
   }
 
   /**
@@ -75,7 +75,7 @@ public final class TurnstileReactor {
    * @return the lazy acquisition
    */
   public static Mono<PermitHold> acquire(DistributedSemaphore semaphore, int permits) {
-    return acquisition(() -> semaphore.acquireAsync(permits));
+    return new Acquisition<>(() -> semaphore.acquireAsync(permits));
   }
 
   /**
@@ -90,7 +90,7 @@ public final class TurnstileReactor {
    * @return the lazy acquisition
    */
   public static Mono<PermitHold> tryAcquire(DistributedSemaphore semaphore, int permits, Duration wait) {
-    return acquisition(() -> semaphore.tryAcquireAsync(permits, wait.toNanos(), TimeUnit.NANOSECONDS));
+    return new Acquisition<>(() -> semaphore.tryAcquireAsync(permits, wait.toNanos(), TimeUnit.NANOSECONDS));
   }
 
   /**
@@ -108,10 +108,6 @@ public final class TurnstileReactor {
   public static <H extends Hold, T> Flux<T> using(Mono<H> acquire, Function<? super H, ? extends Publisher<? extends T>> work) {
     return Flux.usingWhen(acquire, work, TurnstileReactor::release, (hold, error) -> release(hold),
         TurnstileReactor::release);
-  }
-
-  private static <H extends Hold> Mono<H> acquisition(Supplier<CompletableFuture<H>> acquire) {
-    return new Acquisition<>(acquire);
   }
 
   /**

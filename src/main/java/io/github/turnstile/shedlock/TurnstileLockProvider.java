@@ -189,8 +189,7 @@ public final class TurnstileLockProvider implements ExtensibleLockProvider, Auto
     hold.pending = owner.schedule(() -> {
       if (!hold.released) {
         // Release first, then log: the first log call of a JVM can take a while (the logging
-        // framework starting), and other nodes must not wait for it (a release logged first came
-        // 120-340 ms after a 50 ms lockAtMostFor; TurnstileLockProviderTest.lockAtMostForReleasesBeforeItLogs)
+        // framework starting), and other nodes must not wait for it
         release(hold, "lockAtMostFor ran out");
         LOG.log(System.Logger.Level.WARNING, "ShedLock job '" + hold.name + "' still held its lock after lockAtMostFor ("
             + config.getLockAtMostFor() + "): released, so other nodes may run the job now");

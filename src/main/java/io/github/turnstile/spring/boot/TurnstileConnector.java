@@ -54,10 +54,6 @@ final class TurnstileConnector implements DisposableBean {
   private final Object connectionDetails;
   private volatile Runnable shutdown = () -> { };
 
-  TurnstileConnector(TurnstileProperties properties, Environment environment) {
-    this(properties, environment, null);
-  }
-
   /**
    * @param connectionDetails the application's Redis connection details bean (see
    *     {@link ConnectionDetails#find}), or null
@@ -95,8 +91,7 @@ final class TurnstileConnector implements DisposableBean {
       if (d.sentinelMaster == null && !d.clusterNodes.isEmpty()) {
         List<RedisURI> seeds = new ArrayList<>();
         for (String node : d.clusterNodes) {
-          RedisURI.Builder b = hostPort(node);
-          seeds.add(d.authenticate(b).withSsl(d.ssl).build());
+          seeds.add(d.authenticate(hostPort(node)).withSsl(d.ssl).build());
         }
         RedisClusterClient cluster = RedisClusterClient.create(resources, seeds);
         ClusterClientOptions.Builder clusterOptions = ClusterClientOptions.builder();
@@ -118,15 +113,7 @@ final class TurnstileConnector implements DisposableBean {
       if (d.sentinelMaster != null) {
         RedisURI.Builder b = RedisURI.builder().withSentinelMasterId(d.sentinelMaster);
         for (String node : d.sentinelNodes) {
-          RedisURI.Builder s = hostPort(node);
-          if (d.sentinelPassword != null) {
-            if (d.sentinelUsername != null) {
-              s.withAuthentication(d.sentinelUsername, d.sentinelPassword);
-            } else {
-              s.withPassword(d.sentinelPassword);
-            }
-          }
-          b.withSentinel(s.withSsl(d.ssl).build());
+          b.withSentinel(authenticate(hostPort(node), d.sentinelUsername, d.sentinelPassword).withSsl(d.ssl).build());
         }
         redisUri = d.authenticate(b).withDatabase(d.database).withSsl(d.ssl).build();
       } else if (d.url != null) {
@@ -205,6 +192,17 @@ final class TurnstileConnector implements DisposableBean {
     return RedisURI.builder().withHost(host).withPort(Integer.parseInt(n.substring(colon + 1)));
   }
 
+  private static RedisURI.Builder authenticate(RedisURI.Builder b, String username, String password) {
+    if (password != null) {
+      if (username != null) {
+        b.withAuthentication(username, password);
+      } else {
+        b.withPassword(password);
+      }
+    }
+    return b;
+  }
+
   private static void shutdown(AbstractRedisClient client, ClientResources resources) {
     client.shutdown();
     resources.shutdown(0, 2, TimeUnit.SECONDS).awaitUninterruptibly(3000);
@@ -259,14 +257,7 @@ final class TurnstileConnector implements DisposableBean {
     }
 
     RedisURI.Builder authenticate(RedisURI.Builder b) {
-      if (password != null) {
-        if (username != null) {
-          b.withAuthentication(username, password);
-        } else {
-          b.withPassword(password);
-        }
-      }
-      return b;
+      return TurnstileConnector.authenticate(b, username, password);
     }
   }
 }
