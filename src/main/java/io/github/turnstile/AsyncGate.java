@@ -62,11 +62,7 @@ final class AsyncGate<H extends Hold> {
     this.side = side;
   }
 
-  /**
-   * Returns the Redis operations of this gate's acquisitions.
-   *
-   * @return the Redis operations of this gate's acquisitions
-   */
+  /** Returns the Redis operations of this gate's acquisitions. */
   AcquisitionSide<H> side() {
     return side;
   }
@@ -101,14 +97,18 @@ final class AsyncGate<H extends Hold> {
    * @return whether this gate's head waits on nothing
    */
   boolean stranded() {
-    AsyncAcquisition<H> h;
+    AsyncAcquisition<H> h = locked(lock, () -> head);
+    return h != null && h.stranded();
+  }
+
+  /** Returns {@code read}'s value, read holding {@code lock}. */
+  static <T> T locked(java.util.concurrent.locks.Lock lock, java.util.function.Supplier<T> read) {
     lock.lock();
     try {
-      h = head;
+      return read.get();
     } finally {
       lock.unlock();
     }
-    return h != null && h.stranded();
   }
 
   /** A head that a releasing hold of this JVM may hand the primitive to: its ids in Redis. */
@@ -207,12 +207,7 @@ final class AsyncGate<H extends Hold> {
    * @return the releases in Redis at the hand-off limit so far
    */
   long yields() {
-    lock.lock();
-    try {
-      return yields;
-    } finally {
-      lock.unlock();
-    }
+    return locked(lock, () -> yields);
   }
 
   /**
@@ -266,13 +261,6 @@ final class AsyncGate<H extends Hold> {
   }
 
   /**
-   * After this JVM released in Redis to give other clients their turn, its head stands back: it
-   * waits what is left of {@code maxNanos} since that release before its next attempt, instead of
-   * racing the other clients' waiters for the release it just made. Asked once per such release.
-   *
-   * @return how long to stand back (0: attempt now)
-   */
-  /**
    * Returns whether this JVM has just yielded (a release in Redis at the hand-off limit) and its
    * head has not stood back yet: the yielding release then marks this client as waiting, so that
    * the release that follows wakes this JVM's head in turn.
@@ -280,14 +268,16 @@ final class AsyncGate<H extends Hold> {
    * @return whether a yield is pending
    */
   boolean yieldPending() {
-    lock.lock();
-    try {
-      return yielded;
-    } finally {
-      lock.unlock();
-    }
+    return locked(lock, () -> yielded);
   }
 
+  /**
+   * After this JVM released in Redis to give other clients their turn, its head stands back: it
+   * waits what is left of {@code maxNanos} since that release before its next attempt, instead of
+   * racing the other clients' waiters for the release it just made. Asked once per such release.
+   *
+   * @return how long to stand back (0: attempt now)
+   */
   long standBack(long maxNanos) {
     lock.lock();
     try {
@@ -344,25 +334,12 @@ final class AsyncGate<H extends Hold> {
    * @return the future, or null
    */
   CompletableFuture<Void> localEnd() {
-    lock.lock();
-    try {
-      return localHold != null && localHold.isValid() ? localEnd : null;
-    } finally {
-      lock.unlock();
-    }
+    return locked(lock, () -> localHold != null && localHold.isValid() ? localEnd : null);
   }
 
   /** Starts an asynchronous acquisition of {@code permits} for {@code call}. */
   CompletableFuture<H> acquire(Call call, int permits) {
-    return acquire(call, permits, null);
-  }
-
-  /**
-   * Starts an acquisition of {@code permits} for {@code call}, on behalf of {@code thread} (which
-   * parks on the future) or of nobody (null: an asynchronous call).
-   */
-  CompletableFuture<H> acquire(Call call, int permits, Thread thread) {
-    return new AsyncAcquisition<>(env, side, this, permits, call, thread).start();
+    return enqueue(call, permits, null).result;
   }
 
   /**
@@ -383,7 +360,7 @@ final class AsyncGate<H extends Hold> {
 
   /**
    * Starts an acquisition of {@code permits} for {@code call} on behalf of {@code thread}, which
-   * parks on it ({@link Waits#park}).
+   * parks on it ({@link Waits#park}), or of nobody (null: an asynchronous call).
    *
    * @return the acquisition, started
    */
@@ -547,18 +524,9 @@ final class AsyncGate<H extends Hold> {
     }
   }
 
-  /**
-   * Returns the subscription the heads share, or null.
-   *
-   * @return the subscription the heads share, or null
-   */
+  /** Returns the subscription the heads share, or null. */
   WakeChannel channel() {
-    lock.lock();
-    try {
-      return channel;
-    } finally {
-      lock.unlock();
-    }
+    return locked(lock, () -> channel);
   }
 
   /**
@@ -612,11 +580,6 @@ final class AsyncGate<H extends Hold> {
    * @return the number of acquisitions queued or contending
    */
   int size() {
-    lock.lock();
-    try {
-      return queue.size() + runners.size() + (head == null ? 0 : 1);
-    } finally {
-      lock.unlock();
-    }
+    return locked(lock, () -> queue.size() + runners.size() + (head == null ? 0 : 1));
   }
 }

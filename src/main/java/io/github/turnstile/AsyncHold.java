@@ -74,20 +74,12 @@ abstract class AsyncHold implements Hold {
     return lostStage;
   }
 
-  /**
-   * Returns whether {@link #release()} was called.
-   *
-   * @return whether {@link #release()} was called
-   */
+  /** Returns whether {@link #release()} was called. */
   final boolean released() {
     return released.get();
   }
 
-  /**
-   * Returns how long the hold has been held, in nanoseconds.
-   *
-   * @return how long the hold has been held, in nanoseconds
-   */
+  /** Returns how long the hold has been held, in nanoseconds. */
   final long heldNanos() {
     return System.nanoTime() - grantedNanos;
   }
@@ -124,11 +116,7 @@ abstract class AsyncHold implements Hold {
     }
   }
 
-  /**
-   * Returns the lease whose end decides between release and loss.
-   *
-   * @return the lease whose end decides between release and loss
-   */
+  /** Returns the lease whose end decides between release and loss. */
   abstract Lease lease();
 
   /**
@@ -137,11 +125,7 @@ abstract class AsyncHold implements Hold {
    */
   abstract boolean endLease();
 
-  /**
-   * Returns the loss as the release reports it.
-   *
-   * @return the loss as the release reports it
-   */
+  /** Returns the loss as the release reports it. */
   abstract LockLostException lostException(String reason);
 
   @Override

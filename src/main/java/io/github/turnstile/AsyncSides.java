@@ -31,11 +31,7 @@ final class AsyncSides {
     return g;
   }
 
-  /**
-   * Returns how many async acquisitions of the primitive wait or contend in this JVM.
-   *
-   * @return how many async acquisitions of the primitive wait or contend in this JVM
-   */
+  /** Returns how many async acquisitions of the primitive wait or contend in this JVM. */
   static int waiting(AtomicReference<? extends AsyncGate<?>> ref) {
     AsyncGate<?> g = ref.get();
     return g == null ? 0 : g.size();
@@ -250,14 +246,19 @@ final class AsyncSides {
 
     @Override
     public CompletableFuture<Boolean> release(AsyncHold hold, long leaseEndNanos) {
+      return release(hold, leaseEndNanos, this::sendRelease);
+    }
+
+    /** Releases {@code hold} in Redis, sending {@code first} the first time and {@link #sendRelease} after that. */
+    CompletableFuture<Boolean> release(AsyncHold hold, long leaseEndNanos,
+        java.util.function.BiFunction<String, Long, CompletableFuture<Long>> first) {
       Lease l = hold.lease();
       engine.watchdog.unregister(l);
       metrics().released(hold.heldNanos());
       String request = l.requestId;
       long token = l.token;
-      CompletableFuture<Long> first = sendRelease(request, token);
-      CompletableFuture<Long> all = engine.releases.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
-          leaseEndNanos);
+      CompletableFuture<Long> all = engine.releases.retrying(new RedisLock.First<>(first.apply(request, token),
+          () -> sendRelease(request, token)), leaseEndNanos);
       engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request, token));
       return all.thenApply(r -> r != 0L);
     }
@@ -425,7 +426,7 @@ final class AsyncSides {
         // at the hand-off limit: released in Redis for other clients' waiters, this client marked
         // as waiting, so that the release after theirs wakes this JVM's head in turn (it queues on
         // the wake list behind them: AsyncAcquisition.waitLocally)
-        CompletableFuture<Boolean> released = releaseAsWaiting(hold, leaseEndNanos);
+        CompletableFuture<Boolean> released = release(hold, leaseEndNanos, lock::releaseAsWaiting);
         g.endedLocally(hold);
         return released;
       }
@@ -466,20 +467,6 @@ final class AsyncSides {
         }
         return CompletableFuture.completedFuture(true);
       }).thenCompose(f -> f);
-    }
-
-    /** The release of {@code hold} as {@link LockKind#release}, first sent marking this client as waiting. */
-    private CompletableFuture<Boolean> releaseAsWaiting(AsyncHold hold, long leaseEndNanos) {
-      Lease l = hold.lease();
-      engine.watchdog.unregister(l);
-      metrics().released(hold.heldNanos());
-      String request = l.requestId;
-      long token = l.token;
-      CompletableFuture<Long> first = lock.releaseAsWaiting(request, token);
-      CompletableFuture<Long> all = engine.releases.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
-          leaseEndNanos);
-      engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request, token));
-      return all.thenApply(r -> r != 0L);
     }
 
     @Override

@@ -85,11 +85,7 @@ final class Call {
     return new Call(true, deadline, interruptible);
   }
 
-  /**
-   * Returns the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed).
-   *
-   * @return the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed)
-   */
+  /** Returns the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed). */
   long remaining() {
     return timed ? deadline - System.nanoTime() : Long.MAX_VALUE;
   }

@@ -421,11 +421,7 @@ class RedisLock implements DistributedLock {
     return new AsyncSides.LockSide(this);
   }
 
-  /**
-   * Returns the listeners told of a lost lease: the options' and this lock's.
-   *
-   * @return the listeners told of a lost lease: the options' and this lock's
-   */
+  /** Returns the listeners told of a lost lease: the options' and this lock's. */
   List<LeaseLossListener> lossListeners() {
     List<LeaseLossListener> all = new java.util.ArrayList<>(engine.options.leaseLossListeners());
     all.addAll(listeners);

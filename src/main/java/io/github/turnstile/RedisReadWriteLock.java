@@ -400,11 +400,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       return gate().acquire(Call.until(deadline, false), 1);
     }
 
-    /**
-     * Returns the listeners told of a lost lease: the options' and this side's.
-     *
-     * @return the listeners told of a lost lease: the options' and this side's
-     */
+    /** Returns the listeners told of a lost lease: the options' and this side's. */
     List<LeaseLossListener> lossListeners() {
       List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
       all.addAll(listeners);

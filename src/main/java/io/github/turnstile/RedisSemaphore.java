@@ -129,11 +129,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   /** Set once Redis confirmed this instance's mode and capacity. */
   private volatile boolean initialized;
 
-  /**
-   * Returns whether Redis has confirmed this instance's mode and capacity once.
-   *
-   * @return whether Redis has confirmed this instance's mode and capacity once
-   */
+  /** Returns whether Redis has confirmed this instance's mode and capacity once. */
   boolean initialized() {
     return initialized;
   }
@@ -700,7 +696,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   }
 
   private CompletableFuture<PermitHold> acquireAsync(int permits, Call call) {
-    AsyncGate<PermitHold> gate = AsyncSides.gate(async, engine, () -> new PermitSide(this));
+    AsyncGate<PermitHold> gate = gate();
     if (permits == 0) {
       return CompletableFuture.completedFuture(((PermitSide) gate.side()).none());
     }
@@ -713,7 +709,7 @@ final class RedisSemaphore extends DistributedSemaphore {
    * @return the async gate's side
    */
   PermitSide asyncSide() {
-    return (PermitSide) AsyncSides.gate(async, engine, () -> new PermitSide(this)).side();
+    return (PermitSide) gate().side();
   }
 
 }
