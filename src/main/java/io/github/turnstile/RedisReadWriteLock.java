@@ -1,12 +1,9 @@
 package io.github.turnstile;
 
 import io.lettuce.core.ScriptOutputType;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 
@@ -218,11 +215,9 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
    * one waits in line. A reader that must wait waits by pub/sub: a write release admits every
    * waiting reader with one message on the readers' channel, whatever their number.
    */
-  final class ReadSide implements DistributedLock {
+  final class ReadSide extends EngineLock {
     final String describe = "read lock of '" + name + "'";
-    final Metrics.Primitive metrics = engine.metrics.primitive("read", name);
     private final ConcurrentHashMap<Thread, Hold> holds = new ConcurrentHashMap<>();
-    private final CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
     private volatile long releases; // happens-before edge for local release -> acquire (see LocalOwnership)
     /**
      * A hint: the last answer to a read attempt was a refusal, or a grant past a waiting writer (an
@@ -234,6 +229,10 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     private final java.util.concurrent.atomic.AtomicReference<AsyncGate<LockHold>> gate =
         new java.util.concurrent.atomic.AtomicReference<>();
 
+    ReadSide() {
+      super(RedisReadWriteLock.this.engine, RedisReadWriteLock.this.engine.metrics.primitive("read", RedisReadWriteLock.this.name));
+    }
+
     @Override
     public Inspection inspect() {
       return RedisReadWriteLock.this.inspect();
@@ -244,7 +243,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       return name;
     }
 
-    private AsyncGate<LockHold> gate() {
+    @Override
+    AsyncGate<LockHold> gate() {
       return AsyncSides.gate(gate, engine, () -> new AsyncSides.ReadSide(RedisReadWriteLock.this, this, engine, gate));
     }
 
@@ -278,23 +278,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
      */
     boolean writeBusyElsewhere(Thread t) {
       return writeLock.busyElsewhere(t);
-    }
-
-    @Override
-    public void lock() {
-      try {
-        acquire(Call.untimed(false));
-      } catch (InterruptedException e) {
-        throw new AssertionError(e);
-      }
-    }
-
-    @Override
-    public void lockInterruptibly() throws InterruptedException {
-      if (Thread.interrupted()) {
-        throw metrics.interruption();
-      }
-      acquire(Call.untimed(true));
     }
 
     /**
@@ -340,7 +323,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       return true;
     }
 
-    private boolean acquire(Call call) throws InterruptedException {
+    @Override
+    boolean acquire(Call call) throws InterruptedException {
       if (reenter()) {
         return true;
       }
@@ -390,21 +374,9 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     // ------------------------------------------------------------ asynchronous acquisition
 
     @Override
-    public CompletableFuture<LockHold> lockAsync() {
-      return gate().acquire(Call.untimed(false), 1);
-    }
-
-    @Override
     public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
       long deadline = Waits.deadline(time, unit);
       return gate().acquire(Call.until(deadline, false), 1);
-    }
-
-    /** Returns the listeners told of a lost lease: the options' and this side's. */
-    List<LeaseLossListener> lossListeners() {
-      List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
-      all.addAll(listeners);
-      return all;
     }
 
     // ------------------------------------------------------------ queries
@@ -445,16 +417,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
         throw lost(h.lease);
       }
       return h.lease.token;
-    }
-
-    @Override
-    public void addLeaseLossListener(LeaseLossListener listener) {
-      listeners.add(Objects.requireNonNull(listener, "listener"));
-    }
-
-    @Override
-    public void removeLeaseLossListener(LeaseLossListener listener) {
-      listeners.remove(listener);
     }
 
     @Override
