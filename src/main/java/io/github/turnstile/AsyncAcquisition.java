@@ -224,7 +224,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       }
     }
     if (!ch.ready().isDone()) {
-      awaitReady(ch);
+      awaitReady(ch, System.nanoTime());
       return;
     }
     if (ch.ready().isCompletedExceptionally()) {
@@ -290,14 +290,11 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
   }
 
   /**
-   * Waits for the subscription's confirmation, at most the command timeout, re-checking the
-   * connection every {@link AcquisitionEnv#recheckNanos()}: an outage that begins meanwhile is counted
-   * against the outage tolerance as it goes, not only once the command timeout has passed.
+   * Waits for the subscription's confirmation, at most the command timeout from {@code since},
+   * re-checking the connection every {@link AcquisitionEnv#recheckNanos()}: an outage that begins
+   * meanwhile is counted against the outage tolerance as it goes, not only once the command
+   * timeout has passed.
    */
-  private void awaitReady(WakeChannel ch) {
-    awaitReady(ch, System.nanoTime());
-  }
-
   private void awaitReady(WakeChannel ch, long since) {
     long left = env.commandTimeoutNanos() - (System.nanoTime() - since);
     CompletableFuture<Boolean> t = Timer.after(Math.max(0, Math.min(env.recheckNanos(), left)));

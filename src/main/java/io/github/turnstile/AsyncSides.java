@@ -354,7 +354,9 @@ final class AsyncSides {
       // past its deadline (tryLock(), or a late first attempt) it will not wait: no waiting mark
       boolean noWait = w.call.once || (w.call.timed && w.call.expired());
       w.marked |= !noWait;
-      String flags = RedisLock.acquireFlags(w.refused, noWait, subscribed);
+      // lock_acquire.lua's flags: h the request's previous attempt was refused, n it will not
+      // wait, s it waits by pub/sub
+      String flags = (w.refused ? "h" : "") + (noWait ? "n" : "") + (subscribed ? "s" : "");
       return lock.acquireCall(w.owner, w.request, flags)
           .thenApply(reply -> {
             Attempt a = RedisLock.parseAttempt(reply);
@@ -516,7 +518,7 @@ final class AsyncSides {
 
     @Override
     CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
-      return rw.<List<Object>>op(ScriptOutputType.MULTI, "write", w.owner, w.request, 0, subscribed)
+      return rw.<List<Object>>op(ScriptOutputType.MULTI, "write", w.owner, w.request, 0, subscribed ? "s" : "")
           .thenApply(rw::reclaims)
           .thenApply(RedisLock::parseAttempt);
     }
@@ -624,12 +626,12 @@ final class AsyncSides {
     }
 
     private void rcancel(String request) {
-      undo(side.leaseKey(request), request, () -> rw.op(ScriptOutputType.INTEGER, "rcancel", "", request, 0));
+      undo(rw.readLeaseKey(request), request, () -> rw.op(ScriptOutputType.INTEGER, "rcancel", "", request, 0));
     }
 
     @Override
     String leaseKey(AsyncAcquisition<LockHold> w) {
-      return side.leaseKey(w.request);
+      return rw.readLeaseKey(w.request);
     }
 
     @Override

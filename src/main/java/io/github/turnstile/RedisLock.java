@@ -295,29 +295,6 @@ class RedisLock extends EngineLock {
             "", "", "PUBLISH"));
   }
 
-  /**
-   * Returns lock_acquire.lua's flags: h the request's previous attempt was refused, n it will not
-   * wait, s it waits by pub/sub.
-   *
-   * @return the flags, "" for none
-   */
-  static String acquireFlags(boolean sawHolder, boolean noWait, boolean subscribed) {
-    if (!(sawHolder | noWait | subscribed)) {
-      return "";
-    }
-    StringBuilder b = new StringBuilder(3);
-    if (sawHolder) {
-      b.append('h');
-    }
-    if (noWait) {
-      b.append('n');
-    }
-    if (subscribed) {
-      b.append('s');
-    }
-    return b.toString();
-  }
-
   static Attempt parseAttempt(List<Object> reply) {
     long status = (Long) reply.get(0);
     Object second = reply.get(1);

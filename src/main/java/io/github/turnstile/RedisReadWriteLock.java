@@ -39,13 +39,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
    * the read op's "waiting since" server time, or the wunlock op's fencing token (0: none).
    */
   <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number) {
-    return op(type, op, owner, request, number, false);
-  }
-
-  /** @param subscribed a write attempt whose writer waits by pub/sub (a refusal asks for a publish) */
-  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
-      boolean subscribed) {
-    return op(type, op, owner, request, number, subscribed ? "s" : "");
+    return op(type, op, owner, request, number, "");
   }
 
   /** The read op; {@code since} is when this JVM's readers started waiting (0: not waiting). */
@@ -53,7 +47,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     return op(ScriptOutputType.MULTI, "read", owner, request, since, "");
   }
 
-  private <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
+  /** @param flags s: a write attempt whose writer waits by pub/sub (a refusal asks for a publish) */
+  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
       String flags) {
     // every key is sent (DESIGN §3, slot migrations); number, flags and the publish command only
     // up to the last that differs from its default
@@ -64,7 +59,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
   }
 
   /** A read request's lease key (rwlock.lua KEYS[8]): hash tag shared with the other keys. */
-  private String readLeaseKey(String request) {
+  String readLeaseKey(String request) {
     return prefix + "rd:" + request;
   }
 
@@ -131,11 +126,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
   /** The write lock: a RedisLock whose Redis operations are rwlock.lua's write ops. */
   final class WriteSide extends RedisLock {
-    @Override
-    public Inspection inspect() {
-      return RedisReadWriteLock.this.inspect();
-    }
-
     @Override
     public Inspection.Kind inspectionKind() {
       return Inspection.Kind.READ_WRITE_LOCK;
@@ -336,11 +326,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       long seen = releases; // volatile read: happens-after earlier local releases
       holds.put(Thread.currentThread(), new Hold((AsyncHold.Lock) h));
       return true;
-    }
-
-    /** A read request's lease key. */
-    String leaseKey(String request) {
-      return readLeaseKey(request);
     }
 
     /** The readers' channel: a write release that admits waiting readers publishes to it. */

@@ -75,10 +75,6 @@ final class RedisSemaphore extends DistributedSemaphore {
     return engine.inspector.inspect(Inspection.Kind.SEMAPHORE, name);
   }
 
-  Inspection.Kind inspectionKind() {
-    return Inspection.Kind.SEMAPHORE;
-  }
-
   RedisSemaphore(Engine engine, String name, int permits, boolean leased) {
     this.engine = engine;
     this.name = name;
