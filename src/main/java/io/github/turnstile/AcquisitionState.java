@@ -117,11 +117,7 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   /** Steps the loop again ({@link AsyncAcquisition}): a wait ended, or a pause is over. */
   abstract void step();
 
-  /**
-   * Returns this acquisition, as its side, its gate and its environment take it.
-   *
-   * @return this acquisition
-   */
+  /** Returns this acquisition, as its side, its gate and its environment take it. */
   abstract AsyncAcquisition<H> self();
 
   /** This acquisition's state, for diagnostics (a stuck drain in AsyncScaleTest). */
@@ -146,8 +142,6 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
    * Whether this acquisition is a head that is waiting on nothing: no attempt in flight, no timer
    * armed, not over. Between two continuations that is momentary; at rest it is a stall (nothing
    * will ever step it again), which the tests assert never happens.
-   *
-   * @return whether this acquisition is a head left with nothing to wake it
    */
   boolean stranded() {
     return locked(this::waitsOnNothing);
@@ -158,11 +152,7 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
     return head && request != null && !finished && !abandoned && inFlight == null && waitTimer == null;
   }
 
-  /**
-   * Returns whether this acquisition may still be handed permits (it has not ended).
-   *
-   * @return whether this acquisition has not ended
-   */
+  /** Returns whether this acquisition may still be handed permits (it has not ended). */
   boolean open() {
     return locked(() -> !finished && !abandoned);
   }
@@ -234,8 +224,6 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   /**
    * Returns a future completed once this acquisition has left its gate: a thread that returns from
    * an acquisition that ended waits for it too, so that its next call finds the gate as it left it.
-   *
-   * @return a future completed once this acquisition has left its gate
    */
   CompletableFuture<Void> left() {
     return left;

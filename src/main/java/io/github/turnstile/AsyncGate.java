@@ -70,8 +70,6 @@ final class AsyncGate<H extends Hold> {
   /**
    * Describes this gate when it has a head, queued acquisitions or a subscription; null when it
    * has none of them (for diagnostics in tests).
-   *
-   * @return the description, or null
    */
   String describe() {
     lock.lock();
@@ -91,11 +89,7 @@ final class AsyncGate<H extends Hold> {
     }
   }
 
-  /**
-   * Returns whether this gate's head waits on nothing (see {@link AsyncAcquisition#stranded}).
-   *
-   * @return whether this gate's head waits on nothing
-   */
+  /** Returns whether this gate's head waits on nothing (see {@link AsyncAcquisition#stranded}). */
   boolean stranded() {
     AsyncAcquisition<H> h = locked(lock, () -> head);
     return h != null && h.stranded();
@@ -201,11 +195,7 @@ final class AsyncGate<H extends Hold> {
   /** Releases in Redis at the hand-off limit so far (permits: see {@link #servedBy}); guarded by lock. */
   private long yields;
 
-  /**
-   * Returns the releases in Redis at the hand-off limit so far (for tests).
-   *
-   * @return the releases in Redis at the hand-off limit so far
-   */
+  /** Returns the releases in Redis at the hand-off limit so far (for tests). */
   long yields() {
     return locked(lock, () -> yields);
   }
@@ -214,8 +204,6 @@ final class AsyncGate<H extends Hold> {
    * Returns the first acquisition in line that is not in {@code served} and has not ended, if the
    * head is among {@code served}: the one that becomes head once they are served (it may take over
    * the head's wait in Redis: {@link AsyncAcquisition#passWaitTo}); else null.
-   *
-   * @return the next head, or null
    */
   AsyncAcquisition<H> heirOf(java.util.List<AsyncAcquisition<H>> served) {
     lock.lock();
@@ -264,8 +252,6 @@ final class AsyncGate<H extends Hold> {
    * Returns whether this JVM has just yielded (a release in Redis at the hand-off limit) and its
    * head has not stood back yet: the yielding release then marks this client as waiting, so that
    * the release that follows wakes this JVM's head in turn.
-   *
-   * @return whether a yield is pending
    */
   boolean yieldPending() {
     return locked(lock, () -> yielded);
@@ -330,8 +316,6 @@ final class AsyncGate<H extends Hold> {
    * a hand-off to the head, or null if no valid hold of this JVM holds it: a new head then waits
    * for that hold's hand-off instead of attempting in Redis, where the attempt could only be
    * refused.
-   *
-   * @return the future, or null
    */
   CompletableFuture<Void> localEnd() {
     return locked(lock, () -> localHold != null && localHold.isValid() ? localEnd : null);
@@ -574,11 +558,7 @@ final class AsyncGate<H extends Hold> {
     c.close();
   }
 
-  /**
-   * Returns the number of acquisitions queued or contending (for tests and the lock's hand-off policy).
-   *
-   * @return the number of acquisitions queued or contending
-   */
+  /** Returns the number of acquisitions queued or contending (for tests and the lock's hand-off policy). */
   int size() {
     return locked(lock, () -> queue.size() + runners.size() + (head == null ? 0 : 1));
   }

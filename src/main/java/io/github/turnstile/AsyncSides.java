@@ -16,11 +16,7 @@ import java.util.function.Supplier;
 final class AsyncSides {
   private AsyncSides() {}
 
-  /**
-   * Returns the gate in {@code ref}, creating it with {@code side} on first use.
-   *
-   * @return the primitive's async gate
-   */
+  /** Returns the gate in {@code ref}, creating it with {@code side} on first use. */
   static <H extends Hold> AsyncGate<H> gate(AtomicReference<AsyncGate<H>> ref, Engine engine,
       Supplier<AcquisitionSide<H>> side) {
     AsyncGate<H> g = ref.get();

@@ -109,11 +109,7 @@ final class LocalOwnership {
     return l.token;
   }
 
-  /**
-   * Returns the current lease (null when no thread of this JVM owns the lock); for tests and diagnostics.
-   *
-   * @return the current lease, or null
-   */
+  /** Returns the current lease (null when no thread of this JVM owns the lock); for tests and diagnostics. */
   Lease lease() {
     AsyncHold.Lock h = hold;
     return h == null ? null : h.lease();

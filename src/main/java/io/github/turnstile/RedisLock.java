@@ -83,11 +83,7 @@ class RedisLock extends EngineLock {
     return AsyncSides.gate(gate, engine, this::asyncSide);
   }
 
-  /**
-   * Returns this lock's gate, or null if no acquisition was made yet.
-   *
-   * @return this lock's gate, or null
-   */
+  /** Returns this lock's gate, or null if no acquisition was made yet. */
   AsyncGate<LockHold> asyncGate() {
     return gate.get();
   }
@@ -96,8 +92,6 @@ class RedisLock extends EngineLock {
    * Returns whether another thread of this JVM holds this lock, or any acquisition of this JVM
    * waits for it: a hint, read without locking, for the read side of a read/write lock, whose
    * readers would then be refused (phase-fair).
-   *
-   * @return whether another thread of this JVM holds or waits for this lock
    */
   boolean busyElsewhere(Thread me) {
     Thread o = local.owner();

@@ -253,8 +253,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     /**
      * Returns whether {@code t} (null: none) holds this JVM's write lock: its read acquisition is
      * a downgrade, granted at once in Redis, and must not queue behind readers that wait for it.
-     *
-     * @return whether {@code t} holds the write lock
      */
     boolean downgrade(Thread t) {
       return t != null && writeLock.local.isHeldBy(t, engine.ticker.read());
@@ -263,8 +261,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     /**
      * Returns whether another thread of this JVM holds the write lock or any acquisition of this
      * JVM waits for it (new readers then wait in line: phase-fair).
-     *
-     * @return whether the write side is busy elsewhere
      */
     boolean writeBusyElsewhere(Thread t) {
       return writeLock.busyElsewhere(t);

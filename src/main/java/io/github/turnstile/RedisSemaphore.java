@@ -506,8 +506,6 @@ final class RedisSemaphore extends DistributedSemaphore {
   /**
    * Returns {capacity, debt, free, held by all clients, available} as stored in Redis, after
    * reclaiming registrations that ran out (counting: the capacity is the free permits, none held).
-   *
-   * @return the state as stored in Redis
    */
   long[] state() {
     List<Object> r = engine.awaitQuietly(requests.eval("state", null, 0, "", 't', 0, 0), describe);
@@ -519,18 +517,12 @@ final class RedisSemaphore extends DistributedSemaphore {
   /**
    * Returns {memo slots ever used, slots free now} (for tests: a slot freed twice shows as more
    * free than used).
-   *
-   * @return the slot counts
    */
   int[] slots() {
     return new int[] {requests.nextSlot.get(), requests.freeSlots.size()};
   }
 
-  /**
-   * Returns this client's books, for diagnostics.
-   *
-   * @return this client's books
-   */
+  /** Returns this client's books, for diagnostics. */
   String books() {
     books.lock();
     try {
@@ -699,11 +691,7 @@ final class RedisSemaphore extends DistributedSemaphore {
     return gate.acquire(call, permits);
   }
 
-  /**
-   * Returns the async gate's side, creating the gate if needed (for tests).
-   *
-   * @return the async gate's side
-   */
+  /** Returns the async gate's side, creating the gate if needed (for tests). */
   PermitSide asyncSide() {
     return (PermitSide) gate().side();
   }
