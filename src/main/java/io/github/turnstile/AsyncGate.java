@@ -237,14 +237,8 @@ final class AsyncGate<H extends Hold> {
    * else waiting there is nobody to pass over, and hand-offs go on without limit.
    */
   void handedOff(boolean othersWait) {
-    if (othersWait) {
-      return;
-    }
-    lock.lock();
-    try {
-      streak = 0;
-    } finally {
-      lock.unlock();
+    if (!othersWait) {
+      grantedInRedis();
     }
   }
 

@@ -20,9 +20,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * release is decided by the semaphore's books ({@link RedisSemaphore}).
  */
 abstract class AsyncHold implements Hold {
-  /** Patience for a release's reply before it completes locally (see {@link Releases#RELEASE_PATIENCE_NANOS}). */
-  static final long RELEASE_PATIENCE_NANOS = Releases.RELEASE_PATIENCE_NANOS;
-
   /** The hold's side of Redis and of the client. */
   interface Io {
     /**
@@ -186,7 +183,7 @@ abstract class AsyncHold implements Hold {
     }
     CompletableFuture<Boolean> patience = null;
     if (io.connected()) {
-      patience = Timer.after(RELEASE_PATIENCE_NANOS);
+      patience = Timer.after(Releases.RELEASE_PATIENCE_NANOS);
       patience.thenAccept(fired -> {
         if (fired) {
           done.complete(null); // Redis is slow or gone: the release completes in the background
@@ -203,7 +200,7 @@ abstract class AsyncHold implements Hold {
         if (cause instanceof LockLostException) {
           done.completeExceptionally(cause);
         } else if (!Engine.isTransient(cause)) {
-          done.completeExceptionally(Engine.failure(describeRelease(), cause));
+          done.completeExceptionally(Engine.failure("release of a hold on '" + name + "'", cause));
         } else {
           done.complete(null); // given up after the lease ran out: Redis freed the hold anyway
         }
@@ -219,10 +216,6 @@ abstract class AsyncHold implements Hold {
       done.completeExceptionally(lostException(event.reason()));
     });
     return true;
-  }
-
-  private String describeRelease() {
-    return "release of a hold on '" + name + "'";
   }
 
   // ================================================================ lock holds
