@@ -25,11 +25,6 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
   }
 
   /**
-   * Returns whether this acquisition has ended (delivered, failed or abandoned).
-   *
-   * @return whether this acquisition has ended (delivered, failed or abandoned)
-   */
-  /**
    * Returns this acquisition's owner and request ids if a releasing hold of this JVM may hand the
    * primitive to it now (it is the head, has its ids, and has not ended), or null.
    *
@@ -71,7 +66,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
     if (deliver) {
       cancelTimers();
       call.reachable();
-      tierHandOff();
+      tier("local hand-off");
       granted(a, sinceTicks);
     } else if (undo) {
       quietly(() -> side.cancelGrant(self(), a));
@@ -101,16 +96,9 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
       mu.unlock();
     }
     cancelTimers();
-    tierHandOff();
+    tier("local hand-off");
     deliver(a, env.ticker());
     return true;
-  }
-
-  private void tierHandOff() {
-    Telemetry.Wait w = telemetry;
-    if (w != null) {
-      w.tier("local hand-off");
-    }
   }
 
   /**
@@ -186,12 +174,25 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
         goOnAfterCut(a, cause);
         return;
       }
-      quietly(() -> side.cancelGrant(self(), a));
-      cancelTimers();
-      gate.leave(self());
-      result.completeExceptionally(new TurnstileException(side.describe() + " was acquired, but "
+      endAfterGrant(a, true, new TurnstileException(side.describe() + " was acquired, but "
           + cause.getMessage() + "; it was released again", cause));
     }));
+  }
+
+  /**
+   * Ends this acquisition after grant {@code a}, which the caller will not get: the grant is undone
+   * if {@code undo}, the next acquisition becomes head, and the future fails with {@code error}
+   * (null: the caller completed it already).
+   */
+  private void endAfterGrant(Attempt a, boolean undo, Throwable error) {
+    if (undo) {
+      quietly(() -> side.cancelGrant(self(), a));
+    }
+    cancelTimers();
+    gate.leave(self());
+    if (error != null) {
+      result.completeExceptionally(error);
+    }
   }
 
   /**
@@ -207,12 +208,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
       try {
         env.unreachable(call, System.nanoTime(), side.describe() + " (replica acknowledgement)", cause);
       } catch (TurnstileException outOfTolerance) {
-        if (side.acknowledgementCut(self(), a)) {
-          quietly(() -> side.cancelGrant(self(), a));
-        }
-        cancelTimers();
-        gate.leave(self());
-        result.completeExceptionally(outOfTolerance);
+        endAfterGrant(a, side.acknowledgementCut(self(), a), outOfTolerance);
         return;
       }
     }
@@ -229,12 +225,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
       mu.unlock();
     }
     if (gone) {
-      // the caller cancelled while the acknowledgement was awaited
-      if (mayHold) {
-        quietly(() -> side.cancelGrant(self(), a));
-      }
-      cancelTimers();
-      gate.leave(self());
+      endAfterGrant(a, mayHold, null); // the caller cancelled while the acknowledgement was awaited
       return;
     }
     if (call.expired()) {
@@ -249,10 +240,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
     try {
       hold = side.grant(self(), a, sentAt);
     } catch (RuntimeException e) {
-      quietly(() -> side.cancelGrant(self(), a));
-      cancelTimers();
-      gate.leave(self());
-      result.completeExceptionally(e);
+      endAfterGrant(a, true, e);
       return;
     }
     if (hold == null) {

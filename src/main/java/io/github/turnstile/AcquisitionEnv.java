@@ -56,14 +56,6 @@ interface AcquisitionEnv {
   void awaitReplicas(String leaseKey, String request);
 
   /**
-   * Starts a wait of up to {@code sliceNanos} on the wake list {@code key} (the token-list
-   * tier, {@link ListWait}).
-   *
-   * @param passWakeup hands on a wake token the wait took, or may have taken, and will not use
-   * @return the wait, or null if no pooled connection is free (wait by pub/sub)
-   * @throws TurnstileException if no node serves the key right now
-   */
-  /**
    * A head began to wait on the wake list before its attempt, after its JVM yielded: {@code woken}
    * completes true if a token ended the wait, false if it ran out (for the tests' figures).
    */
@@ -74,6 +66,14 @@ interface AcquisitionEnv {
     return Telemetry.JFR;
   }
 
+  /**
+   * Starts a wait of up to {@code sliceNanos} on the wake list {@code key} (the token-list
+   * tier, {@link ListWait}).
+   *
+   * @param passWakeup hands on a wake token the wait took, or may have taken, and will not use
+   * @return the wait, or null if no pooled connection is free (wait by pub/sub)
+   * @throws TurnstileException if no node serves the key right now
+   */
   default Wake waitOnList(String key, long sliceNanos, Runnable passWakeup) {
     return null;
   }

@@ -19,8 +19,6 @@ abstract class AcquisitionSide<H extends Hold> {
   /**
    * Returns the list that releases push wake tokens to (the token-list tier), or null if
    * acquisitions of this side wait by pub/sub only.
-   *
-   * @return the wake list, or null
    */
   String wakeKey() {
     return null;
@@ -29,8 +27,6 @@ abstract class AcquisitionSide<H extends Hold> {
   /**
    * Returns the wake list that {@code w} waits on, or null if it waits by pub/sub (by default
    * {@link #wakeKey()}; a semaphore's multi-permit acquisitions wait by pub/sub).
-   *
-   * @return the wake list, or null
    */
   String wakeKey(AsyncAcquisition<H> w) {
     return wakeKey();
@@ -43,8 +39,6 @@ abstract class AcquisitionSide<H extends Hold> {
    * Returns whether {@code w} may attempt at once beside the gate's head rather than queue
    * ({@link AsyncGate#RUN_NEVER}, {@link AsyncGate#RUN_WHEN_IDLE}, {@link AsyncGate#RUN_ALWAYS}):
    * a shared side's (readers share while nobody waits).
-   *
-   * @return the run mode of {@code w}
    */
   int runMode(AsyncAcquisition<H> w) {
     return AsyncGate.RUN_NEVER;
@@ -100,8 +94,6 @@ abstract class AcquisitionSide<H extends Hold> {
   /**
    * Returns a future that completes when the hold of this JVM that holds the primitive ends other
    * than by a hand-off to {@code w}, or null if none does (see {@link AsyncGate#localEnd}).
-   *
-   * @return the future, or null
    */
   CompletableFuture<Void> localEnd(AsyncAcquisition<H> w) {
     return null;

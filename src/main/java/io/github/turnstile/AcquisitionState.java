@@ -106,14 +106,18 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
     this.thread = thread;
   }
 
+  /** The wait went on to {@code tier}. */
+  void tier(String tier) {
+    Telemetry.Wait w = telemetry;
+    if (w != null) {
+      w.tier(tier);
+    }
+  }
+
   /** Steps the loop again ({@link AsyncAcquisition}): a wait ended, or a pause is over. */
   abstract void step();
 
-  /**
-   * Returns this acquisition, as its side, its gate and its environment take it.
-   *
-   * @return this acquisition
-   */
+  /** Returns this acquisition, as its side, its gate and its environment take it. */
   abstract AsyncAcquisition<H> self();
 
   /** This acquisition's state, for diagnostics (a stuck drain in AsyncScaleTest). */
@@ -138,16 +142,9 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
    * Whether this acquisition is a head that is waiting on nothing: no attempt in flight, no timer
    * armed, not over. Between two continuations that is momentary; at rest it is a stall (nothing
    * will ever step it again), which the tests assert never happens.
-   *
-   * @return whether this acquisition is a head left with nothing to wake it
    */
   boolean stranded() {
-    mu.lock();
-    try {
-      return waitsOnNothing();
-    } finally {
-      mu.unlock();
-    }
+    return locked(this::waitsOnNothing);
   }
 
   /** {@link #stranded}'s state; mu held. */
@@ -155,27 +152,18 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
     return head && request != null && !finished && !abandoned && inFlight == null && waitTimer == null;
   }
 
-  /**
-   * Returns whether this acquisition may still be handed permits (it has not ended).
-   *
-   * @return whether this acquisition has not ended
-   */
+  /** Returns whether this acquisition may still be handed permits (it has not ended). */
   boolean open() {
-    mu.lock();
-    try {
-      return !finished && !abandoned;
-    } finally {
-      mu.unlock();
-    }
+    return locked(() -> !finished && !abandoned);
   }
 
   boolean isOver() {
-    mu.lock();
-    try {
-      return finished;
-    } finally {
-      mu.unlock();
-    }
+    return locked(() -> finished);
+  }
+
+  /** Returns {@code read}'s value, read under {@link #mu}. */
+  <T> T locked(java.util.function.Supplier<T> read) {
+    return AsyncGate.locked(mu, read);
   }
 
   /**
@@ -201,24 +189,6 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
     }
   }
 
-  boolean attemptedYet() {
-    mu.lock();
-    try {
-      return attempted;
-    } finally {
-      mu.unlock();
-    }
-  }
-
-  boolean isOverOrAbandoned() {
-    mu.lock();
-    try {
-      return finished || abandoned;
-    } finally {
-      mu.unlock();
-    }
-  }
-
   /** A refused runner queued behind others (called by the gate under its lock, before any promotion). */
   void inLine() {
     mu.lock();
@@ -229,26 +199,13 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
     }
   }
 
-  /** Whether this acquisition runs beside the head (a runner: see {@link AsyncGate#enter}). */
-  boolean runsBeside() {
-    mu.lock();
-    try {
-      return runner;
-    } finally {
-      mu.unlock();
-    }
-  }
-
   /** Whether this acquisition runs beside the head; clears it (a refused runner is in line from now on). */
   boolean isRunner() {
-    mu.lock();
-    try {
+    return locked(() -> {
       boolean was = runner;
       runner = false;
       return was;
-    } finally {
-      mu.unlock();
-    }
+    });
   }
 
   /** Lists this head in the client's activity once its attempt was refused (and until it leaves the gate). */
@@ -267,8 +224,6 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   /**
    * Returns a future completed once this acquisition has left its gate: a thread that returns from
    * an acquisition that ended waits for it too, so that its next call finds the gate as it left it.
-   *
-   * @return a future completed once this acquisition has left its gate
    */
   CompletableFuture<Void> left() {
     return left;
@@ -302,15 +257,7 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
       step();
       return;
     }
-    CompletableFuture<Boolean> t = Timer.after(java.util.concurrent.ThreadLocalRandom.current().nextLong(jitter));
-    if (!arm(t)) {
-      return;
-    }
-    t.whenComplete((v, e) -> {
-      if (wake(t)) {
-        step();
-      }
-    });
+    stepAfter(java.util.concurrent.ThreadLocalRandom.current().nextLong(jitter));
   }
 
   // ---------------------------------------------------------------- endings
@@ -399,11 +346,7 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
     }
   }
 
-  /**
-   * Returns true (and times the acquisition out) if a timed call's deadline has passed.
-   *
-   * @return true (and times the acquisition out) if a timed call's deadline has passed
-   */
+  /** Returns true (and times the acquisition out) if a timed call's deadline has passed. */
   boolean deadlineUp() {
     if (!call.expired()) {
       return false;
@@ -422,12 +365,18 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
 
   /** Waits for a recovery event or {@code nanos}, then steps again. */
   void pause(long nanos) {
-    CompletableFuture<Void> fault = env.faults();
+    stepAfter(nanos, env.faults());
+  }
+
+  /** Steps again once {@code nanos} have passed or any of {@code wakes} completes, unless the acquisition is over. */
+  void stepAfter(long nanos, CompletableFuture<?>... wakes) {
     CompletableFuture<Boolean> t = Timer.after(nanos);
     if (!arm(t)) {
       return;
     }
-    CompletableFuture.anyOf(fault, t).whenComplete((v, e) -> {
+    CompletableFuture<?>[] any = java.util.Arrays.copyOf(wakes, wakes.length + 1);
+    any[wakes.length] = t;
+    CompletableFuture.anyOf(any).whenComplete((v, e) -> {
       if (wake(t)) {
         step();
       }

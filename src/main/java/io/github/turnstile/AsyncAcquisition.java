@@ -132,14 +132,6 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     }
   }
 
-  /** The wait went on to {@code tier}. */
-  void tier(String tier) {
-    Telemetry.Wait w = telemetry;
-    if (w != null) {
-      w.tier(tier);
-    }
-  }
-
   /** The gate made this acquisition its head: it contends in Redis from now on. */
   void becomeHead() {
     mu.lock();
@@ -194,14 +186,14 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     if (resumeAdoptedWait() || waitLocally() || side.fromCache(this)) {
       return;
     }
-    if (listTier() || runsBeside()) {
+    if (listTier() || locked(() -> runner)) {
       // tier 1: it waits on the wake list if refused; a runner: it takes its place in line if
       // refused, and subscribes only as the head (the gate's subscription is the head's)
       send(null, env.faults(), false);
       return;
     }
     WakeChannel ch = gate.channel();
-    if (!attemptedYet() && (ch == null || !isReady(ch))) {
+    if (!locked(() -> attempted) && (ch == null || !isReady(ch))) {
       // The first attempt does not subscribe: uncontended, an acquisition costs one round trip.
       send(null, env.faults(), false);
       return;
@@ -232,7 +224,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       }
     }
     if (!ch.ready().isDone()) {
-      awaitReady(ch);
+      awaitReady(ch, System.nanoTime());
       return;
     }
     if (ch.ready().isCompletedExceptionally()) {
@@ -253,13 +245,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
    * @return true if a wait was armed (the loop steps again when it ends)
    */
   private boolean waitLocally() {
-    int phase;
-    mu.lock();
-    try {
-      phase = localPhase;
-    } finally {
-      mu.unlock();
-    }
+    int phase = locked(() -> localPhase);
     long wait = 0;
     CompletableFuture<Void> wake = null;
     if (phase == 0) {
@@ -295,15 +281,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     if (call.timed) {
       wait = Math.min(wait, Math.max(0, call.remaining()));
     }
-    CompletableFuture<Boolean> t = Timer.after(wait);
-    if (!arm(t)) {
-      return true;
-    }
-    CompletableFuture.anyOf(wake, env.faults(), t).whenComplete((v, e) -> {
-      if (wake(t)) {
-        step();
-      }
-    });
+    stepAfter(wait, wake, env.faults());
     return true;
   }
 
@@ -312,14 +290,11 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
   }
 
   /**
-   * Waits for the subscription's confirmation, at most the command timeout, re-checking the
-   * connection every {@link AcquisitionEnv#recheckNanos()}: an outage that begins meanwhile is counted
-   * against the outage tolerance as it goes, not only once the command timeout has passed.
+   * Waits for the subscription's confirmation, at most the command timeout from {@code since},
+   * re-checking the connection every {@link AcquisitionEnv#recheckNanos()}: an outage that begins
+   * meanwhile is counted against the outage tolerance as it goes, not only once the command
+   * timeout has passed.
    */
-  private void awaitReady(WakeChannel ch) {
-    awaitReady(ch, System.nanoTime());
-  }
-
   private void awaitReady(WakeChannel ch, long since) {
     long left = env.commandTimeoutNanos() - (System.nanoTime() - since);
     CompletableFuture<Boolean> t = Timer.after(Math.max(0, Math.min(env.recheckNanos(), left)));
@@ -443,7 +418,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
             return;
           }
         }
-        if (!isOverOrAbandoned()) {
+        if (!locked(() -> finished || abandoned)) {
           // a recovery event that came meanwhile (a one-attempt call waits on for its reply) is
           // not waited on again: it is done, and would wake this wait at once, in a loop
           awaitReply(f, event, fault.isDone() ? env.faults() : fault, sentAt, sentNanos, subscribed);

@@ -62,11 +62,7 @@ final class AsyncGate<H extends Hold> {
     this.side = side;
   }
 
-  /**
-   * Returns the Redis operations of this gate's acquisitions.
-   *
-   * @return the Redis operations of this gate's acquisitions
-   */
+  /** Returns the Redis operations of this gate's acquisitions. */
   AcquisitionSide<H> side() {
     return side;
   }
@@ -74,8 +70,6 @@ final class AsyncGate<H extends Hold> {
   /**
    * Describes this gate when it has a head, queued acquisitions or a subscription; null when it
    * has none of them (for diagnostics in tests).
-   *
-   * @return the description, or null
    */
   String describe() {
     lock.lock();
@@ -95,20 +89,20 @@ final class AsyncGate<H extends Hold> {
     }
   }
 
-  /**
-   * Returns whether this gate's head waits on nothing (see {@link AsyncAcquisition#stranded}).
-   *
-   * @return whether this gate's head waits on nothing
-   */
+  /** Returns whether this gate's head waits on nothing (see {@link AsyncAcquisition#stranded}). */
   boolean stranded() {
-    AsyncAcquisition<H> h;
+    AsyncAcquisition<H> h = locked(lock, () -> head);
+    return h != null && h.stranded();
+  }
+
+  /** Returns {@code read}'s value, read holding {@code lock}. */
+  static <T> T locked(java.util.concurrent.locks.Lock lock, java.util.function.Supplier<T> read) {
     lock.lock();
     try {
-      h = head;
+      return read.get();
     } finally {
       lock.unlock();
     }
-    return h != null && h.stranded();
   }
 
   /** A head that a releasing hold of this JVM may hand the primitive to: its ids in Redis. */
@@ -201,26 +195,15 @@ final class AsyncGate<H extends Hold> {
   /** Releases in Redis at the hand-off limit so far (permits: see {@link #servedBy}); guarded by lock. */
   private long yields;
 
-  /**
-   * Returns the releases in Redis at the hand-off limit so far (for tests).
-   *
-   * @return the releases in Redis at the hand-off limit so far
-   */
+  /** Returns the releases in Redis at the hand-off limit so far (for tests). */
   long yields() {
-    lock.lock();
-    try {
-      return yields;
-    } finally {
-      lock.unlock();
-    }
+    return locked(lock, () -> yields);
   }
 
   /**
    * Returns the first acquisition in line that is not in {@code served} and has not ended, if the
    * head is among {@code served}: the one that becomes head once they are served (it may take over
    * the head's wait in Redis: {@link AsyncAcquisition#passWaitTo}); else null.
-   *
-   * @return the next head, or null
    */
   AsyncAcquisition<H> heirOf(java.util.List<AsyncAcquisition<H>> served) {
     lock.lock();
@@ -254,15 +237,18 @@ final class AsyncGate<H extends Hold> {
    * else waiting there is nobody to pass over, and hand-offs go on without limit.
    */
   void handedOff(boolean othersWait) {
-    if (othersWait) {
-      return;
+    if (!othersWait) {
+      grantedInRedis();
     }
-    lock.lock();
-    try {
-      streak = 0;
-    } finally {
-      lock.unlock();
-    }
+  }
+
+  /**
+   * Returns whether this JVM has just yielded (a release in Redis at the hand-off limit) and its
+   * head has not stood back yet: the yielding release then marks this client as waiting, so that
+   * the release that follows wakes this JVM's head in turn.
+   */
+  boolean yieldPending() {
+    return locked(lock, () -> yielded);
   }
 
   /**
@@ -272,22 +258,6 @@ final class AsyncGate<H extends Hold> {
    *
    * @return how long to stand back (0: attempt now)
    */
-  /**
-   * Returns whether this JVM has just yielded (a release in Redis at the hand-off limit) and its
-   * head has not stood back yet: the yielding release then marks this client as waiting, so that
-   * the release that follows wakes this JVM's head in turn.
-   *
-   * @return whether a yield is pending
-   */
-  boolean yieldPending() {
-    lock.lock();
-    try {
-      return yielded;
-    } finally {
-      lock.unlock();
-    }
-  }
-
   long standBack(long maxNanos) {
     lock.lock();
     try {
@@ -340,29 +310,14 @@ final class AsyncGate<H extends Hold> {
    * a hand-off to the head, or null if no valid hold of this JVM holds it: a new head then waits
    * for that hold's hand-off instead of attempting in Redis, where the attempt could only be
    * refused.
-   *
-   * @return the future, or null
    */
   CompletableFuture<Void> localEnd() {
-    lock.lock();
-    try {
-      return localHold != null && localHold.isValid() ? localEnd : null;
-    } finally {
-      lock.unlock();
-    }
+    return locked(lock, () -> localHold != null && localHold.isValid() ? localEnd : null);
   }
 
   /** Starts an asynchronous acquisition of {@code permits} for {@code call}. */
   CompletableFuture<H> acquire(Call call, int permits) {
-    return acquire(call, permits, null);
-  }
-
-  /**
-   * Starts an acquisition of {@code permits} for {@code call}, on behalf of {@code thread} (which
-   * parks on the future) or of nobody (null: an asynchronous call).
-   */
-  CompletableFuture<H> acquire(Call call, int permits, Thread thread) {
-    return new AsyncAcquisition<>(env, side, this, permits, call, thread).start();
+    return enqueue(call, permits, null).result;
   }
 
   /**
@@ -383,7 +338,7 @@ final class AsyncGate<H extends Hold> {
 
   /**
    * Starts an acquisition of {@code permits} for {@code call} on behalf of {@code thread}, which
-   * parks on it ({@link Waits#park}).
+   * parks on it ({@link Waits#park}), or of nobody (null: an asynchronous call).
    *
    * @return the acquisition, started
    */
@@ -547,18 +502,9 @@ final class AsyncGate<H extends Hold> {
     }
   }
 
-  /**
-   * Returns the subscription the heads share, or null.
-   *
-   * @return the subscription the heads share, or null
-   */
+  /** Returns the subscription the heads share, or null. */
   WakeChannel channel() {
-    lock.lock();
-    try {
-      return channel;
-    } finally {
-      lock.unlock();
-    }
+    return locked(lock, () -> channel);
   }
 
   /**
@@ -606,17 +552,8 @@ final class AsyncGate<H extends Hold> {
     c.close();
   }
 
-  /**
-   * Returns the number of acquisitions queued or contending (for tests and the lock's hand-off policy).
-   *
-   * @return the number of acquisitions queued or contending
-   */
+  /** Returns the number of acquisitions queued or contending (for tests and the lock's hand-off policy). */
   int size() {
-    lock.lock();
-    try {
-      return queue.size() + runners.size() + (head == null ? 0 : 1);
-    } finally {
-      lock.unlock();
-    }
+    return locked(lock, () -> queue.size() + runners.size() + (head == null ? 0 : 1));
   }
 }

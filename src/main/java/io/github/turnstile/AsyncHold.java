@@ -20,9 +20,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * release is decided by the semaphore's books ({@link RedisSemaphore}).
  */
 abstract class AsyncHold implements Hold {
-  /** Patience for a release's reply before it completes locally (see {@link Releases#RELEASE_PATIENCE_NANOS}). */
-  static final long RELEASE_PATIENCE_NANOS = Releases.RELEASE_PATIENCE_NANOS;
-
   /** The hold's side of Redis and of the client. */
   interface Io {
     /**
@@ -74,20 +71,12 @@ abstract class AsyncHold implements Hold {
     return lostStage;
   }
 
-  /**
-   * Returns whether {@link #release()} was called.
-   *
-   * @return whether {@link #release()} was called
-   */
+  /** Returns whether {@link #release()} was called. */
   final boolean released() {
     return released.get();
   }
 
-  /**
-   * Returns how long the hold has been held, in nanoseconds.
-   *
-   * @return how long the hold has been held, in nanoseconds
-   */
+  /** Returns how long the hold has been held, in nanoseconds. */
   final long heldNanos() {
     return System.nanoTime() - grantedNanos;
   }
@@ -124,11 +113,7 @@ abstract class AsyncHold implements Hold {
     }
   }
 
-  /**
-   * Returns the lease whose end decides between release and loss.
-   *
-   * @return the lease whose end decides between release and loss
-   */
+  /** Returns the lease whose end decides between release and loss. */
   abstract Lease lease();
 
   /**
@@ -137,11 +122,7 @@ abstract class AsyncHold implements Hold {
    */
   abstract boolean endLease();
 
-  /**
-   * Returns the loss as the release reports it.
-   *
-   * @return the loss as the release reports it
-   */
+  /** Returns the loss as the release reports it. */
   abstract LockLostException lostException(String reason);
 
   @Override
@@ -202,7 +183,7 @@ abstract class AsyncHold implements Hold {
     }
     CompletableFuture<Boolean> patience = null;
     if (io.connected()) {
-      patience = Timer.after(RELEASE_PATIENCE_NANOS);
+      patience = Timer.after(Releases.RELEASE_PATIENCE_NANOS);
       patience.thenAccept(fired -> {
         if (fired) {
           done.complete(null); // Redis is slow or gone: the release completes in the background
@@ -219,7 +200,7 @@ abstract class AsyncHold implements Hold {
         if (cause instanceof LockLostException) {
           done.completeExceptionally(cause);
         } else if (!Engine.isTransient(cause)) {
-          done.completeExceptionally(Engine.failure(describeRelease(), cause));
+          done.completeExceptionally(Engine.failure("release of a hold on '" + name + "'", cause));
         } else {
           done.complete(null); // given up after the lease ran out: Redis freed the hold anyway
         }
@@ -235,10 +216,6 @@ abstract class AsyncHold implements Hold {
       done.completeExceptionally(lostException(event.reason()));
     });
     return true;
-  }
-
-  private String describeRelease() {
-    return "release of a hold on '" + name + "'";
   }
 
   // ================================================================ lock holds

@@ -16,11 +16,7 @@ import java.util.function.Supplier;
 final class AsyncSides {
   private AsyncSides() {}
 
-  /**
-   * Returns the gate in {@code ref}, creating it with {@code side} on first use.
-   *
-   * @return the primitive's async gate
-   */
+  /** Returns the gate in {@code ref}, creating it with {@code side} on first use. */
   static <H extends Hold> AsyncGate<H> gate(AtomicReference<AsyncGate<H>> ref, Engine engine,
       Supplier<AcquisitionSide<H>> side) {
     AsyncGate<H> g = ref.get();
@@ -31,11 +27,7 @@ final class AsyncSides {
     return g;
   }
 
-  /**
-   * Returns how many async acquisitions of the primitive wait or contend in this JVM.
-   *
-   * @return how many async acquisitions of the primitive wait or contend in this JVM
-   */
+  /** Returns how many async acquisitions of the primitive wait or contend in this JVM. */
   static int waiting(AtomicReference<? extends AsyncGate<?>> ref) {
     AsyncGate<?> g = ref.get();
     return g == null ? 0 : g.size();
@@ -250,14 +242,19 @@ final class AsyncSides {
 
     @Override
     public CompletableFuture<Boolean> release(AsyncHold hold, long leaseEndNanos) {
+      return release(hold, leaseEndNanos, this::sendRelease);
+    }
+
+    /** Releases {@code hold} in Redis, sending {@code first} the first time and {@link #sendRelease} after that. */
+    CompletableFuture<Boolean> release(AsyncHold hold, long leaseEndNanos,
+        java.util.function.BiFunction<String, Long, CompletableFuture<Long>> first) {
       Lease l = hold.lease();
       engine.watchdog.unregister(l);
       metrics().released(hold.heldNanos());
       String request = l.requestId;
       long token = l.token;
-      CompletableFuture<Long> first = sendRelease(request, token);
-      CompletableFuture<Long> all = engine.releases.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
-          leaseEndNanos);
+      CompletableFuture<Long> all = engine.releases.retrying(new RedisLock.First<>(first.apply(request, token),
+          () -> sendRelease(request, token)), leaseEndNanos);
       engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request, token));
       return all.thenApply(r -> r != 0L);
     }
@@ -353,7 +350,9 @@ final class AsyncSides {
       // past its deadline (tryLock(), or a late first attempt) it will not wait: no waiting mark
       boolean noWait = w.call.once || (w.call.timed && w.call.expired());
       w.marked |= !noWait;
-      String flags = RedisLock.acquireFlags(w.refused, noWait, subscribed);
+      // lock_acquire.lua's flags: h the request's previous attempt was refused, n it will not
+      // wait, s it waits by pub/sub
+      String flags = (w.refused ? "h" : "") + (noWait ? "n" : "") + (subscribed ? "s" : "");
       return lock.acquireCall(w.owner, w.request, flags)
           .thenApply(reply -> {
             Attempt a = RedisLock.parseAttempt(reply);
@@ -425,7 +424,7 @@ final class AsyncSides {
         // at the hand-off limit: released in Redis for other clients' waiters, this client marked
         // as waiting, so that the release after theirs wakes this JVM's head in turn (it queues on
         // the wake list behind them: AsyncAcquisition.waitLocally)
-        CompletableFuture<Boolean> released = releaseAsWaiting(hold, leaseEndNanos);
+        CompletableFuture<Boolean> released = release(hold, leaseEndNanos, lock::releaseAsWaiting);
         g.endedLocally(hold);
         return released;
       }
@@ -466,20 +465,6 @@ final class AsyncSides {
         }
         return CompletableFuture.completedFuture(true);
       }).thenCompose(f -> f);
-    }
-
-    /** The release of {@code hold} as {@link LockKind#release}, first sent marking this client as waiting. */
-    private CompletableFuture<Boolean> releaseAsWaiting(AsyncHold hold, long leaseEndNanos) {
-      Lease l = hold.lease();
-      engine.watchdog.unregister(l);
-      metrics().released(hold.heldNanos());
-      String request = l.requestId;
-      long token = l.token;
-      CompletableFuture<Long> first = lock.releaseAsWaiting(request, token);
-      CompletableFuture<Long> all = engine.releases.retrying(new RedisLock.First<>(first, () -> sendRelease(request, token)),
-          leaseEndNanos);
-      engine.replayOnRecovery(l.key, leaseEndNanos, () -> sendRelease(request, token));
-      return all.thenApply(r -> r != 0L);
     }
 
     @Override
@@ -529,7 +514,7 @@ final class AsyncSides {
 
     @Override
     CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
-      return rw.<List<Object>>op(ScriptOutputType.MULTI, "write", w.owner, w.request, 0, subscribed)
+      return rw.<List<Object>>op(ScriptOutputType.MULTI, "write", w.owner, w.request, 0, subscribed ? "s" : "")
           .thenApply(rw::reclaims)
           .thenApply(RedisLock::parseAttempt);
     }
@@ -637,12 +622,12 @@ final class AsyncSides {
     }
 
     private void rcancel(String request) {
-      undo(side.leaseKey(request), request, () -> rw.op(ScriptOutputType.INTEGER, "rcancel", "", request, 0));
+      undo(rw.readLeaseKey(request), request, () -> rw.op(ScriptOutputType.INTEGER, "rcancel", "", request, 0));
     }
 
     @Override
     String leaseKey(AsyncAcquisition<LockHold> w) {
-      return side.leaseKey(w.request);
+      return rw.readLeaseKey(w.request);
     }
 
     @Override

@@ -54,10 +54,6 @@ final class Call {
     return answered ? MIN_REPLY_NANOS : FIRST_REPLY_NANOS;
   }
 
-  private Call(boolean timed, long deadline, boolean interruptible) {
-    this(timed, deadline, interruptible, false);
-  }
-
   private Call(boolean timed, long deadline, boolean interruptible, boolean once) {
     this.timed = timed;
     this.deadline = deadline;
@@ -72,24 +68,20 @@ final class Call {
 
   /** An untimed call ({@code lock()}, {@code acquire()}). */
   static Call untimed(boolean interruptible) {
-    return new Call(false, 0, interruptible);
+    return new Call(false, 0, interruptible, false);
   }
 
   /** A timed call, interruptible as {@code tryLock(t)} is. */
   static Call until(long deadline) {
-    return new Call(true, deadline, true);
+    return new Call(true, deadline, true, false);
   }
 
   /** A timed call with the given interruptibility. */
   static Call until(long deadline, boolean interruptible) {
-    return new Call(true, deadline, interruptible);
+    return new Call(true, deadline, interruptible, false);
   }
 
-  /**
-   * Returns the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed).
-   *
-   * @return the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed)
-   */
+  /** Returns the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed). */
   long remaining() {
     return timed ? deadline - System.nanoTime() : Long.MAX_VALUE;
   }

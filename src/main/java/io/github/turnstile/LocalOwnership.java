@@ -91,21 +91,13 @@ final class LocalOwnership {
     return isHeldBy(me, nowNanos) ? holds : 0;
   }
 
-  /**
-   * Returns whether a thread of this JVM holds the lock on a live lease.
-   *
-   * @return whether a thread of this JVM holds the lock on a live lease
-   */
+  /** Returns whether a thread of this JVM holds the lock on a live lease. */
   boolean heldLocally(long nowNanos) {
     AsyncHold.Lock h = hold;
     return owner != null && h != null && h.lease().alive(nowNanos);
   }
 
-  /**
-   * Returns the owner's fencing token.
-   *
-   * @return the owner's fencing token
-   */
+  /** Returns the owner's fencing token. */
   long fencingToken(Thread me, long nowNanos) {
     if (owner != me) {
       throw new IllegalMonitorStateException("current thread does not hold " + describe);
@@ -117,11 +109,7 @@ final class LocalOwnership {
     return l.token;
   }
 
-  /**
-   * Returns the current lease (null when no thread of this JVM owns the lock); for tests and diagnostics.
-   *
-   * @return the current lease, or null
-   */
+  /** Returns the current lease (null when no thread of this JVM owns the lock); for tests and diagnostics. */
   Lease lease() {
     AsyncHold.Lock h = hold;
     return h == null ? null : h.lease();

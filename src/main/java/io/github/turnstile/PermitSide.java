@@ -257,11 +257,7 @@ final class PermitSide extends AcquisitionSide<PermitHold> implements AsyncHold.
     sem.engine.notifyLost(event, sem.lossListeners(), Inspection.Kind.SEMAPHORE, sem.describe);
   }
 
-  /**
-   * Returns a hold of no permits (acquire(0) succeeds at once, as {@code Semaphore}'s does).
-   *
-   * @return a hold of no permits
-   */
+  /** Returns a hold of no permits (acquire(0) succeeds at once, as {@code Semaphore}'s does). */
   PermitHold none() {
     return new AsyncHold.Permits(sem.name, this, sem.engine.ticker, 0, null);
   }

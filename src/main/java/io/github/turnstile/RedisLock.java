@@ -2,9 +2,7 @@ package io.github.turnstile;
 
 import io.lettuce.core.ScriptOutputType;
 import java.util.List;
-import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 
@@ -17,19 +15,16 @@ import java.util.concurrent.locks.Condition;
  * thread's final unlock or an async hold's, hands the lock straight to the gate's next head, a
  * thread or a future, up to the local hand-off limit ({@link AsyncSides.LockSide#release}).
  */
-class RedisLock implements DistributedLock {
+class RedisLock extends EngineLock {
 
-  final Engine engine;
   private final String name;
   final String lockKey;
   final String fenceKey;
   final String wakeKey;
   final String channel;
   private final String describe;
-  private final CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
   /** Gate, owner, hold count, lease: everything local (see {@link LocalOwnership}). */
   final LocalOwnership local;
-  final Metrics.Primitive metrics;
   /** This JVM's acquisitions of the lock, threads' and futures' (created on first use; see {@link AsyncGate}). */
   private final java.util.concurrent.atomic.AtomicReference<AsyncGate<LockHold>> gate =
       new java.util.concurrent.atomic.AtomicReference<>();
@@ -57,8 +52,7 @@ class RedisLock implements DistributedLock {
    */
   RedisLock(Engine engine, String name, String lockKey, String fenceKey, String wakeKey, String channel,
       String describe, Metrics.Primitive metrics) {
-    this.engine = engine;
-    this.metrics = metrics;
+    super(engine, metrics);
     this.name = name;
     this.lockKey = lockKey;
     this.fenceKey = fenceKey;
@@ -84,20 +78,12 @@ class RedisLock implements DistributedLock {
   /** Called before a thread that does not hold this lock starts to acquire it. */
   void beforeAcquire() {}
 
-  /**
-   * Returns this lock's gate, creating it on first use.
-   *
-   * @return this lock's gate
-   */
+  @Override
   AsyncGate<LockHold> gate() {
     return AsyncSides.gate(gate, engine, this::asyncSide);
   }
 
-  /**
-   * Returns this lock's gate, or null if no acquisition was made yet.
-   *
-   * @return this lock's gate, or null
-   */
+  /** Returns this lock's gate, or null if no acquisition was made yet. */
   AsyncGate<LockHold> asyncGate() {
     return gate.get();
   }
@@ -106,8 +92,6 @@ class RedisLock implements DistributedLock {
    * Returns whether another thread of this JVM holds this lock, or any acquisition of this JVM
    * waits for it: a hint, read without locking, for the read side of a read/write lock, whose
    * readers would then be refused (phase-fair).
-   *
-   * @return whether another thread of this JVM holds or waits for this lock
    */
   boolean busyElsewhere(Thread me) {
     Thread o = local.owner();
@@ -145,23 +129,6 @@ class RedisLock implements DistributedLock {
   }
 
   // ---------------------------------------------------------------- acquisition
-
-  @Override
-  public void lock() {
-    try {
-      acquire(Call.untimed(false));
-    } catch (InterruptedException e) {
-      throw new AssertionError("uninterruptible acquire was interrupted", e);
-    }
-  }
-
-  @Override
-  public void lockInterruptibly() throws InterruptedException {
-    if (Thread.interrupted()) {
-      throw metrics.interruption();
-    }
-    acquire(Call.untimed(true));
-  }
 
   /**
    * One attempt in Redis, without waiting: false at once if an acquisition of this JVM already
@@ -224,7 +191,8 @@ class RedisLock implements DistributedLock {
    * A new acquisition by the calling thread: it queues at the gate and parks on its
    * acquisition's future (see {@link Waits#park}); granted, the thread owns the hold.
    */
-  private boolean acquire(Call call) throws InterruptedException {
+  @Override
+  boolean acquire(Call call) throws InterruptedException {
     if (reenter()) {
       return true;
     }
@@ -321,29 +289,6 @@ class RedisLock implements DistributedLock {
             "", "", "PUBLISH"));
   }
 
-  /**
-   * Returns lock_acquire.lua's flags: h the request's previous attempt was refused, n it will not
-   * wait, s it waits by pub/sub.
-   *
-   * @return the flags, "" for none
-   */
-  static String acquireFlags(boolean sawHolder, boolean noWait, boolean subscribed) {
-    if (!(sawHolder | noWait | subscribed)) {
-      return "";
-    }
-    StringBuilder b = new StringBuilder(3);
-    if (sawHolder) {
-      b.append('h');
-    }
-    if (noWait) {
-      b.append('n');
-    }
-    if (subscribed) {
-      b.append('s');
-    }
-    return b.toString();
-  }
-
   static Attempt parseAttempt(List<Object> reply) {
     long status = (Long) reply.get(0);
     Object second = reply.get(1);
@@ -365,11 +310,6 @@ class RedisLock implements DistributedLock {
   }
 
   // ---------------------------------------------------------------- asynchronous acquisition
-
-  @Override
-  public CompletableFuture<LockHold> lockAsync() {
-    return gate().acquire(Call.untimed(false), 1);
-  }
 
   @Override
   public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
@@ -419,17 +359,6 @@ class RedisLock implements DistributedLock {
   /** The Redis operations of this lock's acquisitions (the write side of a read/write lock replaces them). */
   AcquisitionSide<LockHold> asyncSide() {
     return new AsyncSides.LockSide(this);
-  }
-
-  /**
-   * Returns the listeners told of a lost lease: the options' and this lock's.
-   *
-   * @return the listeners told of a lost lease: the options' and this lock's
-   */
-  List<LeaseLossListener> lossListeners() {
-    List<LeaseLossListener> all = new java.util.ArrayList<>(engine.options.leaseLossListeners());
-    all.addAll(listeners);
-    return all;
   }
 
   // ---------------------------------------------------------------- queries
@@ -483,16 +412,6 @@ class RedisLock implements DistributedLock {
   @Override
   public long fencingToken() {
     return local.fencingToken(Thread.currentThread(), now());
-  }
-
-  @Override
-  public void addLeaseLossListener(LeaseLossListener listener) {
-    listeners.add(Objects.requireNonNull(listener, "listener"));
-  }
-
-  @Override
-  public void removeLeaseLossListener(LeaseLossListener listener) {
-    listeners.remove(listener);
   }
 
   @Override

@@ -1,12 +1,9 @@
 package io.github.turnstile;
 
 import io.lettuce.core.ScriptOutputType;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 
@@ -42,13 +39,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
    * the read op's "waiting since" server time, or the wunlock op's fencing token (0: none).
    */
   <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number) {
-    return op(type, op, owner, request, number, false);
-  }
-
-  /** @param subscribed a write attempt whose writer waits by pub/sub (a refusal asks for a publish) */
-  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
-      boolean subscribed) {
-    return op(type, op, owner, request, number, subscribed ? "s" : "");
+    return op(type, op, owner, request, number, "");
   }
 
   /** The read op; {@code since} is when this JVM's readers started waiting (0: not waiting). */
@@ -56,7 +47,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     return op(ScriptOutputType.MULTI, "read", owner, request, since, "");
   }
 
-  private <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
+  /** @param flags s: a write attempt whose writer waits by pub/sub (a refusal asks for a publish) */
+  <T> CompletableFuture<T> op(ScriptOutputType type, String op, String owner, String request, long number,
       String flags) {
     // every key is sent (DESIGN §3, slot migrations); number, flags and the publish command only
     // up to the last that differs from its default
@@ -67,7 +59,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
   }
 
   /** A read request's lease key (rwlock.lua KEYS[8]): hash tag shared with the other keys. */
-  private String readLeaseKey(String request) {
+  String readLeaseKey(String request) {
     return prefix + "rd:" + request;
   }
 
@@ -134,11 +126,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
   /** The write lock: a RedisLock whose Redis operations are rwlock.lua's write ops. */
   final class WriteSide extends RedisLock {
-    @Override
-    public Inspection inspect() {
-      return RedisReadWriteLock.this.inspect();
-    }
-
     @Override
     public Inspection.Kind inspectionKind() {
       return Inspection.Kind.READ_WRITE_LOCK;
@@ -218,11 +205,9 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
    * one waits in line. A reader that must wait waits by pub/sub: a write release admits every
    * waiting reader with one message on the readers' channel, whatever their number.
    */
-  final class ReadSide implements DistributedLock {
+  final class ReadSide extends EngineLock {
     final String describe = "read lock of '" + name + "'";
-    final Metrics.Primitive metrics = engine.metrics.primitive("read", name);
     private final ConcurrentHashMap<Thread, Hold> holds = new ConcurrentHashMap<>();
-    private final CopyOnWriteArrayList<LeaseLossListener> listeners = new CopyOnWriteArrayList<>();
     private volatile long releases; // happens-before edge for local release -> acquire (see LocalOwnership)
     /**
      * A hint: the last answer to a read attempt was a refusal, or a grant past a waiting writer (an
@@ -234,6 +219,10 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     private final java.util.concurrent.atomic.AtomicReference<AsyncGate<LockHold>> gate =
         new java.util.concurrent.atomic.AtomicReference<>();
 
+    ReadSide() {
+      super(RedisReadWriteLock.this.engine, RedisReadWriteLock.this.engine.metrics.primitive("read", RedisReadWriteLock.this.name));
+    }
+
     @Override
     public Inspection inspect() {
       return RedisReadWriteLock.this.inspect();
@@ -244,7 +233,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       return name;
     }
 
-    private AsyncGate<LockHold> gate() {
+    @Override
+    AsyncGate<LockHold> gate() {
       return AsyncSides.gate(gate, engine, () -> new AsyncSides.ReadSide(RedisReadWriteLock.this, this, engine, gate));
     }
 
@@ -263,8 +253,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     /**
      * Returns whether {@code t} (null: none) holds this JVM's write lock: its read acquisition is
      * a downgrade, granted at once in Redis, and must not queue behind readers that wait for it.
-     *
-     * @return whether {@code t} holds the write lock
      */
     boolean downgrade(Thread t) {
       return t != null && writeLock.local.isHeldBy(t, engine.ticker.read());
@@ -273,28 +261,9 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     /**
      * Returns whether another thread of this JVM holds the write lock or any acquisition of this
      * JVM waits for it (new readers then wait in line: phase-fair).
-     *
-     * @return whether the write side is busy elsewhere
      */
     boolean writeBusyElsewhere(Thread t) {
       return writeLock.busyElsewhere(t);
-    }
-
-    @Override
-    public void lock() {
-      try {
-        acquire(Call.untimed(false));
-      } catch (InterruptedException e) {
-        throw new AssertionError(e);
-      }
-    }
-
-    @Override
-    public void lockInterruptibly() throws InterruptedException {
-      if (Thread.interrupted()) {
-        throw metrics.interruption();
-      }
-      acquire(Call.untimed(true));
     }
 
     /**
@@ -340,7 +309,8 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       return true;
     }
 
-    private boolean acquire(Call call) throws InterruptedException {
+    @Override
+    boolean acquire(Call call) throws InterruptedException {
       if (reenter()) {
         return true;
       }
@@ -352,11 +322,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       long seen = releases; // volatile read: happens-after earlier local releases
       holds.put(Thread.currentThread(), new Hold((AsyncHold.Lock) h));
       return true;
-    }
-
-    /** A read request's lease key. */
-    String leaseKey(String request) {
-      return readLeaseKey(request);
     }
 
     /** The readers' channel: a write release that admits waiting readers publishes to it. */
@@ -390,25 +355,9 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     // ------------------------------------------------------------ asynchronous acquisition
 
     @Override
-    public CompletableFuture<LockHold> lockAsync() {
-      return gate().acquire(Call.untimed(false), 1);
-    }
-
-    @Override
     public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
       long deadline = Waits.deadline(time, unit);
       return gate().acquire(Call.until(deadline, false), 1);
-    }
-
-    /**
-     * Returns the listeners told of a lost lease: the options' and this side's.
-     *
-     * @return the listeners told of a lost lease: the options' and this side's
-     */
-    List<LeaseLossListener> lossListeners() {
-      List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());
-      all.addAll(listeners);
-      return all;
     }
 
     // ------------------------------------------------------------ queries
@@ -449,16 +398,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
         throw lost(h.lease);
       }
       return h.lease.token;
-    }
-
-    @Override
-    public void addLeaseLossListener(LeaseLossListener listener) {
-      listeners.add(Objects.requireNonNull(listener, "listener"));
-    }
-
-    @Override
-    public void removeLeaseLossListener(LeaseLossListener listener) {
-      listeners.remove(listener);
     }
 
     @Override

@@ -75,10 +75,6 @@ final class RedisSemaphore extends DistributedSemaphore {
     return engine.inspector.inspect(Inspection.Kind.SEMAPHORE, name);
   }
 
-  Inspection.Kind inspectionKind() {
-    return Inspection.Kind.SEMAPHORE;
-  }
-
   RedisSemaphore(Engine engine, String name, int permits, boolean leased) {
     this.engine = engine;
     this.name = name;
@@ -129,11 +125,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   /** Set once Redis confirmed this instance's mode and capacity. */
   private volatile boolean initialized;
 
-  /**
-   * Returns whether Redis has confirmed this instance's mode and capacity once.
-   *
-   * @return whether Redis has confirmed this instance's mode and capacity once
-   */
+  /** Returns whether Redis has confirmed this instance's mode and capacity once. */
   boolean initialized() {
     return initialized;
   }
@@ -514,8 +506,6 @@ final class RedisSemaphore extends DistributedSemaphore {
   /**
    * Returns {capacity, debt, free, held by all clients, available} as stored in Redis, after
    * reclaiming registrations that ran out (counting: the capacity is the free permits, none held).
-   *
-   * @return the state as stored in Redis
    */
   long[] state() {
     List<Object> r = engine.awaitQuietly(requests.eval("state", null, 0, "", 't', 0, 0), describe);
@@ -527,18 +517,12 @@ final class RedisSemaphore extends DistributedSemaphore {
   /**
    * Returns {memo slots ever used, slots free now} (for tests: a slot freed twice shows as more
    * free than used).
-   *
-   * @return the slot counts
    */
   int[] slots() {
     return new int[] {requests.nextSlot.get(), requests.freeSlots.size()};
   }
 
-  /**
-   * Returns this client's books, for diagnostics.
-   *
-   * @return this client's books
-   */
+  /** Returns this client's books, for diagnostics. */
   String books() {
     books.lock();
     try {
@@ -700,20 +684,16 @@ final class RedisSemaphore extends DistributedSemaphore {
   }
 
   private CompletableFuture<PermitHold> acquireAsync(int permits, Call call) {
-    AsyncGate<PermitHold> gate = AsyncSides.gate(async, engine, () -> new PermitSide(this));
+    AsyncGate<PermitHold> gate = gate();
     if (permits == 0) {
       return CompletableFuture.completedFuture(((PermitSide) gate.side()).none());
     }
     return gate.acquire(call, permits);
   }
 
-  /**
-   * Returns the async gate's side, creating the gate if needed (for tests).
-   *
-   * @return the async gate's side
-   */
+  /** Returns the async gate's side, creating the gate if needed (for tests). */
   PermitSide asyncSide() {
-    return (PermitSide) AsyncSides.gate(async, engine, () -> new PermitSide(this)).side();
+    return (PermitSide) gate().side();
   }
 
 }

@@ -13,20 +13,12 @@ import java.util.function.Function;
 final class Registry<T> {
   private final Cache<String, T> cache = Caffeine.newBuilder().weakValues().executor(Runnable::run).build();
 
-  /**
-   * Returns the instance of this name, made by {@code factory} if there is none.
-   *
-   * @return the instance of this name, made by {@code factory} if there is none
-   */
+  /** Returns the instance of this name, made by {@code factory} if there is none. */
   T get(String name, Function<String, T> factory) {
     return cache.get(name, factory);
   }
 
-  /**
-   * Returns instances in the registry after draining collected ones (Caffeine drains 1000 a pass).
-   *
-   * @return instances in the registry after draining collected ones (Caffeine drains 1000 a pass)
-   */
+  /** Returns instances in the registry after draining collected ones (Caffeine drains 1000 a pass). */
   long size() {
     long size;
     long previous = Long.MAX_VALUE;

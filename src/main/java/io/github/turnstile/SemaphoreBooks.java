@@ -258,9 +258,9 @@ final class SemaphoreBooks {
    * than it gave back: Redis lost a grant (a failover to a replica that lacked it) or reclaimed the
    * registration. The client's books no longer match Redis, and which of its permits Redis still
    * counts is unknowable, so the registration's lease is lost: every permit counted under it is
-   * lost with it, and its holders are told. Before, only the releasing thread was told, and the
-   * client went on using (and handing on locally) permits that Redis had granted to others until
-   * a renewal found the count short (LostWritesTest).
+   * lost with it, and its holders are told: telling only the releasing thread, the client would go
+   * on using (and handing on locally) permits that Redis granted to others until a renewal found
+   * the count short (LostWritesTest).
    */
   void booksShort(long from, String why) {
     Lease l;
@@ -325,10 +325,9 @@ final class SemaphoreBooks {
    * per generation. A failover without replica acknowledgement can lose a grant; the client must
    * learn of it before it goes on using, and handing on locally, permits that Redis now counts as
    * free (docs/FAILURE-MODEL.md §3). The check is {@link #answered}'s, exact whatever is on its
-   * way: before, the permits held were compared, and a release that had left the count but ran
-   * in Redis after the check (a NOSCRIPT fallback, or a thread between its count and its send)
-   * hid a lost grant of its size, which the client then handed on until a renewal found it
-   * (LostWritesTest).
+   * way: a comparison of the permits held would miss a lost grant the size of a release that left
+   * the count but ran in Redis after the check (a NOSCRIPT fallback, or a thread between its count
+   * and its send), and the client would hand it on until a renewal found it (LostWritesTest).
    */
   void confirm() {
     if (!sem.leased) {

@@ -67,7 +67,6 @@ final class SemaphoreRequests {
       this.marks = marks;
     }
 
-
     /**
      * Returns a future completed with {@code f}'s outcome after the callbacks registered on it
      * have run: a cancel that one of them sends is tracked before the slot can be freed. A copy
@@ -89,7 +88,7 @@ final class SemaphoreRequests {
             g.completeExceptionally(Engine.unwrap(e));
           }
         } finally {
-          unref();
+          unretain();
         }
       });
       return g;
@@ -111,11 +110,6 @@ final class SemaphoreRequests {
       return true;
     }
 
-    /** Gives up a reference taken by {@link #retain()}. */
-    void unretain() {
-      unref();
-    }
-
     /** Whether a copy was sent whose answer has not come: it may still run. */
     boolean unanswered() {
       return unanswered.get() > 0;
@@ -124,11 +118,12 @@ final class SemaphoreRequests {
     /** The owner is done with the call (later copies and cancels keep the slot until answered). */
     void end() {
       if (ended.compareAndSet(false, true)) {
-        unref();
+        unretain();
       }
     }
 
-    private void unref() {
+    /** Gives up a reference: the owner's, or one taken by {@link #retain()}. */
+    void unretain() {
       if (refs.decrementAndGet() == 0) {
         freeSlots.addFirst(slot);
       }
@@ -222,15 +217,7 @@ final class SemaphoreRequests {
 
   // ---------------------------------------------------------------- replays after a recovery
 
-  private static final class Replay {
-    final long untilNanos;
-    final Runnable resend;
-
-    Replay(long untilNanos, Runnable resend) {
-      this.untilNanos = untilNanos;
-      this.resend = resend;
-    }
-  }
+  private record Replay(long untilNanos, Runnable resend) {}
 
   /** Keeps a release or cancel to send again after a recovery (a failover may have lost it). */
   void remember(Supplier<CompletableFuture<List<Object>>> send, long untilNanos) {
@@ -253,9 +240,9 @@ final class SemaphoreRequests {
     long now = System.nanoTime();
     replaysLock.lock();
     try {
-      replays.removeIf(r -> now - r.untilNanos >= 0);
+      replays.removeIf(r -> now - r.untilNanos() >= 0);
       for (Replay r : replays) {
-        again.add(r.resend);
+        again.add(r.resend());
       }
       if (replays.isEmpty() && !sem.books.hasLease() && sem.replayHook.compareAndSet(true, false)) {
         engine.onRecovery(sem.onRecovery, false);

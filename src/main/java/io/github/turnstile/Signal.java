@@ -14,11 +14,7 @@ import java.util.concurrent.atomic.AtomicReference;
 final class Signal {
   private final AtomicReference<CompletableFuture<Void>> next = new AtomicReference<>(new CompletableFuture<>());
 
-  /**
-   * Returns the future the next {@link #fire()} completes.
-   *
-   * @return the future the next {@link #fire()} completes
-   */
+  /** Returns the future the next {@link #fire()} completes. */
   CompletableFuture<Void> next() {
     return next.get();
   }
