@@ -58,7 +58,7 @@ final class AsyncSides {
 
     @Override
     public WakeChannel subscribe(String channel) {
-      return new SubChannel(engine.subscribe(channel));
+      return new SubChannel(engine.subscribe(channel), false);
     }
 
     @Override
@@ -159,12 +159,14 @@ final class AsyncSides {
     }
   }
 
-  /** A {@link Subscriptions.Sub} as a channel of the state machine. */
+  /** A {@link Subscriptions.Sub} as a channel of the state machine, or of a lock cache's revocations. */
   static final class SubChannel implements WakeChannel {
     final Subscriptions.Sub sub;
+    private final boolean revocations;
 
-    SubChannel(Subscriptions.Sub sub) {
+    SubChannel(Subscriptions.Sub sub, boolean revocations) {
       this.sub = sub;
+      this.revocations = revocations;
     }
 
     @Override
@@ -174,7 +176,7 @@ final class AsyncSides {
 
     @Override
     public CompletableFuture<Void> next() {
-      return sub.next();
+      return revocations ? sub.nextRevocation() : sub.next();
     }
 
     @Override

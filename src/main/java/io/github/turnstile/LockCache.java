@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Supplier;
 
 /**
  * A plain lock's grant that this JVM keeps between its holds ({@link TurnstileOptions#lockCaching()};
@@ -91,14 +92,45 @@ final class LockCache {
 
   enum State { NONE, STARTING, IDLE, TAKEN }
 
-  private final RedisLock lock;
-  private final Engine engine;
+  /** What a cache asks of the engine and of Redis: {@link LockCache#onRedis} in production, stand-ins in jcstress. */
+  interface Io {
+    /** The engine's ticker. */
+    long now();
+
+    /** Whether a grant may be kept (or kept on): the engine not closed, Redis connected. */
+    boolean open();
+
+    /** A lease of the lock for the cached grant of {@code request}, running from {@code sinceNanos}. */
+    Lease lease(String request, long token, long sinceNanos, Lease.LossHandler handler);
+
+    /** The watchdog starts ({@code on}) or stops renewing {@code lease}. */
+    void renewing(Lease lease, boolean on);
+
+    /** {@code hold} ended in the client's books: no longer renewed, its time held counted. */
+    void ended(AsyncHold.Lock hold);
+
+    /** The lock's channel; {@link WakeChannel#next} completes at a revocation ({@code r}) or the subscription's loss. */
+    WakeChannel subscribe();
+
+    /** renew.lua's first {@code ~} call: {@code {{1, server µs, waiting}}} once the grant is marked cached, else {@code {0}}. */
+    CompletableFuture<List<Object>> markCached(String request);
+
+    /**
+     * lock_release.lua for the grant of {@code request}, carrying {@code lastToken}: re-sent until
+     * answered or {@code leaseEndNanos} ({@link System#nanoTime}), again after a recovery; true if released.
+     */
+    CompletableFuture<Boolean> release(String request, long grantToken, long lastToken, long leaseEndNanos);
+  }
+
+  /** The lock's key, whose contention the registry records, and its fence key (the watchdog's renewals). */
+  private final String key;
+  final String fenceKey;
+  private final long leaseMillis;
+  private final Io io;
   private final Registry registry;
   private final ReentrantLock mu = new ReentrantLock();
   /** A test's seam: runs when a take's release has decided to give the grant up, before it does. */
   transient volatile Runnable beforeReleaseAtEndOfTake;
-  /** A test's seam: given the first ~ renewal's send (the grant being cached), instead of running it at once. */
-  transient volatile java.util.function.Consumer<Runnable> startSeam;
   /** Grants taken from the cache so far (tests, metrics). */
   final java.util.concurrent.atomic.AtomicLong takes = new java.util.concurrent.atomic.AtomicLong();
   // ---- guarded by mu
@@ -120,7 +152,7 @@ final class LockCache {
   private long idleSince;
   /** Evicted for the bound while in use: released at the end of the current hold. */
   private boolean evicted;
-  private Subscriptions.Sub sub;
+  private WakeChannel sub;
   /** Completes when {@code STARTING} ends (a new head waits for it rather than attempting in Redis). */
   private CompletableFuture<Void> started;
   /**
@@ -133,33 +165,80 @@ final class LockCache {
   private AsyncHold.Lock taken;
   // ----
 
-  LockCache(RedisLock lock, Registry registry) {
-    this.lock = lock;
-    this.engine = lock.engine;
+  LockCache(String key, String fenceKey, long leaseMillis, Io io, Registry registry) {
+    this.key = key;
+    this.fenceKey = fenceKey;
+    this.leaseMillis = leaseMillis;
+    this.io = io;
     this.registry = registry;
   }
 
-  String fenceKey() {
-    return lock.fenceKey;
-  }
+  /** The cache's {@link Io} over {@code lock}: its engine's clock, watchdog and subscriptions, its scripts. */
+  static Io onRedis(RedisLock lock) {
+    Engine engine = lock.engine;
+    return new Io() {
+      @Override
+      public long now() {
+        return engine.ticker.read();
+      }
 
-  private long now() {
-    return engine.ticker.read();
-  }
+      @Override
+      public boolean open() {
+        return !engine.isClosed() && engine.connected();
+      }
 
-  private long leaseNanos() {
-    return TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
+      @Override
+      public Lease lease(String request, long token, long sinceNanos, Lease.LossHandler handler) {
+        return new Lease(lock.lockKey, request, engine.leaseMillis, token, "client " + engine.clientId + " (cached)",
+            sinceNanos, handler, lock.metrics).on(Inspection.Kind.LOCK, lock.name(), -1);
+      }
+
+      @Override
+      public void renewing(Lease l, boolean on) {
+        if (on) {
+          engine.watchdog.register(l);
+        } else {
+          engine.watchdog.unregister(l);
+        }
+      }
+
+      @Override
+      public void ended(AsyncHold.Lock hold) {
+        engine.watchdog.unregister(hold.lease());
+        lock.metrics.released(hold.heldNanos());
+      }
+
+      @Override
+      public WakeChannel subscribe() {
+        return new AsyncSides.SubChannel(engine.subscribe(lock.channel), true);
+      }
+
+      @Override
+      public CompletableFuture<List<Object>> markCached(String request) {
+        return engine.eval(Script.RENEW, ScriptOutputType.MULTI, new String[] {lock.lockKey, lock.fenceKey},
+            "~" + request, engine.leaseArg);
+      }
+
+      @Override
+      public CompletableFuture<Boolean> release(String request, long grantToken, long lastToken, long leaseEndNanos) {
+        Supplier<CompletableFuture<Long>> send = () -> engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER,
+            new String[] {lock.lockKey, lock.wakeKey}, request, Long.toString(grantToken), engine.leaseArg,
+            engine.publishCommand(), "", Long.toString(lastToken));
+        CompletableFuture<Long> all = engine.releases.retrying(new RedisLock.First<>(send.get(), send), leaseEndNanos);
+        engine.replayOnRecovery(lock.lockKey, leaseEndNanos, send::get);
+        return all.thenApply(r -> r != 0L);
+      }
+    };
   }
 
   /** Whether {@code l} leaves a safe margin for a take: alive, more than half a lease confirmed ahead. */
   private boolean usable(Lease l, long now) {
-    return l != null && l.alive(now) && l.remainingMillis(now) > engine.leaseMillis / 2;
+    return l != null && l.alive(now) && l.remainingMillis(now) > leaseMillis / 2;
   }
 
   /** A lease for the cached grant, continuing (same request, same confirmed instant) from {@code sinceNanos}. */
-  private Lease newLease(long token, long sinceNanos, Lease.LossHandler handler, String holder) {
-    Lease l = new Lease(lock.lockKey, request, engine.leaseMillis, token, holder, sinceNanos, handler, lock.metrics)
-        .on(Inspection.Kind.LOCK, lock.name(), -1);
+  private Lease newLease(long token, long sinceNanos) {
+    Lease l = io.lease(request, token, sinceNanos, this::leaseLost);
     l.cache = this;
     return l;
   }
@@ -175,11 +254,11 @@ final class LockCache {
       return -1;
     }
     long age = now - anchorNanos;
-    if (age < 0 || age >= leaseNanos() / 2) {
+    if (age < 0 || age >= TimeUnit.MILLISECONDS.toNanos(leaseMillis) / 2) {
       return -1;
     }
     long t = Math.max(lastToken + 1, anchorUs + age / 1000);
-    if (t >= anchorUs + engine.leaseMillis * 1000 - 1) {
+    if (t >= anchorUs + leaseMillis * 1000 - 1) {
       return -1;
     }
     lastToken = t;
@@ -206,9 +285,9 @@ final class LockCache {
    *     attempt finds it cached and revokes it (as it would find a released lock free)
    */
   CompletableFuture<Boolean> keep(AsyncHold.Lock hold, AsyncGate<LockHold> g) {
-    long now = now();
+    long now = io.now();
     Lease held = hold.lease();
-    if (engine.isClosed() || !engine.connected() || registry.contended(lock.lockKey) || !usable(held, now)) {
+    if (!io.open() || registry.contended(key) || !usable(held, now)) {
       return null;
     }
     Lease idle;
@@ -226,21 +305,20 @@ final class LockCache {
       request = held.requestId;
       grantToken = held.token;
       lastToken = held.token;
-      idle = newLease(held.token, held.sinceNanos(), this::leaseLost, "client " + engine.clientId + " (cached)");
+      idle = newLease(held.token, held.sinceNanos());
       lease = idle;
       started = new CompletableFuture<>();
     } finally {
       mu.unlock();
     }
-    engine.watchdog.unregister(held);
-    lock.metrics.released(hold.heldNanos());
+    io.ended(hold);
     if (g != null) {
       g.endedLocally(hold);
     }
-    engine.watchdog.register(idle);
-    Subscriptions.Sub s;
+    io.renewing(idle, true);
+    WakeChannel s;
     try {
-      s = engine.subscribe(lock.channel);
+      s = io.subscribe();
     } catch (RuntimeException e) {
       giveUp(idle);
       return outcome;
@@ -251,27 +329,21 @@ final class LockCache {
     } finally {
       mu.unlock();
     }
-    s.ready.whenComplete((v, e) -> {
+    s.ready().whenComplete((v, e) -> {
       if (e != null) {
         giveUp(idle);
         return;
       }
       listen(s);
-      java.util.function.Consumer<Runnable> seam = startSeam;
-      if (seam != null) {
-        seam.accept(() -> start(idle));
-      } else {
-        start(idle);
-      }
+      start(idle);
     });
     return outcome;
   }
 
   /** Sends the first {@code ~} renewal of {@code idle}: marks the grant cached, anchors the tokens. */
   private void start(Lease idle) {
-    long sentAt = now();
-    engine.<List<Object>>eval(Script.RENEW, ScriptOutputType.MULTI, new String[] {lock.lockKey, lock.fenceKey},
-        "~" + idle.requestId, engine.leaseArg).whenComplete((r, e) -> {
+    long sentAt = io.now();
+    io.markCached(idle.requestId).whenComplete((r, e) -> {
           Object reply = e == null && r != null && !r.isEmpty() ? r.get(0) : null;
           if (!(reply instanceof List<?> confirmed)) {
             // 0 (the request no longer holds the lock: the release is a no-op, and the caller is
@@ -295,7 +367,7 @@ final class LockCache {
                 release = true;
               } else {
                 state = State.IDLE;
-                idleSince = now();
+                idleSince = io.now();
               }
             }
           } finally {
@@ -318,8 +390,8 @@ final class LockCache {
   }
 
   /** A revocation message on the lock's channel (lock_acquire.lua publishes {@code r}), or the subscription's loss. */
-  private void listen(Subscriptions.Sub s) {
-    s.nextRevocation().thenRun(() -> {
+  private void listen(WakeChannel s) {
+    s.next().thenRun(() -> {
       boolean mine;
       mu.lock();
       try {
@@ -344,7 +416,7 @@ final class LockCache {
   void confirmed(Lease l, List<?> reply, long sentAt) {
     boolean waiting = reply.size() > 2 && Long.valueOf(1).equals(reply.get(2));
     long us = Long.parseLong(String.valueOf(reply.get(1)));
-    long readAt = now();
+    long readAt = io.now();
     Lease current;
     mu.lock();
     try {
@@ -370,7 +442,7 @@ final class LockCache {
 
   /** Another client asked for the lock: given up at once when idle, else at the end of the current hold. */
   void revoke() {
-    registry.contention(lock.lockKey);
+    registry.contention(key);
     Lease idle = null;
     mu.lock();
     try {
@@ -387,10 +459,10 @@ final class LockCache {
   }
 
   /** Caffeine evicted the idle grant (the bound, or its idle time): released if still idle. */
-  private void evicted(RemovalCause cause) {
+  void evicted(RemovalCause cause) {
     Lease idle = null;
     boolean keep = false;
-    long now = now();
+    long now = io.now();
     mu.lock();
     try {
       if (cause != RemovalCause.EXPIRED && (state == State.TAKEN || state == State.STARTING)) {
@@ -454,7 +526,7 @@ final class LockCache {
     String req;
     long granted;
     long last;
-    Subscriptions.Sub s;
+    WakeChannel s;
     CompletableFuture<Void> done;
     CompletableFuture<Boolean> k;
     mu.lock();
@@ -476,7 +548,7 @@ final class LockCache {
     } finally {
       mu.unlock();
     }
-    engine.watchdog.unregister(l);
+    io.renewing(l, false);
     if (end) {
       l.end();
     }
@@ -484,7 +556,7 @@ final class LockCache {
     if (s != null) {
       s.close();
     }
-    CompletableFuture<Boolean> released = release(req, granted, last, l);
+    CompletableFuture<Boolean> released = io.release(req, granted, last, leaseEnd(l));
     if (done != null) {
       done.complete(null);
     }
@@ -494,13 +566,9 @@ final class LockCache {
     return released;
   }
 
-  /** Sends the release of the cached grant, re-sent until answered and again after a recovery. */
-  private CompletableFuture<Boolean> release(String req, long granted, long last, Lease l) {
-    long leaseEnd = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, l.remainingMillis(now())));
-    java.util.function.Supplier<CompletableFuture<Long>> send = () -> lock.releaseCached(req, granted, last);
-    CompletableFuture<Long> all = engine.releases.retrying(new RedisLock.First<>(send.get(), send), leaseEnd);
-    engine.replayOnRecovery(lock.lockKey, leaseEnd, send::get);
-    return all.thenApply(r -> r != 0L);
+  /** When ({@link System#nanoTime}) {@code l} runs out at the latest. */
+  private long leaseEnd(Lease l) {
+    return System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, l.remainingMillis(io.now())));
   }
 
   // ---------------------------------------------------------------- takes
@@ -541,7 +609,7 @@ final class LockCache {
    * @return true if {@code w} was handed the grant (or it ended meanwhile and the grant is idle again)
    */
   boolean take(AsyncAcquisition<LockHold> w) {
-    long now = now();
+    long now = io.now();
     Lease idle;
     Attempt a = null;
     mu.lock();
@@ -563,7 +631,7 @@ final class LockCache {
       giveUp(idle); // w's attempt follows the release on the same connection
       return false;
     }
-    engine.watchdog.unregister(idle);
+    io.renewing(idle, false);
     idle.end();
     if (!w.handedOver(a, idle.sinceNanos())) {
       untake(idle.sinceNanos()); // w ended meanwhile (its cancelGrant found no hold yet)
@@ -590,14 +658,14 @@ final class LockCache {
       if (state != State.TAKEN || taken != null) {
         return;
       }
-      idle = newLease(lastToken, sinceNanos, this::leaseLost, "client " + engine.clientId + " (cached)");
+      idle = newLease(lastToken, sinceNanos);
       lease = idle;
       state = State.IDLE;
-      idleSince = now();
+      idleSince = io.now();
     } finally {
       mu.unlock();
     }
-    engine.watchdog.register(idle);
+    io.renewing(idle, true);
     if (revoked) {
       giveUp(idle);
     }
@@ -620,10 +688,9 @@ final class LockCache {
    * @return the release's outcome
    */
   CompletableFuture<Boolean> endTake(AsyncHold.Lock hold, AsyncGate<LockHold> g) {
-    long now = now();
+    long now = io.now();
     Lease l = hold.lease();
-    engine.watchdog.unregister(l);
-    lock.metrics.released(hold.heldNanos());
+    io.ended(hold);
     AsyncGate.Successor<LockHold> next = null;
     Attempt a = null;
     Lease idle = null;
@@ -633,8 +700,7 @@ final class LockCache {
       if (taken == hold) {
         taken = null;
       }
-      boolean ok = state == State.TAKEN && lease == l && !revoked && !evicted && !engine.isClosed()
-          && engine.connected() && usable(l, now);
+      boolean ok = state == State.TAKEN && lease == l && !revoked && !evicted && io.open() && usable(l, now);
       if (ok && g != null) {
         next = g.successor(Integer.MAX_VALUE);
         if (next != null) {
@@ -648,10 +714,10 @@ final class LockCache {
         }
       }
       if (ok && a == null) {
-        if (registry.contended(lock.lockKey)) {
+        if (registry.contended(key)) {
           ok = false;
         } else {
-          idle = newLease(lastToken, l.sinceNanos(), this::leaseLost, "client " + engine.clientId + " (cached)");
+          idle = newLease(lastToken, l.sinceNanos());
           lease = idle;
           state = State.IDLE;
           idleSince = now;
@@ -677,7 +743,7 @@ final class LockCache {
       g.endedLocally(hold);
     }
     if (idle != null) {
-      engine.watchdog.register(idle);
+      io.renewing(idle, true);
       return CompletableFuture.completedFuture(true);
     }
     if (release) {
@@ -688,6 +754,6 @@ final class LockCache {
       return giveUp(l, false, true);
     }
     // no longer this cache's grant (lost meanwhile): released by request, as any hold
-    return lock.releaseCached(l.requestId, l.token, l.token).thenApply(r -> r != 0L);
+    return io.release(l.requestId, l.token, l.token, leaseEnd(l));
   }
 }

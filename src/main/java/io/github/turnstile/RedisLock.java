@@ -32,7 +32,8 @@ class RedisLock extends EngineLock {
   RedisLock(Engine engine, String name) {
     this(engine, name, "{" + engine.options.keyPrefix() + ":" + name + "}", "lock '" + name + "'",
         engine.metrics.primitive("lock", name));
-    this.cache = engine.lockCaches == null ? null : new LockCache(this, engine.lockCaches);
+    this.cache = engine.lockCaches == null ? null : new LockCache(lockKey, fenceKey, engine.leaseMillis,
+        LockCache.onRedis(this), engine.lockCaches);
   }
 
   /** The grant this JVM keeps between holds, if lock caching is on (plain locks only); else null. */
@@ -250,11 +251,6 @@ class RedisLock extends EngineLock {
    * a wake token for the first waiter blocked in Redis, so the release after that one wakes this
    * client's head.
    */
-  CompletableFuture<Long> releaseCached(String request, long grantToken, long lastToken) {
-    return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey}, request,
-        Long.toString(grantToken), engine.leaseArg, engine.publishCommand(), "", Long.toString(lastToken));
-  }
-
   CompletableFuture<Long> releaseAsWaiting(String request, long token) {
     return engine.eval(Script.LOCK_RELEASE, ScriptOutputType.INTEGER, new String[] {lockKey, wakeKey}, request,
         Long.toString(token), engine.leaseArg, engine.publishCommand(), engine.clientId);

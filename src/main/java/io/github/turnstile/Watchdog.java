@@ -148,7 +148,7 @@ final class Watchdog implements AutoCloseable {
         keys.add(reg.stateKey());
         registrations[i] = reg;
       } else if (cache != null) {
-        keys.add(cache.fenceKey());
+        keys.add(cache.fenceKey);
       }
       args[2 * i] = cache != null && reg == null ? "~" + l.requestId : l.requestId;
       args[2 * i + 1] = Long.toString(l.leaseMillis);

@@ -51,6 +51,34 @@ class LockCachingTest {
     return lock;
   }
 
+  /**
+   * A cache for {@code lock} whose first {@code ~} renewal (marking the grant cached) waits in
+   * {@code start} until the test runs it; everything else goes to Redis as usual.
+   */
+  private static LockCache holdingBackStart(RedisLock lock, java.util.List<Runnable> start) {
+    LockCache.Io io = LockCache.onRedis(lock);
+    LockCache.Io held = (LockCache.Io) java.lang.reflect.Proxy.newProxyInstance(LockCache.Io.class.getClassLoader(),
+        new Class<?>[] {LockCache.Io.class}, (proxy, m, args) -> {
+          if (!m.getName().equals("markCached")) {
+            try {
+              return m.invoke(io, args);
+            } catch (java.lang.reflect.InvocationTargetException e) {
+              throw e.getCause();
+            }
+          }
+          java.util.concurrent.CompletableFuture<Object> reply = new java.util.concurrent.CompletableFuture<>();
+          start.add(() -> io.markCached((String) args[0]).whenComplete((r, e) -> {
+            if (e != null) {
+              reply.completeExceptionally(e);
+            } else {
+              reply.complete(r);
+            }
+          }));
+          return reply;
+        });
+    return new LockCache(lock.lockKey, lock.fenceKey, lock.engine.leaseMillis, held, lock.engine.lockCaches);
+  }
+
   /** Waits until {@code lock}'s grant is cached idle in this JVM (its first ~ renewal answered). */
   private static void awaitCachedIdle(RedisLock lock) {
     TestSupport.await("the grant cached idle", Duration.ofMillis(Bounds.PROMPT_MS),
@@ -167,7 +195,7 @@ class LockCachingTest {
       TestSupport.await("the other client waiting", Duration.ofMillis(Bounds.PROMPT_MS),
           () -> !field(name, "q").isEmpty());
       java.util.List<Runnable> start = new java.util.concurrent.CopyOnWriteArrayList<>();
-      mine.cache.startSeam = start::add;
+      mine.cache = holdingBackStart(mine, start);
       mine.unlock(); // kept: being cached (returns after a short patience: the caching is held back)
       TestSupport.await("the grant being cached", Duration.ofMillis(Bounds.PROMPT_MS), () -> !start.isEmpty());
       java.util.concurrent.atomic.AtomicLong got = new java.util.concurrent.atomic.AtomicLong();
@@ -177,7 +205,6 @@ class LockCachingTest {
         mine.unlock();
       });
       Thread.sleep(100);
-      mine.cache.startSeam = null;
       start.forEach(Runnable::run); // answers: someone waits; the cache gives the grant up
       assertTrue(theirsHeld.await(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS), "the other client got it");
       theirsGo.countDown();
