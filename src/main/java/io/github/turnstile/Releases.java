@@ -91,7 +91,7 @@ final class Releases {
     // No reply within the command timeout counts as a transient failure: the copy may be queued
     // for a dead Cluster master's connection. A later reply of it is ignored (the command is
     // idempotent: the copy that runs second answers "already done").
-    CompletableFuture<T> bounded = f.copy().orTimeout(commandTimeoutNanos, TimeUnit.NANOSECONDS);
+    CompletableFuture<T> bounded = Timer.orTimeout(f.copy(), commandTimeoutNanos);
     // a recovery event (a reconnect, a new Cluster topology) while the copy waits: send it again
     // now rather than after the command timeout
     Runnable onRecovery = () -> bounded.completeExceptionally(new TimeoutException("recovery event"));
