@@ -46,20 +46,12 @@ public final class Activity {
     return kind;
   }
 
-  /**
-   * Returns the primitive's name.
-   *
-   * @return the primitive's name
-   */
+  /** {@return the primitive's name} */
   public String name() {
     return name;
   }
 
-  /**
-   * Returns true for a hold, false for a wait.
-   *
-   * @return true for a hold, false for a wait
-   */
+  /** {@return true for a hold, false for a wait} */
   public boolean isHeld() {
     return held;
   }

@@ -167,11 +167,7 @@ public abstract class DistributedSemaphore extends Semaphore {
    */
   public abstract CompletableFuture<PermitHold> tryAcquireAsync(int permits, long timeout, TimeUnit unit);
 
-  /**
-   * Returns the name this semaphore was obtained with.
-   *
-   * @return the name this semaphore was obtained with
-   */
+  /** {@return the name this semaphore was obtained with} */
   public abstract String name();
 
   /**

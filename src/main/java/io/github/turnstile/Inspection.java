@@ -97,29 +97,17 @@ public final class Inspection {
     this.availablePermits = availablePermits;
   }
 
-  /**
-   * Returns the primitive's kind.
-   *
-   * @return the primitive's kind
-   */
+  /** {@return the primitive's kind} */
   public Kind kind() {
     return kind;
   }
 
-  /**
-   * Returns the primitive's name.
-   *
-   * @return the primitive's name
-   */
+  /** {@return the primitive's name} */
   public String name() {
     return name;
   }
 
-  /**
-   * Returns when the snapshot was taken, by the Redis server's clock.
-   *
-   * @return when the snapshot was taken, by the Redis server's clock
-   */
+  /** {@return when the snapshot was taken, by the Redis server's clock} */
   public Instant inspectedAt() {
     return at;
   }

@@ -459,11 +459,7 @@ public final class Turnstile implements AutoCloseable {
     }
   }
 
-  /**
-   * Returns the options this Turnstile was made with.
-   *
-   * @return the options this Turnstile was made with
-   */
+  /** {@return the options this Turnstile was made with} */
   public TurnstileOptions options() {
     return engine.options;
   }

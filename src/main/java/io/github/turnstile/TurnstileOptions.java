@@ -96,83 +96,47 @@ public final class TurnstileOptions {
     this.clientName = b.clientName;
   }
 
-  /**
-   * Returns the defaults.
-   *
-   * @return the defaults
-   */
+  /** {@return the defaults} */
   public static TurnstileOptions defaults() {
     return builder().build();
   }
 
-  /**
-   * Returns a builder holding the defaults.
-   *
-   * @return a builder holding the defaults
-   */
+  /** {@return a builder holding the defaults} */
   public static Builder builder() {
     return new Builder();
   }
 
-  /**
-   * Returns the lease time.
-   *
-   * @return the lease time
-   */
+  /** {@return the lease time} */
   public Duration leaseTime() {
     return leaseTime;
   }
 
-  /**
-   * Returns the watchdog's renewal interval.
-   *
-   * @return the watchdog's renewal interval
-   */
+  /** {@return the watchdog's renewal interval} */
   public Duration renewInterval() {
     return renewInterval;
   }
 
-  /**
-   * Returns the key prefix.
-   *
-   * @return the key prefix
-   */
+  /** {@return the key prefix} */
   public String keyPrefix() {
     return keyPrefix;
   }
 
-  /**
-   * Returns the bound on blocking connections.
-   *
-   * @return the bound on blocking connections
-   */
+  /** {@return the bound on blocking connections} */
   public int blockingPoolSize() {
     return blockingPoolSize;
   }
 
-  /**
-   * Returns the command timeout.
-   *
-   * @return the command timeout
-   */
+  /** {@return the command timeout} */
   public Duration commandTimeout() {
     return commandTimeout;
   }
 
-  /**
-   * Returns how long an untimed acquisition waits through continuous Redis unavailability.
-   *
-   * @return how long an untimed acquisition waits through continuous Redis unavailability
-   */
+  /** {@return how long an untimed acquisition waits through continuous Redis unavailability} */
   public Duration outageTolerance() {
     return outageTolerance;
   }
 
-  /**
-   * Returns how many grants in a row a lock may pass between threads of this JVM (0: never).
-   *
-   * @return how many grants in a row a lock may pass between threads of this JVM (0: never)
-   */
+  /** {@return how many grants in a row a lock may pass between threads of this JVM (0: never)} */
   public int localHandoffLimit() {
     return localHandoffLimit;
   }
@@ -205,29 +169,17 @@ public final class TurnstileOptions {
     return lockCacheIdle;
   }
 
-  /**
-   * Returns replicas that must acknowledge each acquisition (0: no acknowledgement awaited).
-   *
-   * @return replicas that must acknowledge each acquisition (0: no acknowledgement awaited)
-   */
+  /** {@return replicas that must acknowledge each acquisition (0: no acknowledgement awaited)} */
   public int replicaAcks() {
     return replicaAcks;
   }
 
-  /**
-   * Returns how long an acquisition waits for {@link #replicaAcks()} acknowledgements.
-   *
-   * @return how long an acquisition waits for {@link #replicaAcks()} acknowledgements
-   */
+  /** {@return how long an acquisition waits for {@link #replicaAcks()} acknowledgements} */
   public Duration replicaAckTimeout() {
     return replicaAckTimeout;
   }
 
-  /**
-   * Returns the listeners told of every lease loss.
-   *
-   * @return the listeners told of every lease loss
-   */
+  /** {@return the listeners told of every lease loss} */
   public List<LeaseLossListener> leaseLossListeners() {
     return leaseLossListeners;
   }
@@ -244,11 +196,7 @@ public final class TurnstileOptions {
     return observationRegistry;
   }
 
-  /**
-   * Returns how many distinct names get a metrics tag of their own.
-   *
-   * @return how many distinct names get a metrics tag of their own
-   */
+  /** {@return how many distinct names get a metrics tag of their own} */
   public int metricsNameLimit() {
     return metricsNameLimit;
   }
@@ -591,11 +539,7 @@ public final class TurnstileOptions {
       return this;
     }
 
-    /**
-     * Returns the options.
-     *
-     * @return the options
-     */
+    /** {@return the options} */
     public TurnstileOptions build() {
       return new TurnstileOptions(this);
     }
