@@ -573,11 +573,7 @@ final class LockCache {
 
   // ---------------------------------------------------------------- takes
 
-  /**
-   * Returns the future a new head waits on while the grant is being cached, or null.
-   *
-   * @return the future, or null
-   */
+  /** {@return the future a new head waits on while the grant is being cached, or null} */
   CompletableFuture<Void> starting() {
     mu.lock();
     try {

@@ -469,11 +469,9 @@ public final class Turnstile implements AutoCloseable {
   }
 
   /**
-   * Returns this client's id: 16 hex digits, random per Turnstile, which names its holds in Redis
+   * {@return this client's id: 16 hex digits, random per Turnstile, which names its holds in Redis
    * ({@link Inspection.Holder#clientId()}) and its connections ({@code turnstile:<id>} in
-   * {@code CLIENT LIST}).
-   *
-   * @return this client's id
+   * {@code CLIENT LIST})}
    */
   public String clientId() {
     return engine.clientId;

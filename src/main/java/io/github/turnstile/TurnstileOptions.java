@@ -142,29 +142,19 @@ public final class TurnstileOptions {
   }
 
   /**
-   * Returns whether a {@link DistributedLock}'s grant stays with this JVM between its holds (see
-   * {@link Builder#lockCaching}).
-   *
-   * @return whether lock grants are cached
+   * {@return whether a {@link DistributedLock}'s grant stays with this JVM between its holds (see
+   * {@link Builder#lockCaching})}
    */
   public boolean lockCaching() {
     return lockCaching;
   }
 
-  /**
-   * Returns the most idle lock grants this JVM keeps (see {@link Builder#lockCaching}).
-   *
-   * @return the most idle lock grants this JVM keeps
-   */
+  /** {@return the most idle lock grants this JVM keeps (see {@link Builder#lockCaching})} */
   public int lockCacheSize() {
     return lockCacheSize;
   }
 
-  /**
-   * Returns how long an idle lock grant is kept unused (see {@link Builder#lockCaching}).
-   *
-   * @return how long an idle lock grant is kept unused
-   */
+  /** {@return how long an idle lock grant is kept unused (see {@link Builder#lockCaching})} */
   public Duration lockCacheIdle() {
     return lockCacheIdle;
   }
@@ -202,9 +192,7 @@ public final class TurnstileOptions {
   }
 
   /**
-   * Returns the application name that is part of this client's identity, or null if none was set.
-   *
-   * @return the application name that is part of this client's identity, or null if none was set
+   * {@return the application name that is part of this client's identity, or null if none was set}
    */
   public String clientName() {
     return clientName;

@@ -180,9 +180,7 @@ public class TurnstileProperties {
   }
 
   /**
-   * Returns the application name in this client's identity, or null for spring.application.name.
-   *
-   * @return the application name in this client's identity, or null
+   * {@return the application name in this client's identity, or null for spring.application.name}
    */
   public String getClientName() {
     return clientName;
