@@ -18,11 +18,22 @@ import io.lettuce.core.cluster.event.ClusterTopologyChangedEvent;
 import io.lettuce.core.cluster.models.partitions.RedisClusterNode;
 import io.lettuce.core.codec.StringCodec;
 import io.lettuce.core.pubsub.StatefulRedisPubSubConnection;
+import java.lang.reflect.Method;
 import java.net.SocketAddress;
+import java.time.Duration;
+import java.util.Collections;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.WeakHashMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
+import java.util.function.Predicate;
+import java.util.function.Supplier;
 
 /**
  * How the engine reaches Redis: one server (including a Sentinel-managed primary, which Lettuce
@@ -91,7 +102,7 @@ abstract class Topology implements AutoCloseable {
    * Counts dropped connections and recoveries: a semaphore hands permits on locally only once
    * Redis confirmed its grants in the current generation ({@link SemaphoreBooks#confirm}).
    */
-  final java.util.concurrent.atomic.AtomicLong generation = new java.util.concurrent.atomic.AtomicLong();
+  final AtomicLong generation = new AtomicLong();
 
   /** Closes the main connection, then runs {@code shutdown} (the owned client's), if any. */
   final void close(Runnable shutdown) {
@@ -105,8 +116,8 @@ abstract class Topology implements AutoCloseable {
    * Opens a main connection and checks that Redis answers {@code check}; wraps failures in
    * TurnstileException and closes what was opened.
    */
-  static <C extends StatefulConnection<String, String>> C openMain(java.util.function.Supplier<C> connect,
-      java.util.function.Consumer<C> check, String what) {
+  static <C extends StatefulConnection<String, String>> C openMain(Supplier<C> connect, Consumer<C> check,
+      String what) {
     C c = open(connect, what);
     try {
       check.accept(c);
@@ -229,7 +240,7 @@ abstract class Topology implements AutoCloseable {
    */
   static RedisURI seedOf(RedisClusterClient client) {
     try {
-      java.lang.reflect.Method m = RedisClusterClient.class.getDeclaredMethod("getInitialUris");
+      Method m = RedisClusterClient.class.getDeclaredMethod("getInitialUris");
       m.setAccessible(true);
       @SuppressWarnings("unchecked")
       Iterable<RedisURI> uris = (Iterable<RedisURI>) m.invoke(client);
@@ -244,8 +255,7 @@ abstract class Topology implements AutoCloseable {
   }
 
   /** Opens a connection and names it; wraps failures in TurnstileException. */
-  static <C extends StatefulConnection<String, String>> C open(java.util.function.Supplier<C> connect,
-      String what) {
+  static <C extends StatefulConnection<String, String>> C open(Supplier<C> connect, String what) {
     try {
       return connect.get();
     } catch (RedisException e) {
@@ -293,11 +303,11 @@ abstract class Topology implements AutoCloseable {
      * Lettuce's topology refresh opens and closes connections of its own all the time.
      */
     private final Set<Object> seen =
-        java.util.Collections.synchronizedSet(java.util.Collections.newSetFromMap(new java.util.WeakHashMap<>()));
+        Collections.synchronizedSet(Collections.newSetFromMap(new WeakHashMap<>()));
     final Set<Object> neverReconnect = ConcurrentHashMap.newKeySet();
-    private final java.util.function.Predicate<Object> watched;
+    private final Predicate<Object> watched;
 
-    ConnectionEvents(java.util.function.Predicate<Object> watched) {
+    ConnectionEvents(Predicate<Object> watched) {
       this.watched = watched;
     }
 
@@ -404,12 +414,11 @@ abstract class Topology implements AutoCloseable {
     /** Per node: the client of blocking connections (no reconnect) and of the subscriber (reconnects). */
     private final Map<String, RedisClient> blockingClients = new ConcurrentHashMap<>();
     private final Map<String, RedisClient> subscriberClients = new ConcurrentHashMap<>();
-    private final java.util.concurrent.atomic.AtomicLong lastRefresh =
-        new java.util.concurrent.atomic.AtomicLong(System.nanoTime());
+    private final AtomicLong lastRefresh = new AtomicLong(System.nanoTime());
     private final ConnectionEvents events;
     private final reactor.core.Disposable topologyEvents;
     private final boolean sharded;
-    private final java.util.concurrent.atomic.AtomicBoolean watching = new java.util.concurrent.atomic.AtomicBoolean();
+    private final AtomicBoolean watching = new AtomicBoolean();
     private volatile long watchUntil;
     private volatile boolean closed;
 
@@ -525,7 +534,7 @@ abstract class Topology implements AutoCloseable {
     }
 
     /** Opens a node connection; if that fails, the node may have failed over: learn the new master. */
-    private <C> C suspecting(java.util.function.Supplier<C> open) {
+    private <C> C suspecting(Supplier<C> open) {
       try {
         return open.get();
       } catch (TurnstileException e) {
@@ -597,7 +606,7 @@ abstract class Topology implements AutoCloseable {
      */
     @Override
     void lostConnection() {
-      watchUntil = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+      watchUntil = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
       if (watching.compareAndSet(false, true)) {
         scheduleRefresh();
       }
@@ -612,7 +621,7 @@ abstract class Topology implements AutoCloseable {
           }
           client.refreshPartitionsAsync();
           scheduleRefresh();
-        }, 250, java.util.concurrent.TimeUnit.MILLISECONDS);
+        }, 250, TimeUnit.MILLISECONDS);
       } catch (RuntimeException e) {
         watching.set(false); // the client is shutting down
       }
@@ -623,9 +632,9 @@ abstract class Topology implements AutoCloseable {
       closed = true;
       topologyEvents.dispose();
       client.removeListener(events);
-      for (Map<String, RedisClient> clients : java.util.List.of(blockingClients, subscriberClients)) {
+      for (Map<String, RedisClient> clients : List.of(blockingClients, subscriberClients)) {
         for (RedisClient c : clients.values()) {
-          c.shutdown(java.time.Duration.ZERO, java.time.Duration.ofSeconds(2));
+          c.shutdown(Duration.ZERO, Duration.ofSeconds(2));
         }
       }
       close(shutdown);

@@ -319,10 +319,7 @@ public final class TurnstileOptions {
      * @return this builder
      */
     public Builder blockingPoolSize(int size) {
-      if (size < 1) {
-        throw new IllegalArgumentException("blockingPoolSize must be at least 1, was " + size);
-      }
-      this.blockingPoolSize = size;
+      this.blockingPoolSize = atLeast(size, 1, "blockingPoolSize");
       return this;
     }
 
@@ -333,11 +330,7 @@ public final class TurnstileOptions {
      * @return this builder
      */
     public Builder commandTimeout(Duration timeout) {
-      Objects.requireNonNull(timeout, "commandTimeout");
-      if (timeout.isNegative() || timeout.isZero()) {
-        throw new IllegalArgumentException("commandTimeout must be positive, was " + timeout);
-      }
-      this.commandTimeout = timeout;
+      this.commandTimeout = positive(Objects.requireNonNull(timeout, "commandTimeout"), "commandTimeout");
       return this;
     }
 
@@ -395,10 +388,7 @@ public final class TurnstileOptions {
      * @return this builder
      */
     public Builder localHandoffLimit(int limit) {
-      if (limit < 0) {
-        throw new IllegalArgumentException("localHandoffLimit must not be negative, was " + limit);
-      }
-      this.localHandoffLimit = limit;
+      this.localHandoffLimit = atLeast(limit, 0, "localHandoffLimit");
       return this;
     }
 
@@ -423,16 +413,10 @@ public final class TurnstileOptions {
      * @return this builder
      */
     public Builder lockCaching(int maxIdle, Duration idleTime) {
-      if (maxIdle < 1) {
-        throw new IllegalArgumentException("lockCaching: maxIdle must be at least 1, was " + maxIdle);
-      }
-      Objects.requireNonNull(idleTime, "idleTime");
-      if (idleTime.isNegative() || idleTime.isZero()) {
-        throw new IllegalArgumentException("lockCaching: idleTime must be positive, was " + idleTime);
-      }
-      this.lockCaching = true;
+      atLeast(maxIdle, 1, "lockCaching: maxIdle");
+      this.lockCacheIdle = positive(Objects.requireNonNull(idleTime, "idleTime"), "lockCaching: idleTime");
       this.lockCacheSize = maxIdle;
-      this.lockCacheIdle = idleTime;
+      this.lockCaching = true;
       return this;
     }
 
@@ -465,11 +449,9 @@ public final class TurnstileOptions {
      */
     public Builder replicaAcks(int replicas, Duration timeout) {
       Objects.requireNonNull(timeout, "timeout");
-      if (replicas < 0) {
-        throw new IllegalArgumentException("replicas must not be negative, was " + replicas);
-      }
-      if (replicas > 0 && (timeout.isNegative() || timeout.isZero())) {
-        throw new IllegalArgumentException("the replica acknowledgement timeout must be positive, was " + timeout);
+      atLeast(replicas, 0, "replicas");
+      if (replicas > 0) {
+        positive(timeout, "the replica acknowledgement timeout");
       }
       this.replicaAcks = replicas;
       this.replicaAckTimeout = timeout;
@@ -520,16 +502,30 @@ public final class TurnstileOptions {
      * @return this builder
      */
     public Builder metricsNameLimit(int limit) {
-      if (limit < 0) {
-        throw new IllegalArgumentException("metricsNameLimit must not be negative, was " + limit);
-      }
-      this.metricsNameLimit = limit;
+      this.metricsNameLimit = atLeast(limit, 0, "metricsNameLimit");
       return this;
     }
 
     /** {@return the options} */
     public TurnstileOptions build() {
       return new TurnstileOptions(this);
+    }
+
+    /** {@code value}, or an IllegalArgumentException naming {@code what} if it is below {@code min}. */
+    private static int atLeast(int value, int min, String what) {
+      if (value < min) {
+        throw new IllegalArgumentException(what + (min == 0 ? " must not be negative" : " must be at least " + min)
+            + ", was " + value);
+      }
+      return value;
+    }
+
+    /** {@code d}, or an IllegalArgumentException naming {@code what} if it is not positive. */
+    private static Duration positive(Duration d, String what) {
+      if (d.isNegative() || d.isZero()) {
+        throw new IllegalArgumentException(what + " must be positive, was " + d);
+      }
+      return d;
     }
   }
 }
