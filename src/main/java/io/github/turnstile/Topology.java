@@ -1,5 +1,6 @@
 package io.github.turnstile;
 
+import io.lettuce.core.AbstractRedisClient;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisChannelHandler;
 import io.lettuce.core.RedisClient;
@@ -67,15 +68,23 @@ abstract class Topology implements AutoCloseable {
   /** The main connection: one multiplexed connection, or Lettuce's cluster connection. */
   private final StatefulConnection<String, String> main;
   private final RedisClusterAsyncCommands<String, String> async;
+  private final AbstractRedisClient client;
+  /** What shuts down the client (and its resources) when Turnstile owns them; null when the application does. */
+  private final Runnable shutdown;
+  /** The client's connection events; each variant registers it once it is set up. */
+  final ConnectionEvents events;
   private volatile Runnable recovered = () -> {};
   /** The commands this client does without once refused (CLIENT SETNAME, CLIENT ID, CLIENT UNBLOCK, INFO). */
   final OptionalCommands optional;
 
-  Topology(StatefulConnection<String, String> main, RedisClusterAsyncCommands<String, String> async,
-      OptionalCommands optional) {
+  Topology(AbstractRedisClient client, Runnable shutdown, StatefulConnection<String, String> main,
+      RedisClusterAsyncCommands<String, String> async, OptionalCommands optional, Predicate<Object> watched) {
+    this.client = client;
+    this.shutdown = shutdown;
     this.main = main;
     this.async = async;
     this.optional = optional;
+    this.events = new ConnectionEvents(watched);
   }
 
   /** Returns the commands of the main connection (scripts, non-blocking commands). */
@@ -103,14 +112,6 @@ abstract class Topology implements AutoCloseable {
    * Redis confirmed its grants in the current generation ({@link SemaphoreBooks#confirm}).
    */
   final AtomicLong generation = new AtomicLong();
-
-  /** Closes the main connection, then runs {@code shutdown} (the owned client's), if any. */
-  final void close(Runnable shutdown) {
-    main.close();
-    if (shutdown != null) {
-      shutdown.run();
-    }
-  }
 
   /**
    * Opens a main connection and checks that Redis answers {@code check}; wraps failures in
@@ -208,9 +209,15 @@ abstract class Topology implements AutoCloseable {
     this.lost = r;
   }
 
-  /** Closes the main connection and (if owned) the client. */
+  /** Stops listening to the client's events, closes the main connection and (if owned) the client. */
   @Override
-  public abstract void close();
+  public void close() {
+    client.removeListener(events);
+    main.close();
+    if (shutdown != null) {
+      shutdown.run();
+    }
+  }
 
   /**
    * @param shutdown what shuts down the client (and its resources) when Turnstile owns them;
@@ -338,9 +345,7 @@ abstract class Topology implements AutoCloseable {
   /** One server, or the primary a Sentinel URI resolves to. */
   private static final class Standalone extends Topology {
     private final RedisClient client;
-    private final Runnable shutdown;
     private final StatefulRedisConnection<String, String> main;
-    private final ConnectionEvents events;
 
     Standalone(RedisClient client, Runnable shutdown, String clientName, OptionalCommands optional) {
       // naming the main connection also checks that Redis answers (a refusal is an answer)
@@ -350,13 +355,10 @@ abstract class Topology implements AutoCloseable {
 
     private Standalone(RedisClient client, Runnable shutdown, StatefulRedisConnection<String, String> main,
         OptionalCommands optional) {
-      super(main, main.async(), optional);
+      super(client, shutdown, main, main.async(), optional, c -> c == main);
       this.client = client;
-      this.shutdown = shutdown;
       this.main = main;
-      // The main connection has connected once already; a later connect is a reconnect.
-      this.events = new ConnectionEvents(c -> c == main);
-      events.seen.add(main);
+      events.seen.add(main); // it has connected once already: a later connect is a reconnect
       client.addListener(events);
     }
 
@@ -391,12 +393,6 @@ abstract class Topology implements AutoCloseable {
     int batchOf(String key) {
       return 0;
     }
-
-    @Override
-    public void close() {
-      client.removeListener(events);
-      close(shutdown);
-    }
   }
 
   /**
@@ -409,13 +405,11 @@ abstract class Topology implements AutoCloseable {
     private final RedisClusterClient client;
     /** Whose credentials, TLS settings and timeout every node connection carries. */
     private final RedisURI seed;
-    private final Runnable shutdown;
     private final StatefulRedisClusterConnection<String, String> main;
     /** Per node: the client of blocking connections (no reconnect) and of the subscriber (reconnects). */
     private final Map<String, RedisClient> blockingClients = new ConcurrentHashMap<>();
     private final Map<String, RedisClient> subscriberClients = new ConcurrentHashMap<>();
     private final AtomicLong lastRefresh = new AtomicLong(System.nanoTime());
-    private final ConnectionEvents events;
     private final reactor.core.Disposable topologyEvents;
     private final boolean sharded;
     private final AtomicBoolean watching = new AtomicBoolean();
@@ -429,16 +423,14 @@ abstract class Topology implements AutoCloseable {
 
     private Cluster(RedisClusterClient client, RedisURI seed, Runnable shutdown,
         StatefulRedisClusterConnection<String, String> main, OptionalCommands optional) {
-      super(main, main.async(), optional);
+      // any connection of the cluster client that comes back after a drop: the node may be up again
+      super(client, shutdown, main, main.async(), optional, c -> true);
       this.client = client;
       this.seed = seed;
-      this.shutdown = shutdown;
       this.main = main;
       // unknown (no RESP3 handshake, INFO refused): 7.0 or later is assumed (DESIGN §11)
       int major = majorVersion(main, optional);
       this.sharded = major < 0 || major >= 7;
-      // Any connection of the cluster client that comes back after a drop: the node may be up again.
-      this.events = new ConnectionEvents(c -> true);
       client.addListener(events);
       this.topologyEvents = client.getResources().eventBus().get()
           .filter(e -> e instanceof ClusterTopologyChangedEvent)
@@ -631,13 +623,12 @@ abstract class Topology implements AutoCloseable {
     public void close() {
       closed = true;
       topologyEvents.dispose();
-      client.removeListener(events);
       for (Map<String, RedisClient> clients : List.of(blockingClients, subscriberClients)) {
         for (RedisClient c : clients.values()) {
           c.shutdown(Duration.ZERO, Duration.ofSeconds(2));
         }
       }
-      close(shutdown);
+      super.close();
     }
   }
 }
