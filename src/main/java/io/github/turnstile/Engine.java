@@ -440,7 +440,6 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /** Returns whether the main connection is up now. */
   boolean connected() {
     return topology.isOpen();
   }
@@ -513,7 +512,6 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /** Returns whether this engine was closed. */
   boolean isClosed() {
     return closed;
   }

@@ -124,7 +124,6 @@ final class RedisSemaphore extends DistributedSemaphore {
   /** Set once Redis confirmed this instance's mode and capacity. */
   private volatile boolean initialized;
 
-  /** Returns whether Redis has confirmed this instance's mode and capacity once. */
   boolean initialized() {
     return initialized;
   }

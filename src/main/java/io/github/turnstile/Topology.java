@@ -92,7 +92,6 @@ abstract class Topology implements AutoCloseable {
     return async;
   }
 
-  /** Returns whether the main connection is up. */
   final boolean isOpen() {
     return main.isOpen();
   }
