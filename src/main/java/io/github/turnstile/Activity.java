@@ -37,76 +37,50 @@ public final class Activity {
     this.queued = queued;
   }
 
-  /**
-   * Returns the primitive's kind, or null for a wait of an unknown kind.
-   *
-   * @return the primitive's kind
-   */
+  /** {@return the primitive's kind, or null for a wait of an unknown kind} */
   public Inspection.Kind kind() {
     return kind;
   }
 
-  /**
-   * Returns the primitive's name.
-   *
-   * @return the primitive's name
-   */
+  /** {@return the primitive's name} */
   public String name() {
     return name;
   }
 
-  /**
-   * Returns true for a hold, false for a wait.
-   *
-   * @return true for a hold, false for a wait
-   */
+  /** {@return true for a hold, false for a wait} */
   public boolean isHeld() {
     return held;
   }
 
   /**
-   * Returns the holding or waiting thread's name ({@code "async hold ..."} for an asynchronous
-   * hold, {@code "client <id>"} for a semaphore's permits, held by the client).
-   *
-   * @return the holder's or waiter's name
+   * {@return the holding or waiting thread's name ({@code "async hold ..."} for an asynchronous
+   * hold, {@code "client <id>"} for a semaphore's permits, held by the client)}
    */
   public String thread() {
     return thread;
   }
 
-  /**
-   * Returns the hold's fencing token, or 0 for a wait and for semaphore permits.
-   *
-   * @return the fencing token, or 0
-   */
+  /** {@return the hold's fencing token, or 0 for a wait and for semaphore permits} */
   public long fencingToken() {
     return fencingToken;
   }
 
-  /**
-   * Returns the permits held (a semaphore; 1 for a lock hold, 0 for a wait).
-   *
-   * @return the permits held
-   */
+  /** {@return the permits held (a semaphore; 1 for a lock hold, 0 for a wait)} */
   public int permits() {
     return permits;
   }
 
   /**
-   * Returns for how long it has been held or waited for, by this JVM's monotonic clock (a semaphore
-   * entry: since its registration began, i.e. since it has held permits without a pause).
-   *
-   * @return how long it has been held or waited for
+   * {@return for how long it has been held or waited for, by this JVM's monotonic clock (a
+   * semaphore entry: since its registration began, i.e. since it has held permits without a pause)}
    */
   public Duration since() {
     return since;
   }
 
   /**
-   * Returns how long the hold's lease is confirmed for by the latest renewal (by this JVM's
-   * clock, conservatively), or null for a wait.
-   *
-   * @return the confirmed lease left, or null
+   * {@return how long the hold's lease is confirmed for by the latest renewal (by this JVM's clock,
+   * conservatively), or null for a wait}
    */
   public Duration leaseRemaining() {
     return leaseRemaining;

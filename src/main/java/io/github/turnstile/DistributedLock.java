@@ -101,11 +101,7 @@ public interface DistributedLock extends Lock {
    */
   Inspection inspect();
 
-  /**
-   * Returns the name this lock was obtained with.
-   *
-   * @return the name this lock was obtained with
-   */
+  /** {@return the name this lock was obtained with} */
   String name();
 
   /**

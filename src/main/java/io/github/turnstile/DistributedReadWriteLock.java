@@ -75,26 +75,14 @@ public interface DistributedReadWriteLock extends ReadWriteLock {
    */
   Inspection inspect();
 
-  /**
-   * Returns the name this lock was obtained with.
-   *
-   * @return the name this lock was obtained with
-   */
+  /** {@return the name this lock was obtained with} */
   String name();
 
-  /**
-   * Returns the read lock: shared; its {@code newCondition()} is unsupported.
-   *
-   * @return the read lock: shared; its {@code newCondition()} is unsupported
-   */
+  /** {@return the read lock: shared; its {@code newCondition()} is unsupported} */
   @Override
   DistributedLock readLock();
 
-  /**
-   * Returns the write lock: exclusive; its {@code newCondition()} is unsupported.
-   *
-   * @return the write lock: exclusive; its {@code newCondition()} is unsupported
-   */
+  /** {@return the write lock: exclusive; its {@code newCondition()} is unsupported} */
   @Override
   DistributedLock writeLock();
 
@@ -108,11 +96,7 @@ public interface DistributedReadWriteLock extends ReadWriteLock {
    */
   int getReadLockCount();
 
-  /**
-   * Returns the current thread's read holds (no round trip).
-   *
-   * @return the current thread's read holds (no round trip)
-   */
+  /** {@return the current thread's read holds (no round trip)} */
   int getReadHoldCount();
 
   /**
@@ -124,17 +108,9 @@ public interface DistributedReadWriteLock extends ReadWriteLock {
    */
   boolean isWriteLocked();
 
-  /**
-   * Returns whether the current thread holds the write lock with a live lease.
-   *
-   * @return whether the current thread holds the write lock with a live lease
-   */
+  /** {@return whether the current thread holds the write lock with a live lease} */
   boolean isWriteLockedByCurrentThread();
 
-  /**
-   * Returns the current thread's write holds (no round trip).
-   *
-   * @return the current thread's write holds (no round trip)
-   */
+  /** {@return the current thread's write holds (no round trip)} */
   int getWriteHoldCount();
 }

@@ -99,9 +99,8 @@ public abstract class DistributedSemaphore extends Semaphore {
   public abstract Inspection inspect();
 
   /**
-   * Returns the superclass's queue as the tickets that waiting threads park on ({@link Waits.Tickets}).
-   *
-   * @return the superclass's queue as tickets
+   * {@return the superclass's queue as the tickets that waiting threads park on
+   * ({@link Waits.Tickets})}
    */
   final Waits.Tickets tickets() {
     return new Waits.Tickets() {
@@ -167,11 +166,7 @@ public abstract class DistributedSemaphore extends Semaphore {
    */
   public abstract CompletableFuture<PermitHold> tryAcquireAsync(int permits, long timeout, TimeUnit unit);
 
-  /**
-   * Returns the name this semaphore was obtained with.
-   *
-   * @return the name this semaphore was obtained with
-   */
+  /** {@return the name this semaphore was obtained with} */
   public abstract String name();
 
   /**
@@ -352,26 +347,18 @@ public abstract class DistributedSemaphore extends Semaphore {
   public abstract void addPermits(int permits);
 
   /**
-   * Returns the number of permits this client holds, by this client's books (no round trip):
+   * {@return the number of permits this client holds, by this client's books (no round trip):
    * leased, the permits its threads and holds acquired and did not release, and that are not lost;
-   * counting, always 0 (permits are not owned).
-   *
-   * @return the number of permits this client holds
+   * counting, always 0 (permits are not owned)}
    */
   public abstract int heldPermits();
 
-  /**
-   * Returns false: see the class documentation on fairness.
-   *
-   * @return false
-   */
+  /** {@return false: see the class documentation on fairness} */
   @Override
   public abstract boolean isFair();
 
   /**
-   * Returns the number of threads of this JVM waiting to acquire (as {@link #getQueueLength()}).
-   *
-   * @return the number of threads of this JVM waiting to acquire
+   * {@return the number of threads of this JVM waiting to acquire (as {@link #getQueueLength()})}
    */
   public abstract int waitingThreads();
 

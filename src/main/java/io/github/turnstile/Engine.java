@@ -380,13 +380,7 @@ final class Engine implements AutoCloseable {
       if (cause instanceof RedisNoScriptException
           || (cause.getMessage() != null && cause.getMessage().startsWith("NOSCRIPT"))) {
         outages.reached();
-        async.<T>eval(s.body, type, keys, args).toCompletableFuture().whenComplete((v, e) -> {
-          if (e == null) {
-            result.complete(v);
-          } else {
-            failEval(result, e, "eval", s);
-          }
-        });
+        evalBody(result, s, type, keys, args);
         return;
       }
       failEval(result, cause, "evalsha", s);
@@ -400,7 +394,12 @@ final class Engine implements AutoCloseable {
    * second command, sent later) would not. For checks whose meaning depends on that order.
    */
   <T> CompletableFuture<T> evalInOrder(Script s, ScriptOutputType type, String[] keys, String... args) {
-    CompletableFuture<T> result = new CompletableFuture<>();
+    return evalBody(new CompletableFuture<>(), s, type, keys, args);
+  }
+
+  /** Sends {@code s} by EVAL and completes {@code result} with its reply or its failure. */
+  private <T> CompletableFuture<T> evalBody(CompletableFuture<T> result, Script s, ScriptOutputType type,
+      String[] keys, String[] args) {
     async.<T>eval(s.body, type, keys, args).toCompletableFuture().whenComplete((v, e) -> {
       if (e == null) {
         outages.reached();
@@ -440,7 +439,6 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /** Returns whether the main connection is up now. */
   boolean connected() {
     return topology.isOpen();
   }
@@ -513,7 +511,6 @@ final class Engine implements AutoCloseable {
     }
   }
 
-  /** Returns whether this engine was closed. */
   boolean isClosed() {
     return closed;
   }

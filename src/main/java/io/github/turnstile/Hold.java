@@ -28,11 +28,7 @@ import java.util.concurrent.CompletionStage;
  */
 public interface Hold extends AutoCloseable {
 
-  /**
-   * Returns the name of the primitive this hold was acquired on.
-   *
-   * @return the name of the primitive this hold was acquired on
-   */
+  /** {@return the name of the primitive this hold was acquired on} */
   String name();
 
   /**

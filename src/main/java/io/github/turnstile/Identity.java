@@ -133,11 +133,16 @@ final class Identity {
     if (disabled || !inFlight.compareAndSet(null, done)) {
       return null;
     }
-    List<String> args = new ArrayList<>();
-    args.add(Long.toString(3 * engine.leaseMillis));
-    for (Map.Entry<String, String> f : fields().entrySet()) {
-      args.add(f.getKey());
-      args.add(f.getValue());
+    if (host == null) {
+      host = hostName();
+    }
+    // the fixed fields: id, host, pid, started (ms since the epoch, this client's clock), name
+    List<String> args = new ArrayList<>(List.of(Long.toString(3 * engine.leaseMillis), "id", engine.clientId,
+        "host", host, "pid", Long.toString(ProcessHandle.current().pid()),
+        "started", Long.toString(engine.startedAtMillis)));
+    if (engine.options.clientName() != null) {
+      args.add("name");
+      args.add(engine.options.clientName());
     }
     for (Map.Entry<Long, String> t : threads.entrySet()) {
       args.add("t:" + t.getKey());
@@ -175,22 +180,6 @@ final class Identity {
       }
     });
     return done;
-  }
-
-  /** The fixed fields: id, host, pid, started (ms since the epoch, this client's clock), name. */
-  private Map<String, String> fields() {
-    if (host == null) {
-      host = hostName();
-    }
-    Map<String, String> f = new LinkedHashMap<>();
-    f.put("id", engine.clientId);
-    f.put("host", host);
-    f.put("pid", Long.toString(ProcessHandle.current().pid()));
-    f.put("started", Long.toString(engine.startedAtMillis));
-    if (engine.options.clientName() != null) {
-      f.put("name", engine.options.clientName());
-    }
-    return f;
   }
 
   static String hostName() {

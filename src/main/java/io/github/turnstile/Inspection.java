@@ -47,11 +47,7 @@ public final class Inspection {
       this.label = label;
     }
 
-    /**
-     * Returns the short label: {@code lock}, {@code rwlock} or {@code semaphore}.
-     *
-     * @return the short label
-     */
+    /** {@return the short label: {@code lock}, {@code rwlock} or {@code semaphore}} */
     public String label() {
       return label;
     }
@@ -97,38 +93,24 @@ public final class Inspection {
     this.availablePermits = availablePermits;
   }
 
-  /**
-   * Returns the primitive's kind.
-   *
-   * @return the primitive's kind
-   */
+  /** {@return the primitive's kind} */
   public Kind kind() {
     return kind;
   }
 
-  /**
-   * Returns the primitive's name.
-   *
-   * @return the primitive's name
-   */
+  /** {@return the primitive's name} */
   public String name() {
     return name;
   }
 
-  /**
-   * Returns when the snapshot was taken, by the Redis server's clock.
-   *
-   * @return when the snapshot was taken, by the Redis server's clock
-   */
+  /** {@return when the snapshot was taken, by the Redis server's clock} */
   public Instant inspectedAt() {
     return at;
   }
 
   /**
-   * Returns whether anyone holds the primitive: a lock's holder, a read/write lock's writer or a
-   * reader, or a semaphore's permits attributed to a client.
-   *
-   * @return whether anyone holds it
+   * {@return whether anyone holds the primitive: a lock's holder, a read/write lock's writer or a
+   * reader, or a semaphore's permits attributed to a client}
    */
   public boolean isHeld() {
     return holderCount > 0;
@@ -157,11 +139,9 @@ public final class Inspection {
   }
 
   /**
-   * Returns how many hold it: 0 or 1 for a lock; for a read/write lock 1 while written, else the
-   * readers (whose leases may have run out but who were not reclaimed yet); for a leased
-   * semaphore the clients with a registration.
-   *
-   * @return how many hold it
+   * {@return how many hold it: 0 or 1 for a lock; for a read/write lock 1 while written, else the
+   * readers (whose leases may have run out but who were not reclaimed yet); for a leased semaphore
+   * the clients with a registration}
    */
   public int holderCount() {
     return holderCount;
@@ -183,11 +163,7 @@ public final class Inspection {
     return waiting;
   }
 
-  /**
-   * Returns a semaphore's free permits (negative: a debt), or -1 for a lock.
-   *
-   * @return a semaphore's free permits, or -1 for a lock
-   */
+  /** {@return a semaphore's free permits (negative: a debt), or -1 for a lock} */
   public int availablePermits() {
     return availablePermits;
   }
@@ -245,31 +221,23 @@ public final class Inspection {
     }
 
     /**
-     * Returns the holding client's id: 16 hex digits, also in its connections' names
-     * ({@code turnstile:<id>}, see {@code CLIENT LIST}).
-     *
-     * @return the holding client's id
+     * {@return the holding client's id: 16 hex digits, also in its connections' names
+     * ({@code turnstile:<id>}, see {@code CLIENT LIST})}
      */
     public String clientId() {
       return clientId;
     }
 
     /**
-     * Returns the application name the holding client was configured with
-     * ({@link TurnstileOptions.Builder#clientName}), or null if none, or if its identity record
-     * is not in Redis.
-     *
-     * @return the application name, or null
+     * {@return the application name the holding client was configured with
+     * ({@link TurnstileOptions.Builder#clientName}), or null if none, or if its identity record is
+     * not in Redis}
      */
     public String clientName() {
       return clientName;
     }
 
-    /**
-     * Returns the holding client's host name, or null if its identity record is not in Redis.
-     *
-     * @return the host name, or null
-     */
+    /** {@return the holding client's host name, or null if its identity record is not in Redis} */
     public String host() {
       return host;
     }
@@ -287,60 +255,45 @@ public final class Inspection {
       return cached;
     }
 
-    /**
-     * Returns the holding client's process id, or -1 if unknown.
-     *
-     * @return the process id, or -1
-     */
+    /** {@return the holding client's process id, or -1 if unknown} */
     public long pid() {
       return pid;
     }
 
     /**
-     * Returns who holds it within the client: the thread id for a thread's hold ({@code "57"}),
+     * {@return who holds it within the client: the thread id for a thread's hold ({@code "57"}),
      * {@code "h<n>"} for an asynchronous hold ({@code lockAsync()}), or null where Redis records
-     * the client only (a read hold, semaphore permits).
-     *
-     * @return the thread id or async hold, or null
+     * the client only (a read hold, semaphore permits)}
      */
     public String owner() {
       return owner;
     }
 
     /**
-     * Returns the holding thread's name, or null if unknown: a read hold or permits (held by
+     * {@return the holding thread's name, or null if unknown: a read hold or permits (held by
      * requests or clients, not threads), or a thread the holder's client has not named in its
-     * identity record yet (it does so within a watchdog scan, at most 250 ms, of the grant).
-     *
-     * @return the holding thread's name, or null
+     * identity record yet (it does so within a watchdog scan, at most 250 ms, of the grant)}
      */
     public String threadName() {
       return threadName;
     }
 
     /**
-     * Returns whether this is a read/write lock's writer (false for its readers and for other kinds).
-     *
-     * @return whether this is a read/write lock's writer
+     * {@return whether this is a read/write lock's writer (false for its readers and for other
+     * kinds)}
      */
     public boolean isWriter() {
       return writer;
     }
 
-    /**
-     * Returns the permits held: a semaphore client's permits, 1 otherwise.
-     *
-     * @return the permits held
-     */
+    /** {@return the permits held: a semaphore client's permits, 1 otherwise} */
     public int permits() {
       return permits;
     }
 
     /**
-     * Returns the hold's fencing token ({@link DistributedLock#fencingToken()}), or 0 where Redis
-     * keeps none per hold (a read hold's token is in its own key, not read; semaphore permits).
-     *
-     * @return the fencing token, or 0
+     * {@return the hold's fencing token ({@link DistributedLock#fencingToken()}), or 0 where Redis
+     * keeps none per hold (a read hold's token is in its own key, not read; semaphore permits)}
      */
     public long fencingToken() {
       return fencingToken;

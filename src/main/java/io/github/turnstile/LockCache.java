@@ -573,11 +573,7 @@ final class LockCache {
 
   // ---------------------------------------------------------------- takes
 
-  /**
-   * Returns the future a new head waits on while the grant is being cached, or null.
-   *
-   * @return the future, or null
-   */
+  /** {@return the future a new head waits on while the grant is being cached, or null} */
   CompletableFuture<Void> starting() {
     mu.lock();
     try {
@@ -587,11 +583,7 @@ final class LockCache {
     }
   }
 
-  /**
-   * Whether the grant is cached here and no hold of this JVM uses it.
-   *
-   * @return whether this JVM caches the lock idle
-   */
+  /** Whether the grant is cached here and no hold of this JVM uses it. */
   boolean idleHere() {
     mu.lock();
     try {
@@ -671,11 +663,7 @@ final class LockCache {
     }
   }
 
-  /**
-   * Whether {@code hold} uses this cache's grant (a take).
-   *
-   * @return whether {@code hold} is a take of this cache
-   */
+  /** Whether {@code hold} uses this cache's grant (a take). */
   boolean isTake(AsyncHold hold) {
     return hold instanceof AsyncHold.Lock && hold.lease().cache == this;
   }

@@ -37,29 +37,17 @@ public class LockLostException extends IllegalMonitorStateException {
     this.lostAt = lostAtMillis;
   }
 
-  /**
-   * Returns the name of the primitive whose lease was lost.
-   *
-   * @return the name of the primitive whose lease was lost
-   */
+  /** {@return the name of the primitive whose lease was lost} */
   public String name() {
     return name;
   }
 
-  /**
-   * Returns the fencing token of the acquisition that was lost.
-   *
-   * @return the fencing token of the acquisition that was lost
-   */
+  /** {@return the fencing token of the acquisition that was lost} */
   public long fencingToken() {
     return fencingToken;
   }
 
-  /**
-   * Returns when this client detected the loss, as {@link System#currentTimeMillis()}.
-   *
-   * @return when this client detected the loss, as {@link System#currentTimeMillis()}
-   */
+  /** {@return when this client detected the loss, as {@link System#currentTimeMillis()}} */
   public long lostAt() {
     return lostAt;
   }

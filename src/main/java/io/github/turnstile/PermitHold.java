@@ -12,10 +12,6 @@ package io.github.turnstile;
  */
 public interface PermitHold extends Hold {
 
-  /**
-   * Returns how many permits this hold holds.
-   *
-   * @return how many permits this hold holds
-   */
+  /** {@return how many permits this hold holds} */
   int permits();
 }

@@ -105,7 +105,6 @@ final class RedisSemaphore extends DistributedSemaphore {
    * capacity asked for.
    */
   void initialize(int requested) {
-    checkOpen();
     engine.checkConnected(describe);
     List<Object> r = engine.awaitQuietly(requests.eval("init", null, 0, "", 't', 0, 0), describe);
     boolean storedLeased = (Long) r.get(0) == 1L;
@@ -125,7 +124,6 @@ final class RedisSemaphore extends DistributedSemaphore {
   /** Set once Redis confirmed this instance's mode and capacity. */
   private volatile boolean initialized;
 
-  /** Returns whether Redis has confirmed this instance's mode and capacity once. */
   boolean initialized() {
     return initialized;
   }
@@ -194,7 +192,6 @@ final class RedisSemaphore extends DistributedSemaphore {
   @Override
   public boolean tryAcquire(int permits) {
     checkPermits(permits);
-    checkOpen();
     engine.checkConnected(describe); // fails fast, naming the outage, rather than "not acquired"
     try {
       return acquire(permits, Call.once());
@@ -224,12 +221,6 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
   }
 
-  private void checkOpen() {
-    if (engine.isClosed()) {
-      throw new TurnstileException(describe + ": Turnstile is closed");
-    }
-  }
-
   /** A test's seam: runs when a thread's grant reaches it, before its permits become the client's. */
   transient volatile Runnable beforeAbsorb;
   /**
@@ -255,7 +246,7 @@ final class RedisSemaphore extends DistributedSemaphore {
    * registration before they reached the thread are not its: it asks again.
    */
   private boolean acquire(int permits, Call call) throws InterruptedException {
-    checkOpen();
+    engine.checkOpen(describe);
     AsyncGate<PermitHold> g = gate();
     while (true) {
       AsyncAcquisition<PermitHold> a = g.enqueue(call, permits, Thread.currentThread());
@@ -498,7 +489,6 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   @Override
   public int availablePermits() {
-    checkOpen();
     engine.checkConnected(describe);
     return (int) state()[4];
   }
@@ -537,7 +527,6 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   @Override
   public int drainPermits() {
-    checkOpen();
     engine.checkConnected(describe);
     SemaphoreRequests.Req r = requests.new Req(0, 't', false);
     long live;
@@ -609,7 +598,6 @@ final class RedisSemaphore extends DistributedSemaphore {
    * @return false if refused: the capacity or the free permits would leave the int range
    */
   private boolean capacityOp(String op, int n) {
-    checkOpen();
     engine.checkConnected(describe);
     SemaphoreRequests.Req r = requests.new Req(n, 't', false);
     Supplier<CompletableFuture<List<Object>>> send = () -> r.track(requests.eval(op, r, n, "", 't', 0, 0));

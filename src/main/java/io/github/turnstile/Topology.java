@@ -1,5 +1,6 @@
 package io.github.turnstile;
 
+import io.lettuce.core.AbstractRedisClient;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisChannelHandler;
 import io.lettuce.core.RedisClient;
@@ -18,11 +19,22 @@ import io.lettuce.core.cluster.event.ClusterTopologyChangedEvent;
 import io.lettuce.core.cluster.models.partitions.RedisClusterNode;
 import io.lettuce.core.codec.StringCodec;
 import io.lettuce.core.pubsub.StatefulRedisPubSubConnection;
+import java.lang.reflect.Method;
 import java.net.SocketAddress;
+import java.time.Duration;
+import java.util.Collections;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.WeakHashMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
+import java.util.function.Predicate;
+import java.util.function.Supplier;
 
 /**
  * How the engine reaches Redis: one server (including a Sentinel-managed primary, which Lettuce
@@ -56,15 +68,23 @@ abstract class Topology implements AutoCloseable {
   /** The main connection: one multiplexed connection, or Lettuce's cluster connection. */
   private final StatefulConnection<String, String> main;
   private final RedisClusterAsyncCommands<String, String> async;
+  private final AbstractRedisClient client;
+  /** What shuts down the client (and its resources) when Turnstile owns them; null when the application does. */
+  private final Runnable shutdown;
+  /** The client's connection events; each variant registers it once it is set up. */
+  final ConnectionEvents events;
   private volatile Runnable recovered = () -> {};
   /** The commands this client does without once refused (CLIENT SETNAME, CLIENT ID, CLIENT UNBLOCK, INFO). */
   final OptionalCommands optional;
 
-  Topology(StatefulConnection<String, String> main, RedisClusterAsyncCommands<String, String> async,
-      OptionalCommands optional) {
+  Topology(AbstractRedisClient client, Runnable shutdown, StatefulConnection<String, String> main,
+      RedisClusterAsyncCommands<String, String> async, OptionalCommands optional, Predicate<Object> watched) {
+    this.client = client;
+    this.shutdown = shutdown;
     this.main = main;
     this.async = async;
     this.optional = optional;
+    this.events = new ConnectionEvents(watched);
   }
 
   /** Returns the commands of the main connection (scripts, non-blocking commands). */
@@ -72,7 +92,6 @@ abstract class Topology implements AutoCloseable {
     return async;
   }
 
-  /** Returns whether the main connection is up. */
   final boolean isOpen() {
     return main.isOpen();
   }
@@ -91,22 +110,14 @@ abstract class Topology implements AutoCloseable {
    * Counts dropped connections and recoveries: a semaphore hands permits on locally only once
    * Redis confirmed its grants in the current generation ({@link SemaphoreBooks#confirm}).
    */
-  final java.util.concurrent.atomic.AtomicLong generation = new java.util.concurrent.atomic.AtomicLong();
-
-  /** Closes the main connection, then runs {@code shutdown} (the owned client's), if any. */
-  final void close(Runnable shutdown) {
-    main.close();
-    if (shutdown != null) {
-      shutdown.run();
-    }
-  }
+  final AtomicLong generation = new AtomicLong();
 
   /**
    * Opens a main connection and checks that Redis answers {@code check}; wraps failures in
    * TurnstileException and closes what was opened.
    */
-  static <C extends StatefulConnection<String, String>> C openMain(java.util.function.Supplier<C> connect,
-      java.util.function.Consumer<C> check, String what) {
+  static <C extends StatefulConnection<String, String>> C openMain(Supplier<C> connect, Consumer<C> check,
+      String what) {
     C c = open(connect, what);
     try {
       check.accept(c);
@@ -197,9 +208,15 @@ abstract class Topology implements AutoCloseable {
     this.lost = r;
   }
 
-  /** Closes the main connection and (if owned) the client. */
+  /** Stops listening to the client's events, closes the main connection and (if owned) the client. */
   @Override
-  public abstract void close();
+  public void close() {
+    client.removeListener(events);
+    main.close();
+    if (shutdown != null) {
+      shutdown.run();
+    }
+  }
 
   /**
    * @param shutdown what shuts down the client (and its resources) when Turnstile owns them;
@@ -229,7 +246,7 @@ abstract class Topology implements AutoCloseable {
    */
   static RedisURI seedOf(RedisClusterClient client) {
     try {
-      java.lang.reflect.Method m = RedisClusterClient.class.getDeclaredMethod("getInitialUris");
+      Method m = RedisClusterClient.class.getDeclaredMethod("getInitialUris");
       m.setAccessible(true);
       @SuppressWarnings("unchecked")
       Iterable<RedisURI> uris = (Iterable<RedisURI>) m.invoke(client);
@@ -244,8 +261,7 @@ abstract class Topology implements AutoCloseable {
   }
 
   /** Opens a connection and names it; wraps failures in TurnstileException. */
-  static <C extends StatefulConnection<String, String>> C open(java.util.function.Supplier<C> connect,
-      String what) {
+  static <C extends StatefulConnection<String, String>> C open(Supplier<C> connect, String what) {
     try {
       return connect.get();
     } catch (RedisException e) {
@@ -293,11 +309,11 @@ abstract class Topology implements AutoCloseable {
      * Lettuce's topology refresh opens and closes connections of its own all the time.
      */
     private final Set<Object> seen =
-        java.util.Collections.synchronizedSet(java.util.Collections.newSetFromMap(new java.util.WeakHashMap<>()));
+        Collections.synchronizedSet(Collections.newSetFromMap(new WeakHashMap<>()));
     final Set<Object> neverReconnect = ConcurrentHashMap.newKeySet();
-    private final java.util.function.Predicate<Object> watched;
+    private final Predicate<Object> watched;
 
-    ConnectionEvents(java.util.function.Predicate<Object> watched) {
+    ConnectionEvents(Predicate<Object> watched) {
       this.watched = watched;
     }
 
@@ -328,9 +344,7 @@ abstract class Topology implements AutoCloseable {
   /** One server, or the primary a Sentinel URI resolves to. */
   private static final class Standalone extends Topology {
     private final RedisClient client;
-    private final Runnable shutdown;
     private final StatefulRedisConnection<String, String> main;
-    private final ConnectionEvents events;
 
     Standalone(RedisClient client, Runnable shutdown, String clientName, OptionalCommands optional) {
       // naming the main connection also checks that Redis answers (a refusal is an answer)
@@ -340,13 +354,10 @@ abstract class Topology implements AutoCloseable {
 
     private Standalone(RedisClient client, Runnable shutdown, StatefulRedisConnection<String, String> main,
         OptionalCommands optional) {
-      super(main, main.async(), optional);
+      super(client, shutdown, main, main.async(), optional, c -> c == main);
       this.client = client;
-      this.shutdown = shutdown;
       this.main = main;
-      // The main connection has connected once already; a later connect is a reconnect.
-      this.events = new ConnectionEvents(c -> c == main);
-      events.seen.add(main);
+      events.seen.add(main); // it has connected once already: a later connect is a reconnect
       client.addListener(events);
     }
 
@@ -381,12 +392,6 @@ abstract class Topology implements AutoCloseable {
     int batchOf(String key) {
       return 0;
     }
-
-    @Override
-    public void close() {
-      client.removeListener(events);
-      close(shutdown);
-    }
   }
 
   /**
@@ -399,17 +404,14 @@ abstract class Topology implements AutoCloseable {
     private final RedisClusterClient client;
     /** Whose credentials, TLS settings and timeout every node connection carries. */
     private final RedisURI seed;
-    private final Runnable shutdown;
     private final StatefulRedisClusterConnection<String, String> main;
     /** Per node: the client of blocking connections (no reconnect) and of the subscriber (reconnects). */
     private final Map<String, RedisClient> blockingClients = new ConcurrentHashMap<>();
     private final Map<String, RedisClient> subscriberClients = new ConcurrentHashMap<>();
-    private final java.util.concurrent.atomic.AtomicLong lastRefresh =
-        new java.util.concurrent.atomic.AtomicLong(System.nanoTime());
-    private final ConnectionEvents events;
+    private final AtomicLong lastRefresh = new AtomicLong(System.nanoTime());
     private final reactor.core.Disposable topologyEvents;
     private final boolean sharded;
-    private final java.util.concurrent.atomic.AtomicBoolean watching = new java.util.concurrent.atomic.AtomicBoolean();
+    private final AtomicBoolean watching = new AtomicBoolean();
     private volatile long watchUntil;
     private volatile boolean closed;
 
@@ -420,16 +422,14 @@ abstract class Topology implements AutoCloseable {
 
     private Cluster(RedisClusterClient client, RedisURI seed, Runnable shutdown,
         StatefulRedisClusterConnection<String, String> main, OptionalCommands optional) {
-      super(main, main.async(), optional);
+      // any connection of the cluster client that comes back after a drop: the node may be up again
+      super(client, shutdown, main, main.async(), optional, c -> true);
       this.client = client;
       this.seed = seed;
-      this.shutdown = shutdown;
       this.main = main;
       // unknown (no RESP3 handshake, INFO refused): 7.0 or later is assumed (DESIGN §11)
       int major = majorVersion(main, optional);
       this.sharded = major < 0 || major >= 7;
-      // Any connection of the cluster client that comes back after a drop: the node may be up again.
-      this.events = new ConnectionEvents(c -> true);
       client.addListener(events);
       this.topologyEvents = client.getResources().eventBus().get()
           .filter(e -> e instanceof ClusterTopologyChangedEvent)
@@ -525,7 +525,7 @@ abstract class Topology implements AutoCloseable {
     }
 
     /** Opens a node connection; if that fails, the node may have failed over: learn the new master. */
-    private <C> C suspecting(java.util.function.Supplier<C> open) {
+    private <C> C suspecting(Supplier<C> open) {
       try {
         return open.get();
       } catch (TurnstileException e) {
@@ -597,7 +597,7 @@ abstract class Topology implements AutoCloseable {
      */
     @Override
     void lostConnection() {
-      watchUntil = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+      watchUntil = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
       if (watching.compareAndSet(false, true)) {
         scheduleRefresh();
       }
@@ -612,7 +612,7 @@ abstract class Topology implements AutoCloseable {
           }
           client.refreshPartitionsAsync();
           scheduleRefresh();
-        }, 250, java.util.concurrent.TimeUnit.MILLISECONDS);
+        }, 250, TimeUnit.MILLISECONDS);
       } catch (RuntimeException e) {
         watching.set(false); // the client is shutting down
       }
@@ -622,13 +622,12 @@ abstract class Topology implements AutoCloseable {
     public void close() {
       closed = true;
       topologyEvents.dispose();
-      client.removeListener(events);
-      for (Map<String, RedisClient> clients : java.util.List.of(blockingClients, subscriberClients)) {
+      for (Map<String, RedisClient> clients : List.of(blockingClients, subscriberClients)) {
         for (RedisClient c : clients.values()) {
-          c.shutdown(java.time.Duration.ZERO, java.time.Duration.ofSeconds(2));
+          c.shutdown(Duration.ZERO, Duration.ofSeconds(2));
         }
       }
-      close(shutdown);
+      super.close();
     }
   }
 }

@@ -301,7 +301,6 @@ public final class Turnstile implements AutoCloseable {
    * @throws TurnstileException if this Turnstile is closed
    */
   public DistributedLock lock(String name) {
-    checkName(name);
     checkOpen("lock", name);
     return locks.get(name, n -> new RedisLock(engine, n));
   }
@@ -319,7 +318,6 @@ public final class Turnstile implements AutoCloseable {
    * @throws TurnstileException if this Turnstile is closed
    */
   public DistributedReadWriteLock readWriteLock(String name) {
-    checkName(name);
     checkOpen("read/write lock", name);
     return readWriteLocks.get(name, n -> new RedisReadWriteLock(engine, n));
   }
@@ -366,7 +364,6 @@ public final class Turnstile implements AutoCloseable {
   }
 
   private DistributedSemaphore semaphore(String name, int permits, boolean leased) {
-    checkName(name);
     checkOpen("semaphore", name);
     RedisSemaphore s = semaphores.get(name, n -> new RedisSemaphore(engine, n, permits, leased));
     if (s.isLeased() != leased) {
@@ -443,6 +440,7 @@ public final class Turnstile implements AutoCloseable {
   public static final int MAX_NAME_LENGTH = 1024;
 
   private void checkOpen(String kind, String name) {
+    checkName(name);
     if (engine.isClosed()) {
       throw new TurnstileException("cannot obtain the " + kind + " '" + name + "': this Turnstile is closed");
     }
@@ -459,11 +457,7 @@ public final class Turnstile implements AutoCloseable {
     }
   }
 
-  /**
-   * Returns the options this Turnstile was made with.
-   *
-   * @return the options this Turnstile was made with
-   */
+  /** {@return the options this Turnstile was made with} */
   public TurnstileOptions options() {
     return engine.options;
   }
@@ -473,11 +467,9 @@ public final class Turnstile implements AutoCloseable {
   }
 
   /**
-   * Returns this client's id: 16 hex digits, random per Turnstile, which names its holds in Redis
+   * {@return this client's id: 16 hex digits, random per Turnstile, which names its holds in Redis
    * ({@link Inspection.Holder#clientId()}) and its connections ({@code turnstile:<id>} in
-   * {@code CLIENT LIST}).
-   *
-   * @return this client's id
+   * {@code CLIENT LIST})}
    */
   public String clientId() {
     return engine.clientId;

@@ -96,138 +96,80 @@ public final class TurnstileOptions {
     this.clientName = b.clientName;
   }
 
-  /**
-   * Returns the defaults.
-   *
-   * @return the defaults
-   */
+  /** {@return the defaults} */
   public static TurnstileOptions defaults() {
     return builder().build();
   }
 
-  /**
-   * Returns a builder holding the defaults.
-   *
-   * @return a builder holding the defaults
-   */
+  /** {@return a builder holding the defaults} */
   public static Builder builder() {
     return new Builder();
   }
 
-  /**
-   * Returns the lease time.
-   *
-   * @return the lease time
-   */
+  /** {@return the lease time} */
   public Duration leaseTime() {
     return leaseTime;
   }
 
-  /**
-   * Returns the watchdog's renewal interval.
-   *
-   * @return the watchdog's renewal interval
-   */
+  /** {@return the watchdog's renewal interval} */
   public Duration renewInterval() {
     return renewInterval;
   }
 
-  /**
-   * Returns the key prefix.
-   *
-   * @return the key prefix
-   */
+  /** {@return the key prefix} */
   public String keyPrefix() {
     return keyPrefix;
   }
 
-  /**
-   * Returns the bound on blocking connections.
-   *
-   * @return the bound on blocking connections
-   */
+  /** {@return the bound on blocking connections} */
   public int blockingPoolSize() {
     return blockingPoolSize;
   }
 
-  /**
-   * Returns the command timeout.
-   *
-   * @return the command timeout
-   */
+  /** {@return the command timeout} */
   public Duration commandTimeout() {
     return commandTimeout;
   }
 
-  /**
-   * Returns how long an untimed acquisition waits through continuous Redis unavailability.
-   *
-   * @return how long an untimed acquisition waits through continuous Redis unavailability
-   */
+  /** {@return how long an untimed acquisition waits through continuous Redis unavailability} */
   public Duration outageTolerance() {
     return outageTolerance;
   }
 
-  /**
-   * Returns how many grants in a row a lock may pass between threads of this JVM (0: never).
-   *
-   * @return how many grants in a row a lock may pass between threads of this JVM (0: never)
-   */
+  /** {@return how many grants in a row a lock may pass between threads of this JVM (0: never)} */
   public int localHandoffLimit() {
     return localHandoffLimit;
   }
 
   /**
-   * Returns whether a {@link DistributedLock}'s grant stays with this JVM between its holds (see
-   * {@link Builder#lockCaching}).
-   *
-   * @return whether lock grants are cached
+   * {@return whether a {@link DistributedLock}'s grant stays with this JVM between its holds (see
+   * {@link Builder#lockCaching})}
    */
   public boolean lockCaching() {
     return lockCaching;
   }
 
-  /**
-   * Returns the most idle lock grants this JVM keeps (see {@link Builder#lockCaching}).
-   *
-   * @return the most idle lock grants this JVM keeps
-   */
+  /** {@return the most idle lock grants this JVM keeps (see {@link Builder#lockCaching})} */
   public int lockCacheSize() {
     return lockCacheSize;
   }
 
-  /**
-   * Returns how long an idle lock grant is kept unused (see {@link Builder#lockCaching}).
-   *
-   * @return how long an idle lock grant is kept unused
-   */
+  /** {@return how long an idle lock grant is kept unused (see {@link Builder#lockCaching})} */
   public Duration lockCacheIdle() {
     return lockCacheIdle;
   }
 
-  /**
-   * Returns replicas that must acknowledge each acquisition (0: no acknowledgement awaited).
-   *
-   * @return replicas that must acknowledge each acquisition (0: no acknowledgement awaited)
-   */
+  /** {@return replicas that must acknowledge each acquisition (0: no acknowledgement awaited)} */
   public int replicaAcks() {
     return replicaAcks;
   }
 
-  /**
-   * Returns how long an acquisition waits for {@link #replicaAcks()} acknowledgements.
-   *
-   * @return how long an acquisition waits for {@link #replicaAcks()} acknowledgements
-   */
+  /** {@return how long an acquisition waits for {@link #replicaAcks()} acknowledgements} */
   public Duration replicaAckTimeout() {
     return replicaAckTimeout;
   }
 
-  /**
-   * Returns the listeners told of every lease loss.
-   *
-   * @return the listeners told of every lease loss
-   */
+  /** {@return the listeners told of every lease loss} */
   public List<LeaseLossListener> leaseLossListeners() {
     return leaseLossListeners;
   }
@@ -244,19 +186,13 @@ public final class TurnstileOptions {
     return observationRegistry;
   }
 
-  /**
-   * Returns how many distinct names get a metrics tag of their own.
-   *
-   * @return how many distinct names get a metrics tag of their own
-   */
+  /** {@return how many distinct names get a metrics tag of their own} */
   public int metricsNameLimit() {
     return metricsNameLimit;
   }
 
   /**
-   * Returns the application name that is part of this client's identity, or null if none was set.
-   *
-   * @return the application name that is part of this client's identity, or null if none was set
+   * {@return the application name that is part of this client's identity, or null if none was set}
    */
   public String clientName() {
     return clientName;
@@ -383,10 +319,7 @@ public final class TurnstileOptions {
      * @return this builder
      */
     public Builder blockingPoolSize(int size) {
-      if (size < 1) {
-        throw new IllegalArgumentException("blockingPoolSize must be at least 1, was " + size);
-      }
-      this.blockingPoolSize = size;
+      this.blockingPoolSize = atLeast(size, 1, "blockingPoolSize");
       return this;
     }
 
@@ -397,11 +330,7 @@ public final class TurnstileOptions {
      * @return this builder
      */
     public Builder commandTimeout(Duration timeout) {
-      Objects.requireNonNull(timeout, "commandTimeout");
-      if (timeout.isNegative() || timeout.isZero()) {
-        throw new IllegalArgumentException("commandTimeout must be positive, was " + timeout);
-      }
-      this.commandTimeout = timeout;
+      this.commandTimeout = positive(Objects.requireNonNull(timeout, "commandTimeout"), "commandTimeout");
       return this;
     }
 
@@ -459,10 +388,7 @@ public final class TurnstileOptions {
      * @return this builder
      */
     public Builder localHandoffLimit(int limit) {
-      if (limit < 0) {
-        throw new IllegalArgumentException("localHandoffLimit must not be negative, was " + limit);
-      }
-      this.localHandoffLimit = limit;
+      this.localHandoffLimit = atLeast(limit, 0, "localHandoffLimit");
       return this;
     }
 
@@ -487,16 +413,10 @@ public final class TurnstileOptions {
      * @return this builder
      */
     public Builder lockCaching(int maxIdle, Duration idleTime) {
-      if (maxIdle < 1) {
-        throw new IllegalArgumentException("lockCaching: maxIdle must be at least 1, was " + maxIdle);
-      }
-      Objects.requireNonNull(idleTime, "idleTime");
-      if (idleTime.isNegative() || idleTime.isZero()) {
-        throw new IllegalArgumentException("lockCaching: idleTime must be positive, was " + idleTime);
-      }
-      this.lockCaching = true;
+      atLeast(maxIdle, 1, "lockCaching: maxIdle");
+      this.lockCacheIdle = positive(Objects.requireNonNull(idleTime, "idleTime"), "lockCaching: idleTime");
       this.lockCacheSize = maxIdle;
-      this.lockCacheIdle = idleTime;
+      this.lockCaching = true;
       return this;
     }
 
@@ -529,11 +449,9 @@ public final class TurnstileOptions {
      */
     public Builder replicaAcks(int replicas, Duration timeout) {
       Objects.requireNonNull(timeout, "timeout");
-      if (replicas < 0) {
-        throw new IllegalArgumentException("replicas must not be negative, was " + replicas);
-      }
-      if (replicas > 0 && (timeout.isNegative() || timeout.isZero())) {
-        throw new IllegalArgumentException("the replica acknowledgement timeout must be positive, was " + timeout);
+      atLeast(replicas, 0, "replicas");
+      if (replicas > 0) {
+        positive(timeout, "the replica acknowledgement timeout");
       }
       this.replicaAcks = replicas;
       this.replicaAckTimeout = timeout;
@@ -584,20 +502,30 @@ public final class TurnstileOptions {
      * @return this builder
      */
     public Builder metricsNameLimit(int limit) {
-      if (limit < 0) {
-        throw new IllegalArgumentException("metricsNameLimit must not be negative, was " + limit);
-      }
-      this.metricsNameLimit = limit;
+      this.metricsNameLimit = atLeast(limit, 0, "metricsNameLimit");
       return this;
     }
 
-    /**
-     * Returns the options.
-     *
-     * @return the options
-     */
+    /** {@return the options} */
     public TurnstileOptions build() {
       return new TurnstileOptions(this);
+    }
+
+    /** {@code value}, or an IllegalArgumentException naming {@code what} if it is below {@code min}. */
+    private static int atLeast(int value, int min, String what) {
+      if (value < min) {
+        throw new IllegalArgumentException(what + (min == 0 ? " must not be negative" : " must be at least " + min)
+            + ", was " + value);
+      }
+      return value;
+    }
+
+    /** {@code d}, or an IllegalArgumentException naming {@code what} if it is not positive. */
+    private static Duration positive(Duration d, String what) {
+      if (d.isNegative() || d.isZero()) {
+        throw new IllegalArgumentException(what + " must be positive, was " + d);
+      }
+      return d;
     }
   }
 }

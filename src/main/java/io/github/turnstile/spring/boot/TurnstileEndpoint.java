@@ -40,11 +40,7 @@ public class TurnstileEndpoint {
     this.turnstile = turnstile;
   }
 
-  /**
-   * Returns this client and what it holds and waits for.
-   *
-   * @return {@code client}, {@code clientName}, {@code holds} and {@code waits}
-   */
+  /** {@return this client and what it holds and waits for} */
   @ReadOperation
   public Map<String, Object> activity() {
     Map<String, Object> out = new LinkedHashMap<>();

@@ -79,218 +79,124 @@ public class TurnstileProperties {
   /** Creates the properties, holding the defaults. */
   public TurnstileProperties() {}
 
-  /**
-   * Returns whether to auto-configure Turnstile.
-   *
-   * @return whether to auto-configure Turnstile
-   */
+  /** {@return whether to auto-configure Turnstile} */
   public boolean isEnabled() {
     return enabled;
   }
 
-  /**
-   * Sets whether to auto-configure Turnstile.
-   *
-   * @param enabled whether to auto-configure Turnstile
-   */
+  /** @param enabled whether to auto-configure Turnstile */
   public void setEnabled(boolean enabled) {
     this.enabled = enabled;
   }
 
-  /**
-   * Returns the Redis URI, or null to use Spring Data Redis's settings.
-   *
-   * @return the Redis URI, or null to use Spring Data Redis's settings
-   */
+  /** {@return the Redis URI, or null to use Spring Data Redis's settings} */
   public String getUri() {
     return uri;
   }
 
-  /**
-   * Sets the Redis URI.
-   *
-   * @param uri the Redis URI, or null to use Spring Data Redis's settings
-   */
+  /** @param uri the Redis URI, or null to use Spring Data Redis's settings */
   public void setUri(String uri) {
     this.uri = uri;
   }
 
-  /**
-   * Returns the lease time.
-   *
-   * @return the lease time
-   */
+  /** {@return the lease time} */
   public Duration getLeaseTime() {
     return leaseTime;
   }
 
-  /**
-   * Sets the lease time.
-   *
-   * @param leaseTime the lease time
-   */
+  /** @param leaseTime the lease time */
   public void setLeaseTime(Duration leaseTime) {
     this.leaseTime = leaseTime;
   }
 
-  /**
-   * Returns the renewal interval, or null for lease time / 3.
-   *
-   * @return the renewal interval, or null for lease time / 3
-   */
+  /** {@return the renewal interval, or null for lease time / 3} */
   public Duration getRenewInterval() {
     return renewInterval;
   }
 
-  /**
-   * Sets the renewal interval.
-   *
-   * @param renewInterval the renewal interval, or null for lease time / 3
-   */
+  /** @param renewInterval the renewal interval, or null for lease time / 3 */
   public void setRenewInterval(Duration renewInterval) {
     this.renewInterval = renewInterval;
   }
 
-  /**
-   * Returns the key prefix.
-   *
-   * @return the key prefix
-   */
+  /** {@return the key prefix} */
   public String getKeyPrefix() {
     return keyPrefix;
   }
 
-  /**
-   * Sets the key prefix.
-   *
-   * @param keyPrefix the key prefix
-   */
+  /** @param keyPrefix the key prefix */
   public void setKeyPrefix(String keyPrefix) {
     this.keyPrefix = keyPrefix;
   }
 
-  /**
-   * Returns the bound on blocking connections.
-   *
-   * @return the bound on blocking connections
-   */
+  /** {@return the bound on blocking connections} */
   public int getBlockingPoolSize() {
     return blockingPoolSize;
   }
 
-  /**
-   * Sets the bound on blocking connections.
-   *
-   * @param blockingPoolSize the bound on blocking connections
-   */
+  /** @param blockingPoolSize the bound on blocking connections */
   public void setBlockingPoolSize(int blockingPoolSize) {
     this.blockingPoolSize = blockingPoolSize;
   }
 
-  /**
-   * Returns the command timeout.
-   *
-   * @return the command timeout
-   */
+  /** {@return the command timeout} */
   public Duration getCommandTimeout() {
     return commandTimeout;
   }
 
-  /**
-   * Sets the command timeout.
-   *
-   * @param commandTimeout the command timeout
-   */
+  /** @param commandTimeout the command timeout */
   public void setCommandTimeout(Duration commandTimeout) {
     this.commandTimeout = commandTimeout;
   }
 
-  /**
-   * Returns the local hand-off limit.
-   *
-   * @return the local hand-off limit
-   */
+  /** {@return the local hand-off limit} */
   public int getLocalHandoffLimit() {
     return localHandoffLimit;
   }
 
-  /**
-   * Sets the local hand-off limit.
-   *
-   * @param localHandoffLimit the local hand-off limit
-   */
+  /** @param localHandoffLimit the local hand-off limit */
   public void setLocalHandoffLimit(int localHandoffLimit) {
     this.localHandoffLimit = localHandoffLimit;
   }
 
-  /**
-   * Returns the outage tolerance of untimed acquisitions.
-   *
-   * @return the outage tolerance of untimed acquisitions
-   */
+  /** {@return the outage tolerance of untimed acquisitions} */
   public Duration getOutageTolerance() {
     return outageTolerance;
   }
 
-  /**
-   * Sets the outage tolerance of untimed acquisitions.
-   *
-   * @param outageTolerance the outage tolerance of untimed acquisitions
-   */
+  /** @param outageTolerance the outage tolerance of untimed acquisitions */
   public void setOutageTolerance(Duration outageTolerance) {
     this.outageTolerance = outageTolerance;
   }
 
-  /**
-   * Returns how many names get a metrics tag of their own.
-   *
-   * @return how many names get a metrics tag of their own
-   */
+  /** {@return how many names get a metrics tag of their own} */
   public int getMetricsNameLimit() {
     return metricsNameLimit;
   }
 
-  /**
-   * Sets how many names get a metrics tag of their own.
-   *
-   * @param metricsNameLimit how many names get a metrics tag of their own
-   */
+  /** @param metricsNameLimit how many names get a metrics tag of their own */
   public void setMetricsNameLimit(int metricsNameLimit) {
     this.metricsNameLimit = metricsNameLimit;
   }
 
   /**
-   * Returns the application name in this client's identity, or null for spring.application.name.
-   *
-   * @return the application name in this client's identity, or null
+   * {@return the application name in this client's identity, or null for spring.application.name}
    */
   public String getClientName() {
     return clientName;
   }
 
-  /**
-   * Sets the application name in this client's identity.
-   *
-   * @param clientName the application name in this client's identity
-   */
+  /** @param clientName the application name in this client's identity */
   public void setClientName(String clientName) {
     this.clientName = clientName;
   }
 
-  /**
-   * Returns the replica acknowledgement settings.
-   *
-   * @return the replica acknowledgement settings
-   */
+  /** {@return the replica acknowledgement settings} */
   public ReplicaAcks getReplicaAcks() {
     return replicaAcks;
   }
 
-  /**
-   * Returns the lock caching settings.
-   *
-   * @return the lock caching settings
-   */
+  /** {@return the lock caching settings} */
   public LockCaching getLockCaching() {
     return lockCaching;
   }
@@ -344,56 +250,32 @@ public class TurnstileProperties {
     /** Creates the settings: off. */
     public LockCaching() {}
 
-    /**
-     * Returns whether lock grants are cached.
-     *
-     * @return whether lock grants are cached
-     */
+    /** {@return whether lock grants are cached} */
     public boolean isEnabled() {
       return enabled;
     }
 
-    /**
-     * Sets whether lock grants are cached.
-     *
-     * @param enabled whether lock grants are cached
-     */
+    /** @param enabled whether lock grants are cached */
     public void setEnabled(boolean enabled) {
       this.enabled = enabled;
     }
 
-    /**
-     * Returns the most grants kept cached.
-     *
-     * @return the most grants kept cached
-     */
+    /** {@return the most grants kept cached} */
     public int getMaxIdle() {
       return maxIdle;
     }
 
-    /**
-     * Sets the most grants kept cached.
-     *
-     * @param maxIdle the most grants kept cached, at least 1
-     */
+    /** @param maxIdle the most grants kept cached, at least 1 */
     public void setMaxIdle(int maxIdle) {
       this.maxIdle = maxIdle;
     }
 
-    /**
-     * Returns how long a cached grant is kept unused.
-     *
-     * @return how long a cached grant is kept unused
-     */
+    /** {@return how long a cached grant is kept unused} */
     public Duration getIdleTime() {
       return idleTime;
     }
 
-    /**
-     * Sets how long a cached grant is kept unused.
-     *
-     * @param idleTime how long a cached grant is kept unused, positive
-     */
+    /** @param idleTime how long a cached grant is kept unused, positive */
     public void setIdleTime(Duration idleTime) {
       this.idleTime = idleTime;
     }
@@ -414,38 +296,22 @@ public class TurnstileProperties {
     /** Creates the settings: off. */
     public ReplicaAcks() {}
 
-    /**
-     * Returns the replicas that must acknowledge (0: off).
-     *
-     * @return the replicas that must acknowledge (0: off)
-     */
+    /** {@return the replicas that must acknowledge (0: off)} */
     public int getReplicas() {
       return replicas;
     }
 
-    /**
-     * Sets the replicas that must acknowledge.
-     *
-     * @param replicas the replicas that must acknowledge (0: off)
-     */
+    /** @param replicas the replicas that must acknowledge (0: off) */
     public void setReplicas(int replicas) {
       this.replicas = replicas;
     }
 
-    /**
-     * Returns how long an acquisition waits for acknowledgements.
-     *
-     * @return how long an acquisition waits for acknowledgements
-     */
+    /** {@return how long an acquisition waits for acknowledgements} */
     public Duration getTimeout() {
       return timeout;
     }
 
-    /**
-     * Sets how long an acquisition waits for acknowledgements.
-     *
-     * @param timeout how long an acquisition waits for acknowledgements
-     */
+    /** @param timeout how long an acquisition waits for acknowledgements */
     public void setTimeout(Duration timeout) {
       this.timeout = timeout;
     }
