@@ -174,7 +174,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
         goOnAfterCut(a, cause);
         return;
       }
-      endAfterGrant(a, true, new TurnstileException(side.describe() + " was acquired, but "
+      endAfterGrant(a, true, new TurnstileException(side.describe + " was acquired, but "
           + cause.getMessage() + "; it was released again", cause));
     }));
   }
@@ -206,7 +206,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
   private void goOnAfterCut(Attempt a, Throwable cause) {
     if (!call.expired()) {
       try {
-        env.unreachable(call, System.nanoTime(), side.describe() + " (replica acknowledgement)", cause);
+        env.unreachable(call, System.nanoTime(), side.describe + " (replica acknowledgement)", cause);
       } catch (TurnstileException outOfTolerance) {
         endAfterGrant(a, side.acknowledgementCut(self(), a), outOfTolerance);
         return;
@@ -272,7 +272,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
     delivered = hold;
     gate.leave(self());
     if (result.complete(hold)) {
-      side.metrics().acquired(System.nanoTime() - startNanos);
+      side.metrics.acquired(System.nanoTime() - startNanos);
     } else {
       // the caller cancelled (or the deadline passed) just before: no hold is left behind
       try {

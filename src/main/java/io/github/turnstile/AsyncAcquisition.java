@@ -76,7 +76,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
 
   /** Queues the acquisition and returns its future. */
   CompletableFuture<H> start() {
-    telemetry = env.telemetry().waitStarted(side.kind(), side.describe(), side.primitiveName(), permits);
+    telemetry = env.telemetry().waitStarted(side.kind, side.describe, side.primitiveName, permits);
     result.whenComplete((v, e) -> {
       if (v == null || v != delivered) {
         abandon();
@@ -167,12 +167,12 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       return;
     }
     if (env.closed()) {
-      fail(new TurnstileException(side.describe() + ": Turnstile is closed"));
+      fail(new TurnstileException(side.describe + ": Turnstile is closed"));
       return;
     }
     if (!env.connected()) {
       if (call.once) {
-        fail(new TurnstileException(side.describe() + ": Redis is not reachable (connection down, reconnecting)"));
+        fail(new TurnstileException(side.describe + ": Redis is not reachable (connection down, reconnecting)"));
         return;
       }
       if (deadlineUp()) {
@@ -209,14 +209,14 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
         gate.drop(ch);
       }
       try {
-        ch = env.subscribe(side.channel());
+        ch = env.subscribe(side.channel);
       } catch (Engine.Unavailable e) {
         if (outage(System.nanoTime(), " (subscribing)", e)) {
           pause(RECHECK_NANOS);
         }
         return;
       } catch (RuntimeException e) {
-        fail(e instanceof TurnstileException ? e : Engine.failure(side.describe(), e));
+        fail(e instanceof TurnstileException ? e : Engine.failure(side.describe, e));
         return;
       }
       if (!gate.install(this, ch)) {
@@ -344,7 +344,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       cause = Engine.unwrap(e);
     }
     if (!Engine.isTransient(cause)) {
-      fail(Engine.failure(side.describe(), cause)); // e.g. an ACL refusal of SUBSCRIBE
+      fail(Engine.failure(side.describe, cause)); // e.g. an ACL refusal of SUBSCRIBE
       return;
     }
     if (!deadlineUp() && outage(System.nanoTime(), " (subscribing)", cause)) {
@@ -412,7 +412,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       if (!f.isDone() && System.nanoTime() - sentNanos < env.commandTimeoutNanos()) {
         if (!env.connected() && !call.once) {
           try {
-            env.unreachable(call, System.nanoTime(), side.describe() + " (connection down, reconnecting)", null);
+            env.unreachable(call, System.nanoTime(), side.describe + " (connection down, reconnecting)", null);
           } catch (TurnstileException x) {
             failInFlight(f, x); // the outage tolerance is used up; the reply, if any, is undone
             return;
@@ -533,12 +533,12 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       side.failed(this, f);
       if (call.once) {
         // one attempt, no wait: a failure is the caller's answer (the attempt is undone if it ran)
-        fail(error != null ? Engine.failure(side.describe(), error) : new TurnstileException(side.describe()
+        fail(error != null ? Engine.failure(side.describe, error) : new TurnstileException(side.describe
             + ": Redis did not answer within " + TimeUnit.NANOSECONDS.toMillis(env.commandTimeoutNanos()) + " ms"));
         return;
       }
       if (error != null && !Engine.isTransient(error)) {
-        fail(error instanceof IllegalArgumentException ? error : Engine.failure(side.describe(), error));
+        fail(error instanceof IllegalArgumentException ? error : Engine.failure(side.describe, error));
         return;
       }
       env.suspect();
@@ -720,7 +720,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     } catch (CompletionException | CancellationException e) {
       Throwable cause = Engine.unwrap(e);
       if (cause instanceof AclRefusal) {
-        fail(((AclRefusal) cause).in(side.describe()));
+        fail(((AclRefusal) cause).in(side.describe));
         return;
       }
       pubsubOnly = true; // no blocking connection could be opened: wait by pub/sub
@@ -741,6 +741,6 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
 
   @Override
   public String toString() {
-    return "AsyncAcquisition{" + side.describe() + ", request=" + request + '}';
+    return "AsyncAcquisition{" + side.describe + ", request=" + request + '}';
   }
 }

@@ -235,7 +235,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     AsyncGate<LockHold> gate() {
-      return AsyncSides.gate(gate, engine, () -> new AsyncSides.ReadSide(RedisReadWriteLock.this, this, engine, gate));
+      return AsyncSides.gate(gate, engine, () -> new AsyncSides.ReadSide(RedisReadWriteLock.this, this, gate));
     }
 
     /** For tests: the read gate's state (see {@link AsyncGate#describe}), or null when idle. */
