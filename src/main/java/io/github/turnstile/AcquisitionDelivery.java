@@ -11,8 +11,6 @@ import java.util.concurrent.Executors;
  * hand-off, a semaphore's permits). {@link AsyncAcquisition}, the only subclass, is the loop.
  */
 abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionState<H> permits AsyncAcquisition {
-  private static final System.Logger LOG = System.getLogger("io.github.turnstile");
-
   /** Runs the blocking WAIT of replicaAcks off the reply threads; its threads live only while a WAIT does. */
   private static final ExecutorService ACKS = Executors.newCachedThreadPool(r -> {
     Thread t = new Thread(r, "turnstile-async-acks");

@@ -12,7 +12,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * continuation runs at a time, is told in {@link AsyncAcquisition}.
  */
 abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelivery {
-  private static final System.Logger LOG = System.getLogger("io.github.turnstile");
+  static final System.Logger LOG = System.getLogger("io.github.turnstile");
 
   final AcquisitionEnv env;
   final AcquisitionSide<H> side;

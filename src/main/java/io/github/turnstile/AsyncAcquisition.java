@@ -54,7 +54,6 @@ import java.util.concurrent.TimeoutException;
  * extends {@link AcquisitionState} (the fields, the endings and the timers).
  */
 final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
-  private static final System.Logger LOG = System.getLogger("io.github.turnstile");
   /** How often an outage is re-checked while no recovery event arrives, and the pause after a transient failure. */
   static final long RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
   /**

@@ -3,7 +3,9 @@ package io.github.turnstile;
 import io.lettuce.core.ScriptOutputType;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.IntSupplier;
 import java.util.function.Supplier;
 
 /**
@@ -120,8 +122,7 @@ final class AsyncSides {
     }
 
     @Override
-    public Object waitStarted(AsyncAcquisition<?> a, AcquisitionSide<?> side,
-        java.util.function.IntSupplier queued) {
+    public Object waitStarted(AsyncAcquisition<?> a, AcquisitionSide<?> side, IntSupplier queued) {
       String waiter = a.thread != null ? a.thread.getName() : "async acquisition " + a.owner;
       Engine.Waiting w = new Engine.Waiting(side.kind, side.primitiveName, waiter, engine.ticker.read(), queued);
       engine.waiting.add(w);
@@ -218,7 +219,7 @@ final class AsyncSides {
      * a lease. {@code send} is idempotent (it names {@code w}'s request).
      */
     void undo(String key, String request, Supplier<CompletableFuture<Long>> send) {
-      long until = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
+      long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
       engine.releases.retrying(send, until);
       engine.replayOnRecovery(key + " undo " + request, until, send::get);
     }
@@ -396,16 +397,12 @@ final class AsyncSides {
         }
       }
       AsyncGate.Successor<LockHold> next = g == null || !engine.connected() ? null : g.successor(lock.handoffLimit());
-      if (next == null && g != null && g.yieldPending()) {
-        // at the hand-off limit: released in Redis for other clients' waiters, this client marked
-        // as waiting, so that the release after theirs wakes this JVM's head in turn (it queues on
-        // the wake list behind them: AsyncAcquisition.waitLocally)
-        CompletableFuture<Boolean> released = release(hold, leaseEndNanos, lock::releaseAsWaiting);
-        g.endedLocally(hold);
-        return released;
-      }
       if (next == null) {
-        CompletableFuture<Boolean> released = super.release(hold, leaseEndNanos);
+        // at the hand-off limit (a yield pending): released in Redis for other clients' waiters,
+        // this client marked as waiting, so that the release after theirs wakes this JVM's head in
+        // turn (it queues on the wake list behind them: AsyncAcquisition.waitLocally)
+        CompletableFuture<Boolean> released = g != null && g.yieldPending()
+            ? release(hold, leaseEndNanos, lock::releaseAsWaiting) : super.release(hold, leaseEndNanos);
         if (g != null) {
           g.endedLocally(hold); // after the release was sent: a head's attempt queues behind it
         }
