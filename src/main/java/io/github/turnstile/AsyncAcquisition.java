@@ -188,13 +188,13 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     if (listTier() || locked(() -> runner)) {
       // tier 1: it waits on the wake list if refused; a runner: it takes its place in line if
       // refused, and subscribes only as the head (the gate's subscription is the head's)
-      send(null, env.faults(), false);
+      send(null, env.faults());
       return;
     }
     WakeChannel ch = gate.channel();
     if (!locked(() -> attempted) && (ch == null || !isReady(ch))) {
       // The first attempt does not subscribe: uncontended, an acquisition costs one round trip.
-      send(null, env.faults(), false);
+      send(null, env.faults());
       return;
     }
     if (ch != null && ch.ready().isCompletedExceptionally()) {
@@ -232,7 +232,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     }
     // Taken before the attempt: a release between the attempt and the wait completes them.
     tier("pub/sub");
-    send(ch.next(), env.faults(), true);
+    send(ch.next(), env.faults());
   }
 
   /**
@@ -351,7 +351,8 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     }
   }
 
-  private void send(CompletableFuture<Void> event, CompletableFuture<Void> fault, boolean subscribed) {
+  /** Sends an attempt; {@code event} is the channel's next message, taken before it (null: not subscribed). */
+  private void send(CompletableFuture<Void> event, CompletableFuture<Void> fault) {
     CompletableFuture<Attempt> f;
     long sentNanos;
     long sentAt;
@@ -372,7 +373,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       sentAt = env.ticker();
       attempted = true; // before sending: whatever happens, a withdrawal follows if it gives up
       try {
-        f = side.attempt(this, subscribed);
+        f = side.attempt(this, event != null);
       } catch (RuntimeException e) {
         f = CompletableFuture.failedFuture(e);
       }
@@ -389,7 +390,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     if (rearm) {
       armDeadline(call.minReplyNanos()); // the first attempt gets its reply's minimum wait
     }
-    awaitReply(f, event, fault, sentAt, sentNanos, subscribed);
+    awaitReply(f, event, fault, sentAt, sentNanos);
   }
 
   /**
@@ -397,7 +398,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
    * (a connection that drops makes Redis count as unreachable at once) until the command timeout.
    */
   private void awaitReply(CompletableFuture<Attempt> f, CompletableFuture<Void> event,
-      CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
+      CompletableFuture<Void> fault, long sentAt, long sentNanos) {
     long left = env.commandTimeoutNanos() - (System.nanoTime() - sentNanos);
     CompletableFuture<Boolean> check = Timer.after(Math.max(0, Math.min(env.recheckNanos(), left)));
     CompletableFuture.anyOf(f, check, fault).whenComplete((v, e) -> guarded(() -> {
@@ -405,7 +406,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       if (!f.isDone() && fault.isDone() && !call.once) {
         // A recovery event (a reconnect, a new Cluster topology) while the attempt waits: it may
         // be queued for a connection that will not answer (a dead master's); send again
-        recovered(f, event, fault, sentAt, sentNanos, subscribed);
+        recovered(f, event, fault, sentAt, sentNanos);
         return;
       }
       if (!f.isDone() && System.nanoTime() - sentNanos < env.commandTimeoutNanos()) {
@@ -420,20 +421,20 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
         if (!locked(() -> finished || abandoned)) {
           // a recovery event that came meanwhile (a one-attempt call waits on for its reply) is
           // not waited on again: it is done, and would wake this wait at once, in a loop
-          awaitReply(f, event, fault.isDone() ? env.faults() : fault, sentAt, sentNanos, subscribed);
+          awaitReply(f, event, fault.isDone() ? env.faults() : fault, sentAt, sentNanos);
           return;
         }
         // abandoned meanwhile: keep listening, the reply must still be undone
-        f.whenComplete((a, x) -> guarded(() -> onReply(f, event, fault, sentAt, sentNanos, subscribed)));
+        f.whenComplete((a, x) -> guarded(() -> onReply(f, event, fault, sentAt, sentNanos)));
         return;
       }
-      onReply(f, event, fault, sentAt, sentNanos, subscribed);
+      onReply(f, event, fault, sentAt, sentNanos);
     }));
   }
 
   /** A recovery event came while {@code f} was in flight: its outcome is unknown; send again shortly. */
   private void recovered(CompletableFuture<Attempt> f, CompletableFuture<Void> event,
-      CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
+      CompletableFuture<Void> fault, long sentAt, long sentNanos) {
     boolean wasAbandoned;
     mu.lock();
     try {
@@ -449,7 +450,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       mu.unlock();
     }
     if (wasAbandoned) {
-      f.whenComplete((a, x) -> guarded(() -> onReply(f, event, fault, sentAt, sentNanos, subscribed))); // undo it then
+      f.whenComplete((a, x) -> guarded(() -> onReply(f, event, fault, sentAt, sentNanos))); // undo it then
       return;
     }
     side.failed(this, f);
@@ -471,11 +472,12 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     }
     gate.leave(this);
     result.completeExceptionally(error);
-    f.whenComplete((a, x) -> guarded(() -> onReply(f, null, null, 0, 0, false)));
+    f.whenComplete((a, x) -> guarded(() -> onReply(f, null, null, 0, 0)));
   }
 
   private void onReply(CompletableFuture<Attempt> f, CompletableFuture<Void> event,
-      CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
+      CompletableFuture<Void> fault, long sentAt, long sentNanos) {
+    boolean subscribed = event != null;
     Attempt a = null;
     Throwable error = null;
     if (f.isDone()) {
