@@ -117,7 +117,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     telemetry = null;
     Throwable cause = error == null ? null : Engine.unwrap(error);
     String outcome = hold != null ? "acquired"
-        : cause instanceof java.util.concurrent.TimeoutException || cause == null ? "timed out"
+        : cause instanceof TimeoutException || cause == null ? "timed out"
         : cause instanceof CancellationException ? "cancelled" : "failed";
     env.telemetry().waitEnded(w, outcome, "failed".equals(outcome) ? cause : null);
   }

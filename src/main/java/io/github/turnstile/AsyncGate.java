@@ -181,12 +181,7 @@ final class AsyncGate<H extends Hold> {
     }
   }
 
-  /**
-   * At {@code limit} hand-offs in a row, this JVM yields: the release goes through Redis, and the
-   * head stands back ({@link #standBack}); lock held.
-   *
-   * @return whether it yields
-   */
+  /** Whether this JVM yields at {@code limit} hand-offs in a row (released in Redis, the head stands back); lock held. */
   private boolean yieldAt(int limit) {
     if (streak < limit) {
       return false;
