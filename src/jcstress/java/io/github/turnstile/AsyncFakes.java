@@ -26,6 +26,7 @@ final class AsyncFakes {
     final AtomicInteger holdsReleased = new AtomicInteger();
 
     Side(int attempts) {
+      super("lock 'n'", null, "lock 'n'", "ch", Metrics.Primitive.NOOP);
       for (int i = 0; i < attempts; i++) {
         replies.add(new CompletableFuture<>());
       }
@@ -35,9 +36,6 @@ final class AsyncFakes {
     volatile int runMode = AsyncGate.RUN_NEVER;
 
     @Override int runMode(AsyncAcquisition<LockHold> w) { return runMode; }
-    @Override String describe() { return "lock 'n'"; }
-    @Override String channel() { return "ch"; }
-    @Override Metrics.Primitive metrics() { return Metrics.Primitive.NOOP; }
     @Override CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       return replies.get(sent.getAndIncrement());
     }

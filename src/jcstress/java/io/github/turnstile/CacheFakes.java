@@ -91,6 +91,10 @@ final class CacheFakes {
     /** Holds released as plain holds (not through the cache). */
     final AtomicInteger plainReleases = new AtomicInteger();
 
+    Side() {
+      super("lock 'n'", null, "lock 'n'", "ch", Metrics.Primitive.NOOP);
+    }
+
     /** A grant from Redis, released and kept by the cache: it is cached idle, anchored, when this returns. */
     Side cached() {
       AsyncHold.Lock granted = new AsyncHold.Lock("n", this, Ticker.SYSTEM, "k", REQUEST, 30_000, GRANT_TOKEN, "t",
@@ -101,9 +105,6 @@ final class CacheFakes {
       return this;
     }
 
-    @Override String describe() { return "lock 'n'"; }
-    @Override String channel() { return "ch"; }
-    @Override Metrics.Primitive metrics() { return Metrics.Primitive.NOOP; }
     @Override boolean fromCache(AsyncAcquisition<LockHold> w) { return cache.take(w); }
     @Override CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       return CompletableFuture.completedFuture(new Attempt(false, 0, 30_000));

@@ -48,10 +48,11 @@ public class WaitHandOverVersusCancelStress {
   static final class Side extends AcquisitionSide<LockHold> {
     final AtomicInteger ended = new AtomicInteger();
 
-    @Override String describe() { return "semaphore 's'"; }
-    @Override String channel() { return "ch"; }
+    Side() {
+      super("semaphore 's'", null, "semaphore 's'", "ch", Metrics.Primitive.NOOP);
+    }
+
     @Override String wakeKey() { return "wake"; }
-    @Override Metrics.Primitive metrics() { return Metrics.Primitive.NOOP; }
     @Override CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       if (w.sideState == null) {
         w.sideState = "request";

@@ -11,8 +11,6 @@ import java.util.concurrent.Executors;
  * hand-off, a semaphore's permits). {@link AsyncAcquisition}, the only subclass, is the loop.
  */
 abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionState<H> permits AsyncAcquisition {
-  private static final System.Logger LOG = System.getLogger("io.github.turnstile");
-
   /** Runs the blocking WAIT of replicaAcks off the reply threads; its threads live only while a WAIT does. */
   private static final ExecutorService ACKS = Executors.newCachedThreadPool(r -> {
     Thread t = new Thread(r, "turnstile-async-acks");
@@ -174,7 +172,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
         goOnAfterCut(a, cause);
         return;
       }
-      endAfterGrant(a, true, new TurnstileException(side.describe() + " was acquired, but "
+      endAfterGrant(a, true, new TurnstileException(side.describe + " was acquired, but "
           + cause.getMessage() + "; it was released again", cause));
     }));
   }
@@ -206,7 +204,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
   private void goOnAfterCut(Attempt a, Throwable cause) {
     if (!call.expired()) {
       try {
-        env.unreachable(call, System.nanoTime(), side.describe() + " (replica acknowledgement)", cause);
+        env.unreachable(call, System.nanoTime(), side.describe + " (replica acknowledgement)", cause);
       } catch (TurnstileException outOfTolerance) {
         endAfterGrant(a, side.acknowledgementCut(self(), a), outOfTolerance);
         return;
@@ -272,7 +270,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
     delivered = hold;
     gate.leave(self());
     if (result.complete(hold)) {
-      side.metrics().acquired(System.nanoTime() - startNanos);
+      side.metrics.acquired(System.nanoTime() - startNanos);
     } else {
       // the caller cancelled (or the deadline passed) just before: no hold is left behind
       try {

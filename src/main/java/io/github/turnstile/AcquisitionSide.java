@@ -4,16 +4,22 @@ import java.util.concurrent.CompletableFuture;
 
 /** A primitive's Redis operations, for one kind of primitive (the {@link AsyncAcquisition}'s side). */
 abstract class AcquisitionSide<H extends Hold> {
-  abstract String describe();
+  /** The primitive as messages name it ("lock 'n'"). */
+  final String describe;
+  /** The primitive's kind and name, for {@link Turnstile#activity()} (kind null: not one of them). */
+  final Inspection.Kind kind;
+  final String primitiveName;
+  /** The pub/sub channel its releases publish to when a waiter subscribed (tier 2). */
+  final String channel;
+  final Metrics.Primitive metrics;
 
-  /** The primitive's kind, for {@link Turnstile#activity()} (null: not one of them). */
-  Inspection.Kind kind() {
-    return null;
-  }
-
-  /** The primitive's name, for {@link Turnstile#activity()}. */
-  String primitiveName() {
-    return describe();
+  AcquisitionSide(String describe, Inspection.Kind kind, String primitiveName, String channel,
+      Metrics.Primitive metrics) {
+    this.describe = describe;
+    this.kind = kind;
+    this.primitiveName = primitiveName;
+    this.channel = channel;
+    this.metrics = metrics;
   }
 
   /**
@@ -43,10 +49,6 @@ abstract class AcquisitionSide<H extends Hold> {
   int runMode(AsyncAcquisition<H> w) {
     return AsyncGate.RUN_NEVER;
   }
-
-  abstract String channel();
-
-  abstract Metrics.Primitive metrics();
 
   /**
    * Sends one attempt for {@code w} ({@link AsyncAcquisition#request}, {@link AsyncAcquisition#owner}).

@@ -12,7 +12,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * continuation runs at a time, is told in {@link AsyncAcquisition}.
  */
 abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelivery {
-  private static final System.Logger LOG = System.getLogger("io.github.turnstile");
+  static final System.Logger LOG = System.getLogger("io.github.turnstile");
 
   final AcquisitionEnv env;
   final AcquisitionSide<H> side;
@@ -175,7 +175,7 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
     try {
       continuation.run();
     } catch (Throwable e) {
-      LOG.log(System.Logger.Level.WARNING, side.describe() + ": async acquisition failed unexpectedly", e);
+      LOG.log(System.Logger.Level.WARNING, side.describe + ": async acquisition failed unexpectedly", e);
       fail(e);
     }
   }
@@ -327,7 +327,7 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
     try {
       r.run();
     } catch (RuntimeException e) {
-      LOG.log(System.Logger.Level.WARNING, side.describe() + ": withdrawing an async acquisition failed", e);
+      LOG.log(System.Logger.Level.WARNING, side.describe + ": withdrawing an async acquisition failed", e);
     }
   }
 
@@ -338,7 +338,7 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
    */
   boolean outage(long sinceNanos, String what, Throwable cause) {
     try {
-      env.unreachable(call, sinceNanos, side.describe() + what, cause);
+      env.unreachable(call, sinceNanos, side.describe + what, cause);
       return true;
     } catch (TurnstileException e) {
       fail(e);
@@ -356,8 +356,8 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   }
 
   void timeout() {
-    if (result.completeExceptionally(new TimeoutException(side.describe() + " was not acquired in time"))) {
-      side.metrics().timedOut();
+    if (result.completeExceptionally(new TimeoutException(side.describe + " was not acquired in time"))) {
+      side.metrics.timedOut();
     }
   }
 

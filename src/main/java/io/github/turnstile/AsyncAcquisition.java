@@ -54,7 +54,6 @@ import java.util.concurrent.TimeoutException;
  * extends {@link AcquisitionState} (the fields, the endings and the timers).
  */
 final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
-  private static final System.Logger LOG = System.getLogger("io.github.turnstile");
   /** How often an outage is re-checked while no recovery event arrives, and the pause after a transient failure. */
   static final long RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
   /**
@@ -76,7 +75,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
 
   /** Queues the acquisition and returns its future. */
   CompletableFuture<H> start() {
-    telemetry = env.telemetry().waitStarted(side.kind(), side.describe(), side.primitiveName(), permits);
+    telemetry = env.telemetry().waitStarted(side.kind, side.describe, side.primitiveName, permits);
     result.whenComplete((v, e) -> {
       if (v == null || v != delivered) {
         abandon();
@@ -118,7 +117,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     telemetry = null;
     Throwable cause = error == null ? null : Engine.unwrap(error);
     String outcome = hold != null ? "acquired"
-        : cause instanceof java.util.concurrent.TimeoutException || cause == null ? "timed out"
+        : cause instanceof TimeoutException || cause == null ? "timed out"
         : cause instanceof CancellationException ? "cancelled" : "failed";
     env.telemetry().waitEnded(w, outcome, "failed".equals(outcome) ? cause : null);
   }
@@ -167,12 +166,12 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       return;
     }
     if (env.closed()) {
-      fail(new TurnstileException(side.describe() + ": Turnstile is closed"));
+      fail(new TurnstileException(side.describe + ": Turnstile is closed"));
       return;
     }
     if (!env.connected()) {
       if (call.once) {
-        fail(new TurnstileException(side.describe() + ": Redis is not reachable (connection down, reconnecting)"));
+        fail(new TurnstileException(side.describe + ": Redis is not reachable (connection down, reconnecting)"));
         return;
       }
       if (deadlineUp()) {
@@ -189,13 +188,13 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     if (listTier() || locked(() -> runner)) {
       // tier 1: it waits on the wake list if refused; a runner: it takes its place in line if
       // refused, and subscribes only as the head (the gate's subscription is the head's)
-      send(null, env.faults(), false);
+      send(null, env.faults());
       return;
     }
     WakeChannel ch = gate.channel();
     if (!locked(() -> attempted) && (ch == null || !isReady(ch))) {
       // The first attempt does not subscribe: uncontended, an acquisition costs one round trip.
-      send(null, env.faults(), false);
+      send(null, env.faults());
       return;
     }
     if (ch != null && ch.ready().isCompletedExceptionally()) {
@@ -209,14 +208,14 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
         gate.drop(ch);
       }
       try {
-        ch = env.subscribe(side.channel());
+        ch = env.subscribe(side.channel);
       } catch (Engine.Unavailable e) {
         if (outage(System.nanoTime(), " (subscribing)", e)) {
           pause(RECHECK_NANOS);
         }
         return;
       } catch (RuntimeException e) {
-        fail(e instanceof TurnstileException ? e : Engine.failure(side.describe(), e));
+        fail(e instanceof TurnstileException ? e : Engine.failure(side.describe, e));
         return;
       }
       if (!gate.install(this, ch)) {
@@ -233,7 +232,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     }
     // Taken before the attempt: a release between the attempt and the wait completes them.
     tier("pub/sub");
-    send(ch.next(), env.faults(), true);
+    send(ch.next(), env.faults());
   }
 
   /**
@@ -344,7 +343,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       cause = Engine.unwrap(e);
     }
     if (!Engine.isTransient(cause)) {
-      fail(Engine.failure(side.describe(), cause)); // e.g. an ACL refusal of SUBSCRIBE
+      fail(Engine.failure(side.describe, cause)); // e.g. an ACL refusal of SUBSCRIBE
       return;
     }
     if (!deadlineUp() && outage(System.nanoTime(), " (subscribing)", cause)) {
@@ -352,7 +351,8 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     }
   }
 
-  private void send(CompletableFuture<Void> event, CompletableFuture<Void> fault, boolean subscribed) {
+  /** Sends an attempt; {@code event} is the channel's next message, taken before it (null: not subscribed). */
+  private void send(CompletableFuture<Void> event, CompletableFuture<Void> fault) {
     CompletableFuture<Attempt> f;
     long sentNanos;
     long sentAt;
@@ -373,7 +373,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       sentAt = env.ticker();
       attempted = true; // before sending: whatever happens, a withdrawal follows if it gives up
       try {
-        f = side.attempt(this, subscribed);
+        f = side.attempt(this, event != null);
       } catch (RuntimeException e) {
         f = CompletableFuture.failedFuture(e);
       }
@@ -390,7 +390,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     if (rearm) {
       armDeadline(call.minReplyNanos()); // the first attempt gets its reply's minimum wait
     }
-    awaitReply(f, event, fault, sentAt, sentNanos, subscribed);
+    awaitReply(f, event, fault, sentAt, sentNanos);
   }
 
   /**
@@ -398,7 +398,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
    * (a connection that drops makes Redis count as unreachable at once) until the command timeout.
    */
   private void awaitReply(CompletableFuture<Attempt> f, CompletableFuture<Void> event,
-      CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
+      CompletableFuture<Void> fault, long sentAt, long sentNanos) {
     long left = env.commandTimeoutNanos() - (System.nanoTime() - sentNanos);
     CompletableFuture<Boolean> check = Timer.after(Math.max(0, Math.min(env.recheckNanos(), left)));
     CompletableFuture.anyOf(f, check, fault).whenComplete((v, e) -> guarded(() -> {
@@ -406,13 +406,13 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       if (!f.isDone() && fault.isDone() && !call.once) {
         // A recovery event (a reconnect, a new Cluster topology) while the attempt waits: it may
         // be queued for a connection that will not answer (a dead master's); send again
-        recovered(f, event, fault, sentAt, sentNanos, subscribed);
+        recovered(f, event, fault, sentAt, sentNanos);
         return;
       }
       if (!f.isDone() && System.nanoTime() - sentNanos < env.commandTimeoutNanos()) {
         if (!env.connected() && !call.once) {
           try {
-            env.unreachable(call, System.nanoTime(), side.describe() + " (connection down, reconnecting)", null);
+            env.unreachable(call, System.nanoTime(), side.describe + " (connection down, reconnecting)", null);
           } catch (TurnstileException x) {
             failInFlight(f, x); // the outage tolerance is used up; the reply, if any, is undone
             return;
@@ -421,20 +421,20 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
         if (!locked(() -> finished || abandoned)) {
           // a recovery event that came meanwhile (a one-attempt call waits on for its reply) is
           // not waited on again: it is done, and would wake this wait at once, in a loop
-          awaitReply(f, event, fault.isDone() ? env.faults() : fault, sentAt, sentNanos, subscribed);
+          awaitReply(f, event, fault.isDone() ? env.faults() : fault, sentAt, sentNanos);
           return;
         }
         // abandoned meanwhile: keep listening, the reply must still be undone
-        f.whenComplete((a, x) -> guarded(() -> onReply(f, event, fault, sentAt, sentNanos, subscribed)));
+        f.whenComplete((a, x) -> guarded(() -> onReply(f, event, fault, sentAt, sentNanos)));
         return;
       }
-      onReply(f, event, fault, sentAt, sentNanos, subscribed);
+      onReply(f, event, fault, sentAt, sentNanos);
     }));
   }
 
   /** A recovery event came while {@code f} was in flight: its outcome is unknown; send again shortly. */
   private void recovered(CompletableFuture<Attempt> f, CompletableFuture<Void> event,
-      CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
+      CompletableFuture<Void> fault, long sentAt, long sentNanos) {
     boolean wasAbandoned;
     mu.lock();
     try {
@@ -450,7 +450,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       mu.unlock();
     }
     if (wasAbandoned) {
-      f.whenComplete((a, x) -> guarded(() -> onReply(f, event, fault, sentAt, sentNanos, subscribed))); // undo it then
+      f.whenComplete((a, x) -> guarded(() -> onReply(f, event, fault, sentAt, sentNanos))); // undo it then
       return;
     }
     side.failed(this, f);
@@ -472,11 +472,12 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     }
     gate.leave(this);
     result.completeExceptionally(error);
-    f.whenComplete((a, x) -> guarded(() -> onReply(f, null, null, 0, 0, false)));
+    f.whenComplete((a, x) -> guarded(() -> onReply(f, null, null, 0, 0)));
   }
 
   private void onReply(CompletableFuture<Attempt> f, CompletableFuture<Void> event,
-      CompletableFuture<Void> fault, long sentAt, long sentNanos, boolean subscribed) {
+      CompletableFuture<Void> fault, long sentAt, long sentNanos) {
+    boolean subscribed = event != null;
     Attempt a = null;
     Throwable error = null;
     if (f.isDone()) {
@@ -533,12 +534,12 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       side.failed(this, f);
       if (call.once) {
         // one attempt, no wait: a failure is the caller's answer (the attempt is undone if it ran)
-        fail(error != null ? Engine.failure(side.describe(), error) : new TurnstileException(side.describe()
+        fail(error != null ? Engine.failure(side.describe, error) : new TurnstileException(side.describe
             + ": Redis did not answer within " + TimeUnit.NANOSECONDS.toMillis(env.commandTimeoutNanos()) + " ms"));
         return;
       }
       if (error != null && !Engine.isTransient(error)) {
-        fail(error instanceof IllegalArgumentException ? error : Engine.failure(side.describe(), error));
+        fail(error instanceof IllegalArgumentException ? error : Engine.failure(side.describe, error));
         return;
       }
       env.suspect();
@@ -720,7 +721,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     } catch (CompletionException | CancellationException e) {
       Throwable cause = Engine.unwrap(e);
       if (cause instanceof AclRefusal) {
-        fail(((AclRefusal) cause).in(side.describe()));
+        fail(((AclRefusal) cause).in(side.describe));
         return;
       }
       pubsubOnly = true; // no blocking connection could be opened: wait by pub/sub
@@ -741,6 +742,6 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
 
   @Override
   public String toString() {
-    return "AsyncAcquisition{" + side.describe() + ", request=" + request + '}';
+    return "AsyncAcquisition{" + side.describe + ", request=" + request + '}';
   }
 }

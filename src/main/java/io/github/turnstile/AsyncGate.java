@@ -52,6 +52,8 @@ final class AsyncGate<H extends Hold> {
   /** When ({@link System#nanoTime()}) this JVM last released in Redis to give other clients their turn; guarded by lock. */
   private long yieldedAtNanos;
   private boolean yielded; // guarded by lock
+  /** Releases in Redis at the hand-off limit so far; guarded by lock. */
+  private long yields;
   /** The hold granted through this gate that holds the primitive now, exclusive sides only (null: none); guarded by lock. */
   private Hold localHold;
   /** Completes when {@link #localHold} ends other than by a hand-off to this gate's head; guarded by lock. */
@@ -124,13 +126,7 @@ final class AsyncGate<H extends Hold> {
     lock.lock();
     try {
       String[] ids = head == null ? null : head.handOffIds();
-      if (ids == null) {
-        return null;
-      }
-      if (streak >= limit) {
-        streak = 0;
-        yielded = true;
-        yieldedAtNanos = System.nanoTime();
+      if (ids == null || yieldAt(limit)) {
         return null;
       }
       streak++;
@@ -175,14 +171,7 @@ final class AsyncGate<H extends Hold> {
           left -= q.permits;
         }
       }
-      if (served.isEmpty()) {
-        return served;
-      }
-      if (streak >= limit) {
-        streak = 0;
-        yielded = true;
-        yields++;
-        yieldedAtNanos = System.nanoTime();
+      if (served.isEmpty() || yieldAt(limit)) {
         return java.util.List.of();
       }
       streak += served.size();
@@ -192,8 +181,17 @@ final class AsyncGate<H extends Hold> {
     }
   }
 
-  /** Releases in Redis at the hand-off limit so far (permits: see {@link #servedBy}); guarded by lock. */
-  private long yields;
+  /** Whether this JVM yields at {@code limit} hand-offs in a row (released in Redis, the head stands back); lock held. */
+  private boolean yieldAt(int limit) {
+    if (streak < limit) {
+      return false;
+    }
+    streak = 0;
+    yielded = true;
+    yields++;
+    yieldedAtNanos = System.nanoTime();
+    return true;
+  }
 
   /** Returns the releases in Redis at the hand-off limit so far (for tests). */
   long yields() {

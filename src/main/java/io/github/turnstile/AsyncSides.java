@@ -3,7 +3,9 @@ package io.github.turnstile;
 import io.lettuce.core.ScriptOutputType;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.IntSupplier;
 import java.util.function.Supplier;
 
 /**
@@ -120,10 +122,9 @@ final class AsyncSides {
     }
 
     @Override
-    public Object waitStarted(AsyncAcquisition<?> a, AcquisitionSide<?> side,
-        java.util.function.IntSupplier queued) {
+    public Object waitStarted(AsyncAcquisition<?> a, AcquisitionSide<?> side, IntSupplier queued) {
       String waiter = a.thread != null ? a.thread.getName() : "async acquisition " + a.owner;
-      Engine.Waiting w = new Engine.Waiting(side.kind(), side.primitiveName(), waiter, engine.ticker.read(), queued);
+      Engine.Waiting w = new Engine.Waiting(side.kind, side.primitiveName, waiter, engine.ticker.read(), queued);
       engine.waiting.add(w);
       return w;
     }
@@ -194,11 +195,11 @@ final class AsyncSides {
    */
   abstract static class LockKind extends AcquisitionSide<LockHold> implements AsyncHold.Io {
     final Engine engine;
-    final String name;
 
-    LockKind(Engine engine, String name) {
+    LockKind(Engine engine, String describe, Inspection.Kind kind, String name, String channel,
+        Metrics.Primitive metrics) {
+      super(describe, kind, name, channel, metrics);
       this.engine = engine;
-      this.name = name;
     }
 
     /**
@@ -218,7 +219,7 @@ final class AsyncSides {
      * a lease. {@code send} is idempotent (it names {@code w}'s request).
      */
     void undo(String key, String request, Supplier<CompletableFuture<Long>> send) {
-      long until = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
+      long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
       engine.releases.retrying(send, until);
       engine.replayOnRecovery(key + " undo " + request, until, send::get);
     }
@@ -229,16 +230,15 @@ final class AsyncSides {
       String holder = w.thread != null ? w.thread.getName() : "async hold " + w.owner;
       // a take from this JVM's cached grant holds by the cache's request (LockCache)
       String request = a.request != null ? a.request : w.request;
-      AsyncHold.Lock hold = new AsyncHold.Lock(name, this, engine.ticker, leaseKey(w), request, engine.leaseMillis,
-          a.token, holder, sentAtTicks, metrics());
-      hold.lease().on(this instanceof LockSide ? Inspection.Kind.LOCK : Inspection.Kind.READ_WRITE_LOCK, name,
-          w.thread != null ? w.thread.getId() : -1);
+      AsyncHold.Lock hold = new AsyncHold.Lock(primitiveName, this, engine.ticker, leaseKey(w), request,
+          engine.leaseMillis, a.token, holder, sentAtTicks, metrics);
+      hold.lease().on(kind, primitiveName, w.thread != null ? w.thread.getId() : -1);
       if (a.cache != null) {
         hold.lease().cache = a.cache;
         a.cache.took(hold);
       }
       engine.watchdog.register(hold.lease());
-      hold.recordWith(engine.telemetry, kind(), describe(), a.token, 1, w.telemetry);
+      hold.recordWith(engine.telemetry, kind, describe, a.token, 1, w.telemetry);
       return hold;
     }
 
@@ -252,7 +252,7 @@ final class AsyncSides {
         java.util.function.BiFunction<String, Long, CompletableFuture<Long>> first) {
       Lease l = hold.lease();
       engine.watchdog.unregister(l);
-      metrics().released(hold.heldNanos());
+      metrics.released(hold.heldNanos());
       String request = l.requestId;
       long token = l.token;
       CompletableFuture<Long> all = engine.releases.retrying(new RedisLock.First<>(first.apply(request, token),
@@ -273,8 +273,8 @@ final class AsyncSides {
 
     @Override
     public void lost(LeaseLostEvent event) {
-      metrics().leaseLost();
-      engine.notifyLost(event, listeners(), kind(), describe());
+      metrics.leaseLost();
+      engine.notifyLost(event, listeners(), kind, describe);
     }
   }
 
@@ -286,28 +286,8 @@ final class AsyncSides {
     final RedisLock lock;
 
     OnRedisLock(RedisLock lock) {
-      super(lock.engine, lock.name());
+      super(lock.engine, lock.describe(), lock.inspectionKind(), lock.name(), lock.channel, lock.metrics);
       this.lock = lock;
-    }
-
-    @Override
-    String describe() {
-      return lock.describe();
-    }
-
-    @Override
-    Inspection.Kind kind() {
-      return lock.inspectionKind();
-    }
-
-    @Override
-    String primitiveName() {
-      return lock.name();
-    }
-
-    @Override
-    String channel() {
-      return lock.channel;
     }
 
     @Override
@@ -318,11 +298,6 @@ final class AsyncSides {
     @Override
     void passWakeup() {
       lock.passWakeup();
-    }
-
-    @Override
-    Metrics.Primitive metrics() {
-      return lock.metrics;
     }
 
     @Override
@@ -359,7 +334,7 @@ final class AsyncSides {
           .thenApply(reply -> {
             Attempt a = RedisLock.parseAttempt(reply);
             if (a.acquired && reply.size() > 2 && (Long) reply.get(2) == 1L) {
-              Metrics.reclaimed(lock.metrics, lock.describe(), 1); // the holder it waited for never released
+              Metrics.reclaimed(metrics, describe, 1); // the holder it waited for never released
             }
             if (a.cachedHolder) {
               // another client's cache, asked to give it up: contended, so not cached here for a while
@@ -422,16 +397,12 @@ final class AsyncSides {
         }
       }
       AsyncGate.Successor<LockHold> next = g == null || !engine.connected() ? null : g.successor(lock.handoffLimit());
-      if (next == null && g != null && g.yieldPending()) {
-        // at the hand-off limit: released in Redis for other clients' waiters, this client marked
-        // as waiting, so that the release after theirs wakes this JVM's head in turn (it queues on
-        // the wake list behind them: AsyncAcquisition.waitLocally)
-        CompletableFuture<Boolean> released = release(hold, leaseEndNanos, lock::releaseAsWaiting);
-        g.endedLocally(hold);
-        return released;
-      }
       if (next == null) {
-        CompletableFuture<Boolean> released = super.release(hold, leaseEndNanos);
+        // at the hand-off limit (a yield pending): released in Redis for other clients' waiters,
+        // this client marked as waiting, so that the release after theirs wakes this JVM's head in
+        // turn (it queues on the wake list behind them: AsyncAcquisition.waitLocally)
+        CompletableFuture<Boolean> released = g != null && g.yieldPending()
+            ? release(hold, leaseEndNanos, lock::releaseAsWaiting) : super.release(hold, leaseEndNanos);
         if (g != null) {
           g.endedLocally(hold); // after the release was sent: a head's attempt queues behind it
         }
@@ -439,7 +410,7 @@ final class AsyncSides {
       }
       Lease l = hold.lease();
       engine.watchdog.unregister(l);
-      metrics().released(hold.heldNanos());
+      metrics.released(hold.heldNanos());
       // The hand-off moves the hold, not its expiry, while the handing lease is young; once it has
       // run a third of its time (a renewal interval, by default) the hand-off renews it: the
       // watchdog's renewals name requests already handed on and are refused, so a chain of
@@ -547,37 +518,11 @@ final class AsyncSides {
     private final RedisReadWriteLock.ReadSide side;
     private final AtomicReference<AsyncGate<LockHold>> gate;
 
-    ReadSide(RedisReadWriteLock rw, RedisReadWriteLock.ReadSide side, Engine engine,
-        AtomicReference<AsyncGate<LockHold>> gate) {
-      super(engine, rw.name());
+    ReadSide(RedisReadWriteLock rw, RedisReadWriteLock.ReadSide side, AtomicReference<AsyncGate<LockHold>> gate) {
+      super(side.engine, side.describe, Inspection.Kind.READ_WRITE_LOCK, rw.name(), side.channel(), side.metrics);
       this.rw = rw;
       this.side = side;
       this.gate = gate;
-    }
-
-    @Override
-    String describe() {
-      return side.describe;
-    }
-
-    @Override
-    Inspection.Kind kind() {
-      return Inspection.Kind.READ_WRITE_LOCK;
-    }
-
-    @Override
-    String primitiveName() {
-      return rw.name();
-    }
-
-    @Override
-    String channel() {
-      return side.channel();
-    }
-
-    @Override
-    Metrics.Primitive metrics() {
-      return side.metrics;
     }
 
     /**

@@ -37,8 +37,7 @@ final class Call {
   final long startNanos = System.nanoTime();
   /**
    * Set when an attempt of this call was refused because another client caches the lock's grant
-   * (it was asked to give it up): a {@code tryLock()} then waits a little for the revocation
-   * ({@link RedisLock#tryLock()}).
+   * (it was asked to give it up): see {@link #afterCacheRefusal}.
    */
   volatile boolean refusedByCache;
   /** Whether an attempt of this call has had its answer (see {@link #FIRST_REPLY_NANOS}). */
@@ -79,6 +78,18 @@ final class Call {
   /** A timed call with the given interruptibility. */
   static Call until(long deadline, boolean interruptible) {
     return new Call(true, deadline, interruptible, false);
+  }
+
+  /**
+   * Returns the call that goes on after this one ended refused by another client's cache, which
+   * was asked to give the grant up: a lock no thread holds is taken, as the JDK's {@code tryLock()}
+   * takes a free lock, so a short timeout (or none, {@link #once}) is stretched to the
+   * revocation's bound, {@link LockCache#REVOCATION_WAIT_MILLIS} from this call's start (from
+   * now for a {@code tryLock()}). Null if not refused by a cache, or if the deadline is later.
+   */
+  Call afterCacheRefusal() {
+    long floor = (once ? System.nanoTime() : startNanos) + TimeUnit.MILLISECONDS.toNanos(LockCache.REVOCATION_WAIT_MILLIS);
+    return refusedByCache && floor - deadline > 0 ? until(floor, interruptible) : null;
   }
 
   /** Returns the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed). */

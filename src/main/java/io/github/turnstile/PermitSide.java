@@ -11,6 +11,7 @@ final class PermitSide extends AcquisitionSide<PermitHold> implements AsyncHold.
   private final RedisSemaphore sem;
 
   PermitSide(RedisSemaphore sem) {
+    super(sem.describe, Inspection.Kind.SEMAPHORE, sem.name, sem.channel, sem.metrics);
     this.sem = sem;
   }
 
@@ -77,31 +78,6 @@ final class PermitSide extends AcquisitionSide<PermitHold> implements AsyncHold.
       sem.books.unlock();
     }
     sem.requests.endRequest(r, undo);
-  }
-
-  @Override
-  String describe() {
-    return sem.describe;
-  }
-
-  @Override
-  Inspection.Kind kind() {
-    return Inspection.Kind.SEMAPHORE;
-  }
-
-  @Override
-  String primitiveName() {
-    return sem.name;
-  }
-
-  @Override
-  String channel() {
-    return sem.channel;
-  }
-
-  @Override
-  Metrics.Primitive metrics() {
-    return sem.metrics;
   }
 
   /**

@@ -148,16 +148,7 @@ class RedisLock extends EngineLock {
       return false; // another acquisition of this JVM is already waiting for it
     }
     try {
-      Call once = Call.once();
-      if (acquire(once)) {
-        return true;
-      }
-      if (once.refusedByCache) {
-        // another client caches the grant (idle, as far as Redis knows) and was asked to give it
-        // up: a lock no thread holds is taken, as the JDK's tryLock() takes a free lock
-        return acquire(Call.until(Waits.deadline(LockCache.REVOCATION_WAIT_MILLIS, TimeUnit.MILLISECONDS), false));
-      }
-      return false;
+      return acquireOrStretch(Call.once());
     } catch (InterruptedException e) {
       throw new AssertionError("uninterruptible acquire was interrupted", e);
     }
@@ -166,22 +157,19 @@ class RedisLock extends EngineLock {
   @Override
   public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
     long deadline = Waits.deadline(time, unit);
-    long floor = revocationFloor();
     if (Thread.interrupted()) {
       throw metrics.interruption();
     }
-    Call call = Call.until(deadline);
+    return acquireOrStretch(Call.until(deadline));
+  }
+
+  /** {@link #acquire}, and again if {@code call} was refused by another client's cache ({@link Call#afterCacheRefusal}). */
+  private boolean acquireOrStretch(Call call) throws InterruptedException {
     if (acquire(call)) {
       return true;
     }
-    // refused by another client's cache, which was asked to give the grant up: a short timeout
-    // is stretched to the revocation's bound (a lock no thread holds is taken, LockCache)
-    return call.refusedByCache && floor - deadline > 0 && acquire(Call.until(floor));
-  }
-
-  /** The least deadline of a timed acquisition starting now that another client's cache refuses. */
-  private static long revocationFloor() {
-    return System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(LockCache.REVOCATION_WAIT_MILLIS);
+    Call more = call.afterCacheRefusal();
+    return more != null && acquire(more);
   }
 
   private boolean reenter() {
@@ -309,15 +297,12 @@ class RedisLock extends EngineLock {
 
   @Override
   public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
-    long deadline = Waits.deadline(time, unit);
-    long floor = revocationFloor();
-    Call call = Call.until(deadline, false);
+    Call call = Call.until(Waits.deadline(time, unit), false);
     CompletableFuture<LockHold> first = gate().acquire(call, 1);
-    if (floor - deadline <= 0) {
-      return first;
+    if (unit.toMillis(time) >= LockCache.REVOCATION_WAIT_MILLIS) {
+      return first; // never stretched (Call#afterCacheRefusal)
     }
-    // as tryLock(time, unit): a short timeout refused by another client's cache is stretched to
-    // the revocation's bound; cancelling the returned future cancels whichever acquisition runs
+    // cancelling the returned future cancels whichever acquisition runs
     CompletableFuture<LockHold> result = new CompletableFuture<>();
     java.util.concurrent.atomic.AtomicReference<CompletableFuture<LockHold>> current =
         new java.util.concurrent.atomic.AtomicReference<>(first);
@@ -327,29 +312,29 @@ class RedisLock extends EngineLock {
       }
     });
     first.whenComplete((h, e) -> {
-      if (e == null) {
-        result.complete(h);
-      } else if (Engine.unwrap(e) instanceof java.util.concurrent.TimeoutException && call.refusedByCache
-          && !result.isDone()) {
-        CompletableFuture<LockHold> second = gate().acquire(Call.until(floor, false), 1);
-        current.set(second);
-        if (result.isCancelled()) {
-          second.cancel(false);
-        }
-        second.whenComplete((h2, e2) -> {
-          if (e2 == null) {
-            if (!result.complete(h2)) {
-              h2.release(); // cancelled meanwhile
-            }
-          } else {
-            result.completeExceptionally(Engine.unwrap(e2));
-          }
-        });
-      } else {
-        result.completeExceptionally(Engine.unwrap(e));
+      Call more = e != null && Engine.unwrap(e) instanceof java.util.concurrent.TimeoutException && !result.isDone()
+          ? call.afterCacheRefusal() : null;
+      if (more == null) {
+        completeWith(result, h, e);
+        return;
       }
+      CompletableFuture<LockHold> second = gate().acquire(more, 1);
+      current.set(second);
+      if (result.isCancelled()) {
+        second.cancel(false);
+      }
+      second.whenComplete((h2, e2) -> completeWith(result, h2, e2));
     });
     return result;
+  }
+
+  /** Completes {@code result} with {@code h} or {@code e}; a hold it no longer wants (cancelled) is released. */
+  private static void completeWith(CompletableFuture<LockHold> result, LockHold h, Throwable e) {
+    if (e != null) {
+      result.completeExceptionally(Engine.unwrap(e));
+    } else if (!result.complete(h)) {
+      h.release();
+    }
   }
 
   /** The Redis operations of this lock's acquisitions (the write side of a read/write lock replaces them). */

@@ -235,7 +235,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     AsyncGate<LockHold> gate() {
-      return AsyncSides.gate(gate, engine, () -> new AsyncSides.ReadSide(RedisReadWriteLock.this, this, engine, gate));
+      return AsyncSides.gate(gate, engine, () -> new AsyncSides.ReadSide(RedisReadWriteLock.this, this, gate));
     }
 
     /** For tests: the read gate's state (see {@link AsyncGate#describe}), or null when idle. */
@@ -356,8 +356,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
 
     @Override
     public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
-      long deadline = Waits.deadline(time, unit);
-      return gate().acquire(Call.until(deadline, false), 1);
+      return gate().acquire(Call.until(Waits.deadline(time, unit), false), 1);
     }
 
     // ------------------------------------------------------------ queries

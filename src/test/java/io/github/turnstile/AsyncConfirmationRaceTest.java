@@ -68,9 +68,9 @@ class AsyncConfirmationRaceTest {
     final AtomicInteger attempts = new AtomicInteger();
     final AtomicInteger subscribedAttempts = new AtomicInteger();
 
-    @Override String describe() { return "lock 'n'"; }
-    @Override String channel() { return "ch"; }
-    @Override Metrics.Primitive metrics() { return Metrics.Primitive.NOOP; }
+    Side() {
+      super("lock 'n'", null, "lock 'n'", "ch", Metrics.Primitive.NOOP);
+    }
 
     @Override
     CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {

@@ -47,9 +47,9 @@ class AsyncGateChannelTest {
     /** The first attempt's reply, completed by the test (on a thread of its own). */
     final CompletableFuture<Attempt> first = new CompletableFuture<>();
 
-    @Override String describe() { return "lock 'n'"; }
-    @Override String channel() { return "ch"; }
-    @Override Metrics.Primitive metrics() { return Metrics.Primitive.NOOP; }
+    Side() {
+      super("lock 'n'", null, "lock 'n'", "ch", Metrics.Primitive.NOOP);
+    }
 
     @Override
     CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {

@@ -35,11 +35,8 @@ class AsyncListWaitFailureTest {
       }
     };
     AtomicInteger attempts = new AtomicInteger();
-    AcquisitionSide<LockHold> side = new AcquisitionSide<>() {
-      @Override String describe() { return "lock 'n'"; }
-      @Override String channel() { return "ch"; }
+    AcquisitionSide<LockHold> side = new AcquisitionSide<>("lock 'n'", null, "lock 'n'", "ch", Metrics.Primitive.NOOP) {
       @Override String wakeKey() { return "wake"; }
-      @Override Metrics.Primitive metrics() { return Metrics.Primitive.NOOP; }
       @Override CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
         // refused until it waits by pub/sub, then granted
         return CompletableFuture.completedFuture(attempts.incrementAndGet() == 1 || !subscribed

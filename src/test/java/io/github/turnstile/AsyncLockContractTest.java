@@ -565,12 +565,10 @@ class AsyncLockContractTest {
     private final AsyncSides.LockSide real;
 
     ThrowingWithdrawal(AsyncSides.LockSide real) {
+      super(real.describe, null, real.describe, real.channel, real.metrics);
       this.real = real;
     }
 
-    @Override String describe() { return real.describe(); }
-    @Override String channel() { return real.channel(); }
-    @Override Metrics.Primitive metrics() { return real.metrics(); }
     @Override CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
       return real.attempt(w, subscribed);
     }

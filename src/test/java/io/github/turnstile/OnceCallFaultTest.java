@@ -27,10 +27,7 @@ class OnceCallFaultTest {
       }
     };
     CompletableFuture<Attempt> reply = new CompletableFuture<>();
-    AcquisitionSide<LockHold> side = new AcquisitionSide<>() {
-      @Override String describe() { return "lock 'n'"; }
-      @Override String channel() { return "ch"; }
-      @Override Metrics.Primitive metrics() { return Metrics.Primitive.NOOP; }
+    AcquisitionSide<LockHold> side = new AcquisitionSide<>("lock 'n'", null, "lock 'n'", "ch", Metrics.Primitive.NOOP) {
       @Override CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
         return reply;
       }
