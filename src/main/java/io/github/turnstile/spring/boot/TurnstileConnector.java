@@ -73,9 +73,9 @@ final class TurnstileConnector implements DisposableBean {
       ConnectionDetails.applyTo(connectionDetails, d);
     }
     ClientResources resources = ClientResources.builder()
-        // as Turnstile.connect: reconnect within 500 ms at most, so that a failover does not cost
+        // as Turnstile.connect: reconnect within 100 ms at most, so that a failover does not cost
         // holders their leases (Lettuce's default backs off to 30 s)
-        .reconnectDelay(() -> Delay.exponential(Duration.ofMillis(1), Duration.ofMillis(500), 2, TimeUnit.MILLISECONDS))
+        .reconnectDelay(() -> Delay.exponential(Duration.ofMillis(1), Duration.ofMillis(100), 2, TimeUnit.MILLISECONDS))
         // as Turnstile.connect: no per-command latency histograms (nothing reads them)
         .commandLatencyRecorder(io.lettuce.core.metrics.CommandLatencyRecorder.disabled())
         .build();
