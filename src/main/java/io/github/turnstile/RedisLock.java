@@ -295,6 +295,9 @@ class RedisLock extends EngineLock {
 
   // ---------------------------------------------------------------- asynchronous acquisition
 
+  /** A test's seam: runs when a short {@link #tryLockAsync}'s first acquisition ended, before its outcome is handled. */
+  transient volatile Runnable beforeTryLockAsyncOutcome;
+
   @Override
   public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
     Call call = Call.until(Waits.deadline(time, unit), false);
@@ -312,6 +315,10 @@ class RedisLock extends EngineLock {
       }
     });
     first.whenComplete((h, e) -> {
+      Runnable seam = beforeTryLockAsyncOutcome;
+      if (seam != null) {
+        seam.run();
+      }
       Call more = e != null && Engine.unwrap(e) instanceof java.util.concurrent.TimeoutException && !result.isDone()
           ? call.afterCacheRefusal() : null;
       if (more == null) {

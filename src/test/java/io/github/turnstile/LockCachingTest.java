@@ -86,6 +86,42 @@ class LockCachingTest {
   }
 
   /** Repeated pairs from one thread take the cached grant: nothing is sent to Redis, and every token is larger. */
+  /**
+   * A short {@code tryLockAsync} (under the revocation's 100 ms, so wrapped) whose returned future
+   * is cancelled just as its acquisition was granted: the hold nobody can see any more is released,
+   * not left held and renewed. The seam cancels the caller's future between the grant and its
+   * delivery to that future.
+   */
+  @Test
+  void aShortTryLockAsyncCancelledAsItIsGrantedLeavesNothingHeld() throws Exception {
+    String name = unique("cache-async-cancel");
+    try (Turnstile a = Turnstile.connect(redis.uri(), caching()); Turnstile b = Turnstile.connect(redis.uri())) {
+      RedisLock lock = (RedisLock) a.lock(name);
+      java.util.concurrent.atomic.AtomicReference<java.util.concurrent.CompletableFuture<LockHold>> caller =
+          new java.util.concurrent.atomic.AtomicReference<>();
+      CountDownLatch returned = new CountDownLatch(1);
+      lock.beforeTryLockAsyncOutcome = () -> {
+        try {
+          assertTrue(returned.await(30, TimeUnit.SECONDS), "the caller has the future");
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+        caller.get().cancel(false);
+      };
+      // Redis holds the attempt back for 30 ms, within the 90 ms timeout: its grant arrives after
+      // tryLockAsync returned, on the connection's thread (fails without the release: checked)
+      redis.command("CLIENT", "PAUSE", "30", "WRITE");
+      caller.set(lock.tryLockAsync(90, TimeUnit.MILLISECONDS));
+      returned.countDown();
+      TestSupport.await("the caller's future ended", Duration.ofSeconds(30), () -> caller.get().isDone());
+      lock.beforeTryLockAsyncOutcome = null;
+      assertTrue(caller.get().isCancelled());
+      DistributedLock other = b.lock(name);
+      assertTrue(other.tryLock(10, TimeUnit.SECONDS), "the hold the cancelled call was granted was released");
+      other.unlock();
+    }
+  }
+
   @Test
   void repeatedPairsSendNothingToRedis() {
     try (Turnstile t = Turnstile.connect(redis.uri(), caching())) {
