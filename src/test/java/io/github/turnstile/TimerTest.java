@@ -24,9 +24,9 @@ class TimerTest {
     long start = System.nanoTime();
     for (int i = 0; i < 200; i++) {
       long delay = Timer.WHEEL_NANOS + (i % 20) * MS;
+      long before = System.nanoTime(); // the timer's own start is no earlier (a thread may stall after it)
       CompletableFuture<Boolean> t = Timer.after(delay);
-      long armed = System.nanoTime();
-      long[] fired = new long[] {0, armed + delay};
+      long[] fired = new long[] {0, before + delay};
       t.thenAccept(v -> fired[0] = System.nanoTime());
       timers.add(t);
       at.add(fired);
