@@ -55,7 +55,7 @@ final class Timer {
   private static final TreeMap<Long, ArrayList<Tick>> BUCKETS = new TreeMap<>();
   /** The tick the thread sleeps until; Long.MAX_VALUE while it sleeps with nothing pending (guarded by LOCK). */
   private static long wakeTick = Long.MAX_VALUE;
-  /** The thread, started with the first timer of the wheel (guarded by LOCK). */
+  /** The thread, started with the first timer of the wheel, and again if it died (guarded by LOCK). */
   private static Thread thread;
 
   /** A timer that fires in {@code nanos} (at once if not positive). */
@@ -70,7 +70,8 @@ final class Timer {
     LOCK.lock();
     try {
       BUCKETS.computeIfAbsent(tick, k -> new ArrayList<>(4)).add(t);
-      if (thread == null) {
+      if (thread == null || !thread.isAlive()) {
+        // the first timer of the wheel, or its thread died (an Error): as a pool replaces a worker
         thread = new Thread(Timer::run, "turnstile-timer");
         thread.setDaemon(true);
         thread.start();
