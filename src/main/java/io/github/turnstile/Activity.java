@@ -8,9 +8,10 @@ import java.time.Duration;
  *
  * <p>A hold is listed per lease: a thread's hold of a lock or write lock, a reading thread's hold,
  * an asynchronous hold ({@link LockHold}), or a semaphore's permits (one entry for all the permits
- * this client holds on it). A wait is listed per primitive and JVM: only one thread per
- * primitive waits in Redis (the others queue behind it in this JVM); {@link #queued()} counts
- * them where known. Waiting asynchronous acquisitions ({@code lockAsync()}, {@code acquireAsync})
+ * this client holds on it). A lock's grant kept idle by lock caching is not a hold here, as
+ * {@link DistributedLock#isLocked()} says ({@link DistributedLock#inspect()} shows it, cached). A
+ * wait is listed per primitive and JVM: only one thread per primitive waits in Redis (the others
+ * queue behind it in this JVM); {@link #queued()} counts them where known. Waiting asynchronous acquisitions ({@code lockAsync()}, {@code acquireAsync})
  * are not listed: they wait without a thread.
  */
 public final class Activity {

@@ -41,6 +41,8 @@ final class Lease {
    * {@code ~} kind, whose reply re-anchors the cache's fencing tokens; null otherwise.
    */
   volatile LockCache cache;
+  /** Whether this is a cached grant's idle lease, which no thread holds (a take's lease is its own). */
+  boolean idle;
   final long leaseMillis;
   final long token;
   final String holder;

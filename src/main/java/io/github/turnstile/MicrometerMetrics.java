@@ -109,7 +109,9 @@ final class MicrometerMetrics implements Metrics {
       long ticks = watchdog.engineTicks();
       java.util.Map<Primitive, Long> m = new java.util.HashMap<>();
       for (Lease l : watchdog.leases()) {
-        m.merge(l.metrics, Math.max(0, ticks - l.grantedAtNanos), Math::max);
+        if (!l.idle) {
+          m.merge(l.metrics, Math.max(0, ticks - l.grantedAtNanos), Math::max);
+        }
       }
       longest = m;
       longestAtNanos = now;

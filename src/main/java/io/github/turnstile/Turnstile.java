@@ -404,8 +404,8 @@ public final class Turnstile implements AutoCloseable {
 
   /**
    * Returns what this client holds and waits for now, from this JVM's own books: no round trip.
-   * Holds are listed per lease (a thread's hold, an asynchronous hold, a semaphore's permits),
-   * waits per primitive (the thread that waits in Redis, and how many queue behind it), each with
+   * Holds are listed per lease (a thread's hold, an asynchronous hold, a semaphore's permits; not
+   * a lock's grant that lock caching keeps idle, which no thread holds), waits per primitive (the thread that waits in Redis, and how many queue behind it), each with
    * how long it has lasted. A snapshot: it may be out of date the moment it returns.
    *
    * @return the holds, then the waits, of this client; an unmodifiable list
@@ -415,7 +415,7 @@ public final class Turnstile implements AutoCloseable {
     List<Activity> out = new java.util.ArrayList<>();
     for (Lease l : engine.watchdog.leases()) {
       long left = l.remainingMillis(now);
-      if (l.kind == null || left <= 0) {
+      if (l.kind == null || left <= 0 || l.idle) {
         continue;
       }
       int permits = l.semaphore != null ? l.semaphore.heldPermits() : 1;

@@ -124,6 +124,7 @@ public class TurnstileEndpoint {
       m.put("owner", h.owner());
       m.put("thread", h.threadName());
       m.put("writer", h.isWriter());
+      m.put("cached", h.cached());
       m.put("permits", h.permits());
       m.put("fencingToken", h.fencingToken() == 0 ? null : h.fencingToken());
       m.put("acquiredAt", h.acquiredAt() == null ? null : h.acquiredAt().toString());

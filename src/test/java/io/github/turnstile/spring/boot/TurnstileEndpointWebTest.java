@@ -144,7 +144,9 @@ class TurnstileEndpointWebTest {
         lock.unlock();
       }
       JsonNode after = getJson(context, "/actuator/turnstile/lock/" + path(lockName));
-      assertEquals(false, after.get("held").asBoolean(), after.toString());
+      // released, or kept idle by this client's lock cache (the default), which no thread holds
+      assertTrue(!after.get("held").asBoolean() || after.get("holders").get(0).get("cached").asBoolean(),
+          after.toString());
       assertEquals(0, getJson(context, "/actuator/turnstile").get("holds").size());
     }
   }
