@@ -494,6 +494,15 @@ final class Engine implements AutoCloseable {
     return subscriptions.subscribe(channel, topology.nodeOf(channel));
   }
 
+  /** Whether the subscriber connection that would carry {@code channel} is open; starts opening it if not. */
+  boolean subscriberOpen(String channel) {
+    try {
+      return subscriptions.open(topology.nodeOf(channel));
+    } catch (RuntimeException e) {
+      return false; // no node serves it right now
+    }
+  }
+
   /**
    * Returns whether {@code sub} can no longer be waited on: dropped by the server, failed, or its
    * Cluster slot moved.

@@ -112,6 +112,15 @@ final class LockCache {
     /** The lock's channel; {@link WakeChannel#next} completes at a revocation ({@code r}) or the subscription's loss. */
     WakeChannel subscribe();
 
+    /**
+     * Whether the connection that would carry the lock's channel is open, so that caching costs
+     * the release two round trips (SUBSCRIBE, then the mark), not a connection's set-up; if it is
+     * not, it starts opening and the grant is released this time.
+     */
+    default boolean subscriberOpen() {
+      return true;
+    }
+
     /** renew.lua's first {@code ~} call: {@code {{1, server µs, waiting}}} once the grant is marked cached, else {@code {0}}. */
     CompletableFuture<List<Object>> markCached(String request);
 
@@ -214,6 +223,11 @@ final class LockCache {
       }
 
       @Override
+      public boolean subscriberOpen() {
+        return engine.subscriberOpen(lock.channel);
+      }
+
+      @Override
       public CompletableFuture<List<Object>> markCached(String request) {
         return engine.eval(Script.RENEW, ScriptOutputType.MULTI, new String[] {lock.lockKey, lock.fenceKey},
             "~" + request, engine.leaseArg);
@@ -240,6 +254,7 @@ final class LockCache {
   private Lease newLease(long token, long sinceNanos) {
     Lease l = io.lease(request, token, sinceNanos, this::leaseLost);
     l.cache = this;
+    l.idle = true;
     return l;
   }
 
@@ -287,7 +302,7 @@ final class LockCache {
   CompletableFuture<Boolean> keep(AsyncHold.Lock hold, AsyncGate<LockHold> g) {
     long now = io.now();
     Lease held = hold.lease();
-    if (!io.open() || registry.contended(key) || !usable(held, now)) {
+    if (!io.open() || registry.contended(key) || !usable(held, now) || !io.subscriberOpen()) {
       return null;
     }
     Lease idle;

@@ -282,6 +282,24 @@ final class Subscriptions implements AutoCloseable {
     }
   }
 
+  /** Whether {@code node}'s subscriber connection is open; if there is none, starts opening it. */
+  boolean open(String node) {
+    Node n = nodes.get(node);
+    if (n != null && !n.dead && n.connection.isDone() && !n.connection.isCompletedExceptionally()) {
+      return true;
+    }
+    lock.lock();
+    try {
+      n = nodes.get(node);
+      if (!closed && (n == null || n.dead || n.connection.isCompletedExceptionally())) {
+        nodes.put(node, new Node(node));
+      }
+    } finally {
+      lock.unlock();
+    }
+    return false;
+  }
+
   /** A subscription that failed: drop it, so the next waiter tries again. */
   private void forget(Sub s) {
     lock.lock();

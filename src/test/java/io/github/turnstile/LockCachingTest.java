@@ -3,6 +3,7 @@ package io.github.turnstile;
 import static io.github.turnstile.TestSupport.unique;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.turnstile.testing.Bounds;
@@ -31,6 +32,17 @@ class LockCachingTest {
 
   private static TurnstileOptions caching() {
     return TurnstileOptions.builder().lockCaching(true).build();
+  }
+
+  /**
+   * A client with {@code options} whose subscriber connection is open: a release caches a grant
+   * only then (else it opens the connection and releases in Redis), so its first unlock caches.
+   */
+  private Turnstile connectCaching(TurnstileOptions options) {
+    Turnstile t = Turnstile.connect(redis.uri(), options);
+    TestSupport.await("the subscriber connection open", Duration.ofMillis(Bounds.PROMPT_MS),
+        () -> t.engine().subscriberOpen("{warm-up}"));
+    return t;
   }
 
   private String lockKey(String name) {
@@ -95,7 +107,7 @@ class LockCachingTest {
   @Test
   void aShortTryLockAsyncCancelledAsItIsGrantedLeavesNothingHeld() throws Exception {
     String name = unique("cache-async-cancel");
-    try (Turnstile a = Turnstile.connect(redis.uri(), caching()); Turnstile b = Turnstile.connect(redis.uri())) {
+    try (Turnstile a = connectCaching(caching()); Turnstile b = Turnstile.connect(redis.uri())) {
       RedisLock lock = (RedisLock) a.lock(name);
       java.util.concurrent.atomic.AtomicReference<java.util.concurrent.CompletableFuture<LockHold>> caller =
           new java.util.concurrent.atomic.AtomicReference<>();
@@ -124,7 +136,7 @@ class LockCachingTest {
 
   @Test
   void repeatedPairsSendNothingToRedis() {
-    try (Turnstile t = Turnstile.connect(redis.uri(), caching())) {
+    try (Turnstile t = connectCaching(caching())) {
       String name = unique("cache-pairs");
       RedisLock lock = (RedisLock) t.lock(name);
       lock.lock();
@@ -153,8 +165,8 @@ class LockCachingTest {
    */
   @Test
   void anotherClientRevokesAnIdleCache() throws Exception {
-    try (Turnstile a = Turnstile.connect(redis.uri(), caching());
-        Turnstile b = Turnstile.connect(redis.uri(), caching())) {
+    try (Turnstile a = connectCaching(caching());
+        Turnstile b = connectCaching(caching())) {
       String name = unique("cache-revoke");
       RedisLock mine = (RedisLock) a.lock(name);
       long last = 0;
@@ -183,7 +195,7 @@ class LockCachingTest {
   /** A revocation while a thread of the caching JVM holds the lock takes effect at its unlock. */
   @Test
   void aRevocationWaitsForTheCurrentHold() throws Exception {
-    try (Turnstile a = Turnstile.connect(redis.uri(), caching());
+    try (Turnstile a = connectCaching(caching());
         Turnstile b = Turnstile.connect(redis.uri())) {
       String name = unique("cache-held");
       RedisLock mine = cachedIdle(a, name);
@@ -214,7 +226,7 @@ class LockCachingTest {
    */
   @Test
   void aHeadWaitingForACacheRevokedAsItStartsAttemptsInRedis() throws Exception {
-    try (Turnstile a = Turnstile.connect(redis.uri(), caching());
+    try (Turnstile a = connectCaching(caching());
         Turnstile b = Turnstile.connect(redis.uri())) {
       String name = unique("cache-revoked-starting");
       RedisLock mine = (RedisLock) a.lock(name);
@@ -260,7 +272,7 @@ class LockCachingTest {
    */
   @Test
   void aTakeNeverStartsOnAGrantBeingGivenUp() throws Exception {
-    try (Turnstile a = Turnstile.connect(redis.uri(), caching())) {
+    try (Turnstile a = connectCaching(caching())) {
       String name = unique("cache-giving-up");
       RedisLock mine = cachedIdle(a, name);
       mine.lock(); // a take
@@ -296,7 +308,7 @@ class LockCachingTest {
   /** tryLock() from another client takes a lock cached idle: no thread holds it. So does isLocked() see it free. */
   @Test
   void tryLockAndIsLockedFromAnotherClientSeeACachedIdleLockFree() {
-    try (Turnstile a = Turnstile.connect(redis.uri(), caching());
+    try (Turnstile a = connectCaching(caching());
         Turnstile b = Turnstile.connect(redis.uri())) {
       String name = unique("cache-trylock");
       RedisLock mine = cachedIdle(a, name);
@@ -316,7 +328,7 @@ class LockCachingTest {
   /** inspect() shows a cached grant as cached, naming the client, with no thread (only that client knows). */
   @Test
   void inspectShowsACachedGrant() {
-    try (Turnstile a = Turnstile.connect(redis.uri(), caching());
+    try (Turnstile a = connectCaching(caching());
         Turnstile b = Turnstile.connect(redis.uri())) {
       String name = unique("cache-inspect");
       RedisLock mine = cachedIdle(a, name);
@@ -338,7 +350,7 @@ class LockCachingTest {
    */
   @Test
   void aMissedRevocationIsCaughtByTheRenewal() {
-    try (Turnstile a = Turnstile.connect(redis.uri(), TurnstileOptions.builder()
+    try (Turnstile a = connectCaching(TurnstileOptions.builder()
         .leaseTime(Duration.ofSeconds(3)).lockCaching(true).build())) {
       String name = unique("cache-missed");
       RedisLock mine = cachedIdle(a, name);
@@ -352,7 +364,7 @@ class LockCachingTest {
   /** An idle grant is released after the idle time; at most maxIdle are kept. */
   @Test
   void idleGrantsAreBounded() {
-    try (Turnstile a = Turnstile.connect(redis.uri(), TurnstileOptions.builder()
+    try (Turnstile a = connectCaching(TurnstileOptions.builder()
         .lockCaching(2, Duration.ofMillis(300)).build())) {
       String[] names = {unique("cache-bound"), unique("cache-bound"), unique("cache-bound")};
       for (String n : names) {
@@ -379,7 +391,7 @@ class LockCachingTest {
   void closeReleasesCachedGrants() throws Exception {
     String name = unique("cache-close");
     try (Turnstile b = Turnstile.connect(redis.uri())) {
-      Turnstile a = Turnstile.connect(redis.uri(), caching());
+      Turnstile a = connectCaching(caching());
       RedisLock mine = cachedIdle(a, name);
       a.close();
       assertEquals("", field(name, "o"), "released at close");
@@ -399,7 +411,7 @@ class LockCachingTest {
   @Test
   void tokensStayAboveTheCachesWhenItsClockRunsAhead() throws Exception {
     for (boolean crash : new boolean[] {false, true}) {
-      try (Turnstile a = Turnstile.connect(redis.uri(), caching());
+      try (Turnstile a = connectCaching(caching());
           Turnstile b = Turnstile.connect(redis.uri())) {
         String name = unique(crash ? "cache-crash" : "cache-ahead");
         RedisLock mine = (RedisLock) a.lock(name);
@@ -432,7 +444,7 @@ class LockCachingTest {
    */
   @Test
   void noTakeFromTheCachePastTheLease() throws Exception {
-    try (Turnstile a = Turnstile.connect(redis.uri(), caching())) {
+    try (Turnstile a = connectCaching(caching())) {
       String name = unique("cache-paused");
       RedisLock mine = cachedIdle(a, name);
       long takes = mine.cache.takes.get();
@@ -454,7 +466,7 @@ class LockCachingTest {
    */
   @Test
   void aCachedGrantInUseOutlivesItsLease() throws Exception {
-    try (Turnstile a = Turnstile.connect(redis.uri(), TurnstileOptions.builder()
+    try (Turnstile a = connectCaching(TurnstileOptions.builder()
         .leaseTime(Duration.ofSeconds(2)).lockCaching(true).build())) {
       String name = unique("cache-outlives");
       RedisLock mine = cachedIdle(a, name);
@@ -474,7 +486,7 @@ class LockCachingTest {
   /** After a revocation the lock is not cached again at once (back-off): its next release goes to Redis. */
   @Test
   void noCachingRightAfterARevocation() throws Exception {
-    try (Turnstile a = Turnstile.connect(redis.uri(), caching());
+    try (Turnstile a = connectCaching(caching());
         Turnstile b = Turnstile.connect(redis.uri())) {
       String name = unique("cache-backoff");
       RedisLock mine = cachedIdle(a, name);
@@ -487,4 +499,65 @@ class LockCachingTest {
       assertEquals("", field(name, "o"));
     }
   }
+
+  /**
+   * A release caches the grant only once the subscriber connection that carries revocations is
+   * open: the first unlock of a fresh client releases in Redis (one round trip, no connection's
+   * set-up on the unlock's path) and starts opening it; a later unlock caches.
+   */
+  @Test
+  void theFirstReleaseOpensTheSubscriberConnectionAndGoesToRedis() {
+    try (Turnstile t = Turnstile.connect(redis.uri(), caching())) {
+      String name = unique("cache-first");
+      RedisLock lock = (RedisLock) t.lock(name);
+      lock.lock();
+      lock.unlock();
+      assertEquals("", field(name, "o"), "released in Redis");
+      assertFalse(lock.cache.idleHere());
+      TestSupport.await("the subscriber connection open", Duration.ofMillis(Bounds.PROMPT_MS),
+          () -> t.engine().subscriberOpen(lock.channel));
+      lock.lock();
+      lock.unlock();
+      awaitCachedIdle(lock);
+      assertEquals(t.clientId(), field(name, "c"));
+    }
+  }
+
+  /**
+   * {@link Turnstile#activity()} lists a cached grant while a thread holds it (by that thread's
+   * name), and not while it is idle, which no thread holds: as {@code isLocked()} says.
+   */
+  @Test
+  void activityListsATakenGrantNotAnIdleOne() {
+    String name = unique("cache-activity");
+    try (Turnstile a = connectCaching(caching())) {
+      RedisLock lock = cachedIdle(a, name);
+      assertTrue(a.activity().stream().noneMatch(x -> name.equals(x.name())), a.activity().toString());
+      lock.lock();
+      try {
+        java.util.List<Activity> mine = a.activity().stream().filter(x -> name.equals(x.name())).toList();
+        assertEquals(1, mine.size(), mine.toString());
+        assertTrue(mine.get(0).isHeld());
+        assertEquals(Thread.currentThread().getName(), mine.get(0).thread());
+        assertEquals(lock.fencingToken(), mine.get(0).fencingToken());
+      } finally {
+        lock.unlock();
+      }
+      assertTrue(a.activity().stream().noneMatch(x -> name.equals(x.name())), a.activity().toString());
+    }
+  }
+
+  /** Caching is off by default; turned on beside replica acknowledgement, it is a clear error. */
+  @Test
+  void offByDefaultAndNotWithReplicaAcks() {
+    assertFalse(TurnstileOptions.defaults().lockCaching());
+    assertTrue(TurnstileOptions.builder().lockCaching(true).build().lockCaching());
+    assertFalse(TurnstileOptions.builder().lockCaching(true).lockCaching(false).build().lockCaching());
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> TurnstileOptions.builder().lockCaching(true).replicaAcks(1, Duration.ofSeconds(1)).build());
+    assertTrue(e.getMessage().contains("lockCaching cannot be combined with replicaAcks"), e.getMessage());
+    assertThrows(IllegalArgumentException.class,
+        () -> TurnstileOptions.builder().replicaAcks(1, Duration.ofSeconds(1)).lockCaching(4, Duration.ofSeconds(1)).build());
+  }
+
 }
