@@ -202,7 +202,7 @@ class AclRefusalTest {
   void aLockReleaseRefusedPartWayChangesNothing() throws Exception {
     assumeAclCheck();
     String name = unique("release-refused");
-    Turnstile t = restricted(r -> r, TurnstileOptions.builder().leaseTime(Duration.ofSeconds(3)));
+    Turnstile t = restricted(r -> r, TurnstileOptions.builder().lockCaching(false).leaseTime(Duration.ofSeconds(3)));
     DistributedLock mine = t.lock(name);
     mine.lock();
     AtomicLong acquired = new AtomicLong();

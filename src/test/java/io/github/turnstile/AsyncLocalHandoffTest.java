@@ -36,7 +36,7 @@ class AsyncLocalHandoffTest {
   /** Three holds in a row in one JVM: two hand-off scripts and one release, nothing else. */
   @Test
   void aReleaseHandsTheLockToTheNextAsyncAcquisition() throws Exception {
-    try (Turnstile t = Turnstile.connect(redis.uri())) {
+    try (Turnstile t = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       DistributedLock lock = t.lock(unique("async-handoff"));
       lock.lockAsync().get(30, TimeUnit.SECONDS).release().toCompletableFuture().get(30, TimeUnit.SECONDS); // scripts loaded
       LockHold first = lock.lockAsync().get(30, TimeUnit.SECONDS);
@@ -75,7 +75,7 @@ class AsyncLocalHandoffTest {
   @Test
   void anotherClientGetsItsTurn() throws Exception {
     String name = unique("async-handoff-limit");
-    TurnstileOptions options = TurnstileOptions.builder().localHandoffLimit(2).build();
+    TurnstileOptions options = TurnstileOptions.builder().lockCaching(false).localHandoffLimit(2).build();
     try (Turnstile local = Turnstile.connect(redis.uri(), options);
         Turnstile remote = Turnstile.connect(redis.uri(), options)) {
       DistributedLock a = local.lock(name);

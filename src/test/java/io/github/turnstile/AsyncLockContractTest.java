@@ -492,7 +492,7 @@ class AsyncLockContractTest {
     String name = unique("async-undo-busy");
     redis.command("CONFIG", "SET", "busy-reply-threshold", "20");
     try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
-        Turnstile viaProxy = Turnstile.connect(proxy.uri())) {
+        Turnstile viaProxy = Turnstile.connect(proxy.uri(), TestSupport.UNCACHED)) {
       DistributedLock lock = viaProxy.lock(name);
       DistributedLock theirs = t2.lock(name);
       await(lock.lockAsync()).release().toCompletableFuture().get(5, TimeUnit.SECONDS); // scripts loaded

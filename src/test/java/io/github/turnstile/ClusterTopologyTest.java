@@ -68,7 +68,8 @@ class ClusterTopologyTest {
   @Test
   void wakeUpsNeverBroadcast() throws Exception {
     Map<String, Long> before = TestSupport.commandStats(redis);
-    try (Turnstile a = Turnstile.connect(redis.uri()); Turnstile b = Turnstile.connect(redis.uri())) {
+    try (Turnstile a = Turnstile.connect(redis.uri(), TestSupport.UNCACHED);
+        Turnstile b = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       List<Thread> threads = new ArrayList<>();
       String[] names = {unique("nopub-0"), unique("nopub-1"), unique("nopub-2")};
       long[] count = new long[1];

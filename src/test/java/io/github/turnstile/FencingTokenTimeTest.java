@@ -26,7 +26,7 @@ class FencingTokenTimeTest {
 
   @Test
   void everyTokenIsTheServerTimeOfItsGrant(TestRedis redis) {
-    try (Turnstile t = Turnstile.connect(redis.uri())) {
+    try (Turnstile t = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       checkTokens(redis, t.lock(unique("token-time")));
     }
   }
@@ -34,7 +34,7 @@ class FencingTokenTimeTest {
   /** The same for a read/write lock's read grants ({@code rwlock.lua}, op {@code read}). */
   @Test
   void everyReadTokenIsTheServerTimeOfItsGrant(TestRedis redis) {
-    try (Turnstile t = Turnstile.connect(redis.uri())) {
+    try (Turnstile t = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       checkTokens(redis, t.readWriteLock(unique("read-token-time")).readLock());
     }
   }

@@ -124,7 +124,7 @@ class LeanCallsTest {
   @Test
   void anUncontendedLockPairSendsNoDefaultsAndRunsNothingForWaiters() {
     String name = unique("lean-lock");
-    try (Turnstile t = Turnstile.connect(server.uri())) {
+    try (Turnstile t = Turnstile.connect(server.uri(), TestSupport.UNCACHED)) {
       Lock lock = t.lock(name);
       lock.lock(); // the first grant writes the fence: not the pair measured
       lock.unlock();
@@ -169,7 +169,7 @@ class LeanCallsTest {
   @Test
   void backToBackGrantsWriteTheExpiryOnlyInANewWindow() {
     String name = unique("lean-window");
-    try (Turnstile t = Turnstile.connect(server.uri())) {
+    try (Turnstile t = Turnstile.connect(server.uri(), TestSupport.UNCACHED)) {
       Lock lock = t.lock(name);
       lock.lock();
       lock.unlock();
@@ -195,7 +195,7 @@ class LeanCallsTest {
   @Test
   void anAsyncLockPairSendsNoDefaults() {
     String name = unique("lean-async");
-    try (Turnstile t = Turnstile.connect(server.uri())) {
+    try (Turnstile t = Turnstile.connect(server.uri(), TestSupport.UNCACHED)) {
       DistributedLock lock = t.lock(name);
       lock.lockAsync().join().release().toCompletableFuture().join();
       Window w = during(() -> lock.lockAsync().join().release().toCompletableFuture().join(),
@@ -209,7 +209,7 @@ class LeanCallsTest {
   @Test
   void readWriteLockCallsSendNoDefaults() {
     String name = unique("lean-rw");
-    try (Turnstile t = Turnstile.connect(server.uri())) {
+    try (Turnstile t = Turnstile.connect(server.uri(), TestSupport.UNCACHED)) {
       DistributedReadWriteLock rw = t.readWriteLock(name);
       rw.readLock().lock();
       rw.readLock().unlock();

@@ -125,7 +125,7 @@ class LeaseLossTest {
   /** Renewal really keeps a lock alive well past its lease, and stops at unlock. */
   @Test
   void watchdogKeepsLeaseAliveAndStopsAtUnlock(TestRedis redis) throws Exception {
-    TurnstileOptions options = TurnstileOptions.builder().leaseTime(Duration.ofMillis(600)).build();
+    TurnstileOptions options = TurnstileOptions.builder().lockCaching(false).leaseTime(Duration.ofMillis(600)).build();
     try (Turnstile turnstile = Turnstile.connect(redis.uri(), options)) {
       RedisLock lock = (RedisLock) turnstile.lock(unique("renewed"));
       lock.lock();

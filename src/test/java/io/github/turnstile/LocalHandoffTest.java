@@ -35,7 +35,7 @@ class LocalHandoffTest {
   /** The waiter gets the lock from the unlocking thread with one script and no BLPOP wake-up. */
   @Test
   void unlockHandsTheLockToTheLocalWaiter() throws Exception {
-    try (Turnstile t = Turnstile.connect(redis.uri())) {
+    try (Turnstile t = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       DistributedLock lock = t.lock(unique("handoff"));
       lock.lock(); // load the scripts, so that the counts below are not NOSCRIPT retries
       lock.unlock();
@@ -74,7 +74,7 @@ class LocalHandoffTest {
   @Test
   void otherClientsGetTheirTurnAfterTheLimit() throws Exception {
     String name = unique("handoff-limit");
-    TurnstileOptions options = TurnstileOptions.builder().localHandoffLimit(2).build();
+    TurnstileOptions options = TurnstileOptions.builder().lockCaching(false).localHandoffLimit(2).build();
     try (Turnstile local = Turnstile.connect(redis.uri(), options);
         Turnstile remote = Turnstile.connect(redis.uri(), options)) {
       DistributedLock a = local.lock(name);
@@ -126,7 +126,7 @@ class LocalHandoffTest {
    */
   @Test
   void withoutOtherClientsTheLimitDoesNotApply() throws Exception {
-    try (Turnstile t = Turnstile.connect(redis.uri(), TurnstileOptions.builder().localHandoffLimit(2).build())) {
+    try (Turnstile t = Turnstile.connect(redis.uri(), TurnstileOptions.builder().lockCaching(false).localHandoffLimit(2).build())) {
       DistributedLock lock = t.lock(unique("handoff-alone"));
       Map<String, Long> before = TestSupport.commandStats(redis);
       List<Thread> threads = new java.util.ArrayList<>();
@@ -164,7 +164,7 @@ class LocalHandoffTest {
   /** A local waiter that times out or is interrupted leaves nothing behind; the lock stays usable. */
   @Test
   void localWaitersThatGiveUpLeaveNothingBehind() throws Exception {
-    try (Turnstile t = Turnstile.connect(redis.uri())) {
+    try (Turnstile t = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       DistributedLock lock = t.lock(unique("handoff-giveup"));
       lock.lock();
       AtomicReference<Boolean> timed = new AtomicReference<>();
@@ -185,7 +185,7 @@ class LocalHandoffTest {
       assertTrue(thrown.get() instanceof InterruptedException);
       lock.unlock();
       assertFalse(lock.isLocked(), "released in Redis: nobody was waiting any more");
-      try (Turnstile other = Turnstile.connect(redis.uri())) {
+      try (Turnstile other = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
         assertTrue(other.lock(lock.name()).tryLock(1, TimeUnit.SECONDS));
         other.lock(lock.name()).unlock();
       }
@@ -203,7 +203,7 @@ class LocalHandoffTest {
   @Test
   void aQueuedThreadThatGivesUpLeavesItsGateHoldersMark() throws Exception {
     String name = unique("handoff-mark");
-    try (Turnstile a = Turnstile.connect(redis.uri()); Turnstile c = Turnstile.connect(redis.uri())) {
+    try (Turnstile a = Turnstile.connect(redis.uri(), TestSupport.UNCACHED); Turnstile c = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       DistributedLock la = a.lock(name);
       DistributedLock lc = c.lock(name);
       la.lock();
@@ -238,7 +238,7 @@ class LocalHandoffTest {
   @Test
   void handoffCanBeTurnedOff() throws Exception {
     assertThrows(IllegalArgumentException.class, () -> TurnstileOptions.builder().localHandoffLimit(-1));
-    try (Turnstile t = Turnstile.connect(redis.uri(), TurnstileOptions.builder().localHandoffLimit(0).build())) {
+    try (Turnstile t = Turnstile.connect(redis.uri(), TurnstileOptions.builder().lockCaching(false).localHandoffLimit(0).build())) {
       DistributedLock lock = t.lock(unique("handoff-off"));
       lock.lock(); // load the scripts, so that the counts below are not NOSCRIPT retries
       lock.unlock();
@@ -292,7 +292,7 @@ class LocalHandoffTest {
    */
   @Test
   void aSemaphoreReleaseThatYieldsWakesAWaiterThatStandsBack(TestRedis redis) throws Exception {
-    try (Turnstile t = Turnstile.connect(redis.uri(), TurnstileOptions.builder().localHandoffLimit(2).build())) {
+    try (Turnstile t = Turnstile.connect(redis.uri(), TurnstileOptions.builder().lockCaching(false).localHandoffLimit(2).build())) {
       DistributedSemaphore s = t.semaphore(unique("yield"), 1);
       AsyncGate<?> gate = ((RedisSemaphore) s).gate();
       long lapsedBefore = t.engine().queueFirstLapsed.sum();

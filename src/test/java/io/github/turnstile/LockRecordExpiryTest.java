@@ -87,7 +87,7 @@ class LockRecordExpiryTest {
 
   private static Turnstile connect() {
     return Turnstile.connect(server.uri(),
-        TurnstileOptions.builder().leaseTime(Duration.ofMillis(LEASE)).build());
+        TurnstileOptions.builder().lockCaching(false).leaseTime(Duration.ofMillis(LEASE)).build());
   }
 
   private static boolean sameWindow(long token1, long token2) {

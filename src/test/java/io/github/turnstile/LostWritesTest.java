@@ -41,9 +41,9 @@ class LostWritesTest {
   @Test
   void aRunOfLocalHandOffsLostInAFailoverIsReleasedOnRecovery() throws Exception {
     try (RedisServerProcess p = RedisServerProcess.start();
-        Turnstile mine = Turnstile.connect(p.uri(), TurnstileOptions.builder()
+        Turnstile mine = Turnstile.connect(p.uri(), TurnstileOptions.builder().lockCaching(false)
             .leaseTime(Duration.ofSeconds(60)).build());
-        Turnstile theirs = Turnstile.connect(p.uri())) {
+        Turnstile theirs = Turnstile.connect(p.uri(), TestSupport.UNCACHED)) {
       String name = unique("lost-hand-offs");
       RedisLock lock = (RedisLock) mine.lock(name);
       lock.lock();

@@ -40,8 +40,8 @@ class NoPollingAndConnectionsTest {
   @Test
   void waiterSendsConstantCommands() throws Exception {
     String name = unique("no-poll");
-    try (Turnstile holderClient = Turnstile.connect(redis.uri());
-        Turnstile waiterClient = Turnstile.connect(redis.uri())) {
+    try (Turnstile holderClient = Turnstile.connect(redis.uri(), TestSupport.UNCACHED);
+        Turnstile waiterClient = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       DistributedLock holder = holderClient.lock(name);
       holder.lock();
       DistributedLock lock = waiterClient.lock(name);

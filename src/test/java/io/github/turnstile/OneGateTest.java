@@ -50,7 +50,7 @@ class OneGateTest {
   @Test
   void threadsAndFuturesAreServedInArrivalOrder() throws Exception {
     String name = unique("one-gate-fifo");
-    try (Turnstile holder = Turnstile.connect(redis.uri()); Turnstile t = Turnstile.connect(redis.uri())) {
+    try (Turnstile holder = Turnstile.connect(redis.uri(), TestSupport.UNCACHED); Turnstile t = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       DistributedLock held = holder.lock(name);
       held.lock();
       DistributedLock lock = t.lock(name);
@@ -100,7 +100,7 @@ class OneGateTest {
    */
   @Test
   void handOffCrossesTheApis() throws Exception {
-    try (Turnstile t = Turnstile.connect(redis.uri())) {
+    try (Turnstile t = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       DistributedLock lock = t.lock(unique("one-gate-handoff"));
       lock.lock(); // scripts loaded
       lock.unlock();
@@ -138,7 +138,7 @@ class OneGateTest {
   @Test
   void anInterruptedThreadLeavesTheGateToTheFutureBehindIt() throws Exception {
     String name = unique("one-gate-interrupt");
-    try (Turnstile holder = Turnstile.connect(redis.uri()); Turnstile t = Turnstile.connect(redis.uri())) {
+    try (Turnstile holder = Turnstile.connect(redis.uri(), TestSupport.UNCACHED); Turnstile t = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       DistributedLock held = holder.lock(name);
       held.lock();
       DistributedLock lock = t.lock(name);
@@ -179,7 +179,7 @@ class OneGateTest {
   @Test
   void aRefusedReadTryLockDoesNotWaitInLine() throws Exception {
     String name = unique("one-gate-read-try");
-    try (Turnstile writer = Turnstile.connect(redis.uri()); Turnstile t = Turnstile.connect(redis.uri())) {
+    try (Turnstile writer = Turnstile.connect(redis.uri(), TestSupport.UNCACHED); Turnstile t = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       DistributedReadWriteLock held = writer.readWriteLock(name);
       held.writeLock().lock();
       DistributedReadWriteLock rw = t.readWriteLock(name);

@@ -148,7 +148,8 @@ class PubSubWaitingTest {
   void noPublishWhileThePoolSuffices() throws Exception {
     Map<String, Long> before = TestSupport.commandStats(redis);
     String name = unique("ps-quiet");
-    try (Turnstile a = Turnstile.connect(redis.uri()); Turnstile b = Turnstile.connect(redis.uri())) {
+    try (Turnstile a = Turnstile.connect(redis.uri(), TestSupport.UNCACHED);
+        Turnstile b = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       List<Thread> threads = new ArrayList<>();
       for (Turnstile t : List.of(a, b)) {
         for (int k = 0; k < 3; k++) {

@@ -20,7 +20,7 @@ class RegistryAndWatchdogTest {
   @Test
   void registryIsBounded() throws Exception {
     try (RedisServerProcess server = RedisServerProcess.start();
-        Turnstile turnstile = Turnstile.connect(server.uri())) {
+        Turnstile turnstile = Turnstile.connect(server.uri(), TestSupport.UNCACHED)) {
       long baseline = usedHeapAfterGc();
       DistributedLock kept = turnstile.lock("kept");
       for (int i = 0; i < 2_000_000; i++) {
@@ -55,7 +55,7 @@ class RegistryAndWatchdogTest {
   void renewalIsBatched() throws Exception {
     try (RedisServerProcess server = RedisServerProcess.start()) {
       TestRedis redis = TestRedis.of(server.uri(), server.host(), server.port(), "process");
-      TurnstileOptions options = TurnstileOptions.builder()
+      TurnstileOptions options = TurnstileOptions.builder().lockCaching(false)
           .leaseTime(Duration.ofMillis(1500))
           .renewInterval(Duration.ofMillis(500))
           .build();

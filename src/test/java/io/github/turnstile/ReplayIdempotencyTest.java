@@ -28,7 +28,7 @@ class ReplayIdempotencyTest {
   /** Script level: the same request twice gives the same token and issues one token only. */
   @Test
   void acquireAndReleaseScriptsAreIdempotent(TestRedis redis) throws Exception {
-    try (Turnstile turnstile = Turnstile.connect(redis.uri())) {
+    try (Turnstile turnstile = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       RedisLock lock = (RedisLock) turnstile.lock(unique("idem"));
       Engine engine = turnstile.engine();
       String req = engine.newRequestId();
@@ -67,7 +67,7 @@ class ReplayIdempotencyTest {
    */
   @Test
   void releaseOfAnExpiredHoldIsNotTakenForAReplay(TestRedis redis) throws Exception {
-    try (Turnstile turnstile = Turnstile.connect(redis.uri())) {
+    try (Turnstile turnstile = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       RedisLock lock = (RedisLock) turnstile.lock(unique("idem-expired"));
       Engine engine = turnstile.engine();
       String first = engine.newRequestId();
@@ -98,7 +98,7 @@ class ReplayIdempotencyTest {
    */
   @Test
   void readWriteReleaseScriptsRecogniseTheirOwnCopies(TestRedis redis) throws Exception {
-    try (Turnstile turnstile = Turnstile.connect(redis.uri())) {
+    try (Turnstile turnstile = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       String name = unique("idem-rw");
       RedisReadWriteLock rw = (RedisReadWriteLock) turnstile.readWriteLock(name);
       Engine engine = turnstile.engine();
@@ -138,7 +138,7 @@ class ReplayIdempotencyTest {
    */
   @Test
   void readGrantAfterARefusalDropsItsWaitingEntryAndAResendIssuesNoToken(TestRedis redis) throws Exception {
-    try (Turnstile turnstile = Turnstile.connect(redis.uri())) {
+    try (Turnstile turnstile = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       String name = unique("idem-rwait");
       String rwait = "{turnstile:" + name + "}:rw:rwait";
       String fence = "{turnstile:" + name + "}:rw:fence";
@@ -179,7 +179,7 @@ class ReplayIdempotencyTest {
    */
   @Test
   void aReadRefusalWhoseReplyWasLostLeavesNoReaderThatDelaysAWriter(TestRedis redis) throws Exception {
-    try (Turnstile turnstile = Turnstile.connect(redis.uri())) {
+    try (Turnstile turnstile = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       String name = unique("rw-ghost");
       String rwait = "{turnstile:" + name + "}:rw:rwait";
       String wq = "{turnstile:" + name + "}:rw:wq";
@@ -210,7 +210,7 @@ class ReplayIdempotencyTest {
    */
   @Test
   void aReadGrantSaysWhetherAWriterWaits(TestRedis redis) throws Exception {
-    try (Turnstile turnstile = Turnstile.connect(redis.uri())) {
+    try (Turnstile turnstile = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       RedisReadWriteLock rw = (RedisReadWriteLock) turnstile.readWriteLock(unique("rw-ahead"));
       Engine engine = turnstile.engine();
       String w1 = engine.newRequestId();
@@ -262,7 +262,7 @@ class ReplayIdempotencyTest {
   @Test
   void resentAcquireAfterReconnect(TestRedis redis) throws Exception {
     try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
-        Turnstile turnstile = Turnstile.connect(proxy.uri())) {
+        Turnstile turnstile = Turnstile.connect(proxy.uri(), TestSupport.UNCACHED)) {
       RedisLock lock = (RedisLock) turnstile.lock(unique("replay-acquire"));
       AtomicBoolean acquired = new AtomicBoolean();
       AtomicReference<Long> token = new AtomicReference<>();
@@ -296,8 +296,8 @@ class ReplayIdempotencyTest {
   void resentReleaseAfterReconnect(TestRedis redis) throws Exception {
     String name = unique("replay-release");
     try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
-        Turnstile viaProxy = Turnstile.connect(proxy.uri());
-        Turnstile direct = Turnstile.connect(redis.uri())) {
+        Turnstile viaProxy = Turnstile.connect(proxy.uri(), TestSupport.UNCACHED);
+        Turnstile direct = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       RedisLock lock = (RedisLock) viaProxy.lock(name);
       Owner owner = Owner.start(lock);
       proxy.setDropReplies(true);
@@ -324,8 +324,8 @@ class ReplayIdempotencyTest {
   void resentSemaphoreAcquireAfterReconnect(TestRedis redis) throws Exception {
     String name = unique("replay-sem-acquire");
     try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
-        Turnstile viaProxy = Turnstile.connect(proxy.uri());
-        Turnstile direct = Turnstile.connect(redis.uri())) {
+        Turnstile viaProxy = Turnstile.connect(proxy.uri(), TestSupport.UNCACHED);
+        Turnstile direct = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       DistributedSemaphore sem = viaProxy.semaphore(name, 3);
       DistributedSemaphore observer = direct.semaphore(name, 3);
       AtomicBoolean acquired = new AtomicBoolean();
@@ -353,8 +353,8 @@ class ReplayIdempotencyTest {
   void resentSemaphoreReleaseAfterReconnect(TestRedis redis) throws Exception {
     String name = unique("replay-sem-release");
     try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
-        Turnstile viaProxy = Turnstile.connect(proxy.uri());
-        Turnstile direct = Turnstile.connect(redis.uri())) {
+        Turnstile viaProxy = Turnstile.connect(proxy.uri(), TestSupport.UNCACHED);
+        Turnstile direct = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       DistributedSemaphore sem = viaProxy.semaphore(name, 3);
       DistributedSemaphore observer = direct.semaphore(name, 3);
       assertTrue(sem.tryAcquire(2));
@@ -386,8 +386,8 @@ class ReplayIdempotencyTest {
   void resentWriteLockAcquireAfterReconnect(TestRedis redis) throws Exception {
     String name = unique("replay-rw");
     try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
-        Turnstile viaProxy = Turnstile.connect(proxy.uri());
-        Turnstile direct = Turnstile.connect(redis.uri())) {
+        Turnstile viaProxy = Turnstile.connect(proxy.uri(), TestSupport.UNCACHED);
+        Turnstile direct = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       DistributedReadWriteLock rw = viaProxy.readWriteLock(name);
       DistributedReadWriteLock other = direct.readWriteLock(name);
       AtomicBoolean acquired = new AtomicBoolean();
@@ -431,8 +431,8 @@ class ReplayIdempotencyTest {
   void resentReleaseAfterAnotherClientTookAndReleasedTheLock(TestRedis redis) throws Exception {
     String name = unique("replay-release-x");
     try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
-        Turnstile viaProxy = Turnstile.connect(proxy.uri());
-        Turnstile direct = Turnstile.connect(redis.uri())) {
+        Turnstile viaProxy = Turnstile.connect(proxy.uri(), TestSupport.UNCACHED);
+        Turnstile direct = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       DistributedLock mine = viaProxy.lock(name);
       resentReleaseAfterTakeover(proxy, mine, direct.lock(name));
     }
@@ -443,8 +443,8 @@ class ReplayIdempotencyTest {
   void resentWriteReleaseAfterAnotherClientTookAndReleasedTheLock(TestRedis redis) throws Exception {
     String name = unique("replay-wrelease-x");
     try (TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
-        Turnstile viaProxy = Turnstile.connect(proxy.uri());
-        Turnstile direct = Turnstile.connect(redis.uri())) {
+        Turnstile viaProxy = Turnstile.connect(proxy.uri(), TestSupport.UNCACHED);
+        Turnstile direct = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       resentReleaseAfterTakeover(proxy, viaProxy.readWriteLock(name).writeLock(),
           direct.readWriteLock(name).writeLock());
     }
@@ -517,7 +517,7 @@ class ReplayIdempotencyTest {
   @Test
   void semaphoreReplayAfterARecoveryNeverFreesASlotTwice(TestRedis redis) throws Exception {
     String name = unique("replay-sem-slots");
-    try (Turnstile t = Turnstile.connect(redis.uri())) {
+    try (Turnstile t = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       RedisSemaphore sem = (RedisSemaphore) t.semaphore(name, 4);
       for (int i = 0; i < 20; i++) {
         assertTrue(sem.tryAcquire(2));
@@ -567,7 +567,7 @@ class ReplayIdempotencyTest {
   @Test
   void semaphoreFastPathCopiesAreAnsweredFromTheirMemo(TestRedis redis) throws Exception {
     String name = unique("replay-sem-fast");
-    try (Turnstile t = Turnstile.connect(redis.uri())) {
+    try (Turnstile t = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       RedisSemaphore sem = (RedisSemaphore) t.semaphore(name, 4);
       Engine e = t.engine();
       SemaphoreRequests.Req r1 = sem.requests.new Req(1, 't', false);
@@ -618,7 +618,7 @@ class ReplayIdempotencyTest {
   @Test
   void aResentFastPathCallIsAppliedOnce(TestRedis redis) throws Exception {
     String name = unique("replay-sem-fastscript");
-    try (Turnstile t = Turnstile.connect(redis.uri())) {
+    try (Turnstile t = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
       RedisSemaphore sem = (RedisSemaphore) t.semaphore(name, 4);
       Engine e = t.engine();
       String state = "{turnstile:" + name + "}:s";

@@ -20,6 +20,12 @@ final class TestSupport {
     return prefix + ":" + UUID.randomUUID();
   }
 
+  /**
+   * Options with lock caching off (it is on by default): for tests of what a lock sends to Redis
+   * and leaves there, which a grant kept idle in the JVM would change.
+   */
+  static final TurnstileOptions UNCACHED = TurnstileOptions.builder().lockCaching(false).build();
+
   static TurnstileOptions.Builder fastOptions() {
     return TurnstileOptions.builder().leaseTime(Duration.ofSeconds(30));
   }

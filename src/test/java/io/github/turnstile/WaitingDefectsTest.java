@@ -837,7 +837,7 @@ class WaitingDefectsTest {
     Duration lease = Duration.ofSeconds(10);
     try (RedisServerProcess redis = RedisServerProcess.start();
         TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
-        Turnstile viaProxy = Turnstile.connect(proxy.uri(), TurnstileOptions.builder().leaseTime(lease)
+        Turnstile viaProxy = Turnstile.connect(proxy.uri(), TurnstileOptions.builder().lockCaching(false).leaseTime(lease)
             .commandTimeout(Duration.ofMillis(500)).build());
         Turnstile other = Turnstile.connect(redis.uri(), lease(lease))) {
       DistributedLock lock = viaProxy.lock(name);

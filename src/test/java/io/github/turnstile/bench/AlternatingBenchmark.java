@@ -39,8 +39,8 @@ import java.util.concurrent.locks.LockSupport;
  * Redis commands per pair ({@code INFO commandstats}, scripts' own calls included). Then the
  * medians of the per-round ratios Turnstile / Redisson and Turnstile / the recipe.
  *
- * <p>Turnstile: {@code DistributedLock.lock()}/{@code unlock()} of {@code Turnstile.connect(uri)},
- * default options. Redisson: {@code RLock.lock()}/{@code unlock()}, default {@code Config}. The
+ * <p>Turnstile: {@code DistributedLock.lock()}/{@code unlock()} with lock caching off; "Turnstile
+ * cached": the same with lock caching on. Redisson: {@code RLock.lock()}/{@code unlock()}, default {@code Config}. The
  * recipe ("SETNX-poll"): {@link SetNxPollLock}, {@code SET NX PX} and a compare-and-delete script;
  * its poll does not run here, since the lock is free whenever a pair starts.
  *

@@ -25,9 +25,10 @@ final class RevocationBenchmark {
     String runId = Long.toHexString(ThreadLocalRandom.current().nextLong());
     LongSamples cached = new LongSamples();
     LongSamples released = new LongSamples();
+    TurnstileOptions uncached = TurnstileOptions.builder().lockCaching(false).build();
     try (Turnstile a = Turnstile.connect(uri, TurnstileOptions.builder().lockCaching(true).build());
-        Turnstile plain = Turnstile.connect(uri);
-        Turnstile b = Turnstile.connect(uri)) {
+        Turnstile plain = Turnstile.connect(uri, uncached);
+        Turnstile b = Turnstile.connect(uri, uncached)) {
       for (int i = -20; i < SAMPLES; i++) {
         for (int kind = 0; kind < 2; kind++) {
           String name = "bench:" + runId + ":revocation:" + kind + ":" + i;
