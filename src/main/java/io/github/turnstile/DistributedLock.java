@@ -298,7 +298,11 @@ public interface DistributedLock extends Lock {
    * back), the token is the previous one plus one. Only its order carries meaning; do not read it
    * as the time of anything. The tokens of one name come from one counter for every client, every
    * thread and every {@link #lockAsync() asynchronous hold} (for a read/write lock, for both its
-   * sides). Tokens of different names are not comparable.
+   * sides). Tokens of different names are not comparable. An acquisition taken from this JVM's
+   * idle grant ({@link TurnstileOptions.Builder#lockCaching lock caching}, no round trip) gets the
+   * server time of the grant's latest renewal plus the microseconds that passed here since, or the
+   * previous token plus one if that is larger: the same scale, and the same promise, since each
+   * renewal raised the name's counter above every token the cache may issue before the next.
    *
    * <p><b>What a store compares.</b> Send the token with every write made under the lock. The
    * store keeps, per resource the lock guards, the highest token it has accepted, and refuses a

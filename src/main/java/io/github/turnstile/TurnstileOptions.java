@@ -406,7 +406,13 @@ public final class TurnstileOptions {
      * <p>At most {@code maxIdle} idle grants are kept (the least recently used goes first), each
      * for at most {@code idleTime}; {@link Turnstile#close()} releases them all. Not with
      * {@link #replicaAcks} (a take from the cache writes nothing a replica could acknowledge);
-     * the write lock of a read/write lock is never cached. Off by default.
+     * the write lock of a read/write lock is never cached.
+     *
+     * <p>Off by default. Where it is on, a JVM that crashes while it caches a lock idle leaves that
+     * lock unavailable to others until its lease runs out ({@link #leaseTime}), as a lock held at
+     * the crash is. And {@code tryLock()} and {@code isLocked()} from another client learn that a
+     * grant cached there is idle only from that JVM's answer: a JVM too slow to answer within the
+     * 100 ms makes them see the lock held though no thread holds it.
      *
      * @param maxIdle at least 1
      * @param idleTime positive
