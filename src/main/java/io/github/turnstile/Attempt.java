@@ -13,6 +13,8 @@ final class Attempt {
   String holder;
   /** When not acquired: another client caches the lock's grant, and was asked to give it up (lock_acquire.lua). */
   boolean cachedHolder;
+  /** When not acquired: another client caches the lock's grant, and answered that one of its threads uses it. */
+  boolean cachedInUse;
   /**
    * A take from this JVM's cached grant ({@link LockCache}): the Redis request that holds the lock
    * (the cache's, not the acquisition's own), and the cache; null otherwise.

@@ -40,6 +40,14 @@ final class Call {
    * (it was asked to give it up): see {@link #afterCacheRefusal}.
    */
   volatile boolean refusedByCache;
+  /**
+   * Set when an attempt of this call was refused because another client caches the lock's grant
+   * and answered that one of its threads uses it (lock_busy.lua): a call stretched for the
+   * revocation ({@link #afterCacheRefusal}) then ends, as the lock is held.
+   */
+  volatile boolean cacheInUse;
+  /** Whether this call is the stretch after a cache's refusal ({@link #afterCacheRefusal}). */
+  private final boolean stretched;
   /** Whether an attempt of this call has had its answer (see {@link #FIRST_REPLY_NANOS}). */
   private boolean answered;
 
@@ -54,10 +62,15 @@ final class Call {
   }
 
   private Call(boolean timed, long deadline, boolean interruptible, boolean once) {
+    this(timed, deadline, interruptible, once, false);
+  }
+
+  private Call(boolean timed, long deadline, boolean interruptible, boolean once, boolean stretched) {
     this.timed = timed;
     this.deadline = deadline;
     this.interruptible = interruptible;
     this.once = once;
+    this.stretched = stretched;
   }
 
   /** One attempt and no wait, never interrupted ({@code tryLock()}). */
@@ -89,7 +102,7 @@ final class Call {
    */
   Call afterCacheRefusal() {
     long floor = (once ? System.nanoTime() : startNanos) + TimeUnit.MILLISECONDS.toNanos(LockCache.REVOCATION_WAIT_MILLIS);
-    return refusedByCache && floor - deadline > 0 ? until(floor, interruptible) : null;
+    return refusedByCache && !cacheInUse && floor - deadline > 0 ? new Call(true, floor, interruptible, false, true) : null;
   }
 
   /** Returns the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed). */
@@ -97,8 +110,9 @@ final class Call {
     return timed ? deadline - System.nanoTime() : Long.MAX_VALUE;
   }
 
+  /** Whether a timed call's deadline has passed, or a stretched call learned that the cache is in use. */
   boolean expired() {
-    return timed && deadline - System.nanoTime() <= 0;
+    return timed && (deadline - System.nanoTime() <= 0 || stretched && cacheInUse);
   }
 
   void reachable() {

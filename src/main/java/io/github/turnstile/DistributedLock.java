@@ -147,6 +147,9 @@ public interface DistributedLock extends Lock {
    * Acquires the lock only if no other thread, in this or any JVM, holds it at the time of the
    * call. Costs one round trip unless the current thread already holds the lock (then none), or
    * another thread of this JVM is already waiting for it (then none, and the result is false).
+   * With {@link TurnstileOptions.Builder#lockCaching lock caching}, a lock that another JVM keeps
+   * idle is held by no thread: that JVM is asked to give it up, and this call waits for its answer
+   * (the lock, or "a thread uses it": false), at most 1 s if it gives none.
    *
    * @return {@code true} if the lock was acquired or re-entered, {@code false} otherwise
    * @throws LockLostException if the current thread holds the lock but its lease was lost

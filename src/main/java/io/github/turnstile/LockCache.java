@@ -29,7 +29,7 @@ final class LockCache {
   /** How long a lock is not cached after a sign of contention (a revocation, a refusal by a cache). */
   static final long BACKOFF_MILLIS = 1000;
   /** How long {@code tryLock()} waits for another client's cache to give the lock up. */
-  static final long REVOCATION_WAIT_MILLIS = 100;
+  static final long REVOCATION_WAIT_MILLIS = 1000;
 
   /** The engine's bounds: the idle grants (LRU, idle time) and the locks contended lately. */
   static final class Registry {
@@ -125,6 +125,14 @@ final class LockCache {
     CompletableFuture<List<Object>> markCached(String request);
 
     /**
+     * lock_busy.lua: tells the clients that asked for the grant of {@code request} that a thread of
+     * this JVM uses it (they stop waiting for a revocation, as the lock is held). Only an answer:
+     * nothing depends on its reply.
+     */
+    default void markInUse(String request) {
+    }
+
+    /**
      * lock_release.lua for the grant of {@code request}, carrying {@code lastToken}: re-sent until
      * answered or {@code leaseEndNanos} ({@link System#nanoTime}), again after a recovery; true if released.
      */
@@ -157,6 +165,8 @@ final class LockCache {
   private boolean anchored;
   /** Another client asked for the lock: give it up at the end of the current hold. */
   private boolean revoked;
+  /** A revocation found the grant in use, and the other clients were told (lock_busy.lua). */
+  private boolean toldInUse;
   /** When ({@link Engine#ticker}) the grant last became idle. */
   private long idleSince;
   /** Evicted for the bound while in use: released at the end of the current hold. */
@@ -231,6 +241,12 @@ final class LockCache {
       public CompletableFuture<List<Object>> markCached(String request) {
         return engine.eval(Script.RENEW, ScriptOutputType.MULTI, new String[] {lock.lockKey, lock.fenceKey},
             "~" + request, engine.leaseArg);
+      }
+
+      @Override
+      public void markInUse(String request) {
+        engine.eval(Script.LOCK_BUSY, ScriptOutputType.INTEGER, new String[] {lock.lockKey, lock.wakeKey},
+            Engine.withoutDefaults(new String[] {request, engine.leaseArg, engine.publishCommand()}, "PUBLISH"));
       }
 
       @Override
@@ -315,6 +331,7 @@ final class LockCache {
       kept = outcome;
       state = State.STARTING;
       revoked = false;
+      toldInUse = false;
       evicted = false;
       anchored = false;
       request = held.requestId;
@@ -455,21 +472,31 @@ final class LockCache {
     }
   }
 
-  /** Another client asked for the lock: given up at once when idle, else at the end of the current hold. */
+  /**
+   * Another client asked for the lock: given up at once when idle; else at the end of the current
+   * hold, and while a thread uses it the askers are told so (once), so that a {@code tryLock()}
+   * there ends at once rather than at the revocation's bound.
+   */
   void revoke() {
     registry.contention(key);
     Lease idle = null;
+    String inUse = null;
     mu.lock();
     try {
       revoked = true;
       if (state == State.IDLE) {
         idle = lease;
+      } else if (state == State.TAKEN && !toldInUse) {
+        toldInUse = true;
+        inUse = request;
       }
     } finally {
       mu.unlock();
     }
     if (idle != null) {
       giveUp(idle);
+    } else if (inUse != null) {
+      io.markInUse(inUse);
     }
   }
 

@@ -285,6 +285,7 @@ class RedisLock extends EngineLock {
       a.holder = (String) reply.get(2); // the holder in the way (lock_acquire.lua), for the wait's JFR event
     }
     a.cachedHolder = reply.size() > 3 && Long.valueOf(1).equals(reply.get(3));
+    a.cachedInUse = reply.size() > 3 && Long.valueOf(2).equals(reply.get(3));
     return a;
   }
 
@@ -376,13 +377,14 @@ class RedisLock extends EngineLock {
     }
     engine.checkConnected(describe);
     if (inspectionKind() == Inspection.Kind.LOCK) {
-      List<String> f = engine.awaitQuietly(engine.async().hmget(lockKey, "o", "c").toCompletableFuture()
+      List<String> f = engine.awaitQuietly(engine.async().hmget(lockKey, "o", "c", "b").toCompletableFuture()
           .thenApply(v -> v.stream().map(kv -> kv.getValueOrElse(null)).toList()), describe + " isLocked");
       if (f.get(0) == null) {
         return false;
       }
-      if (f.get(1) != null && !f.get(1).equals(engine.clientId)) {
-        // another JVM caches the grant: held by a thread there, or idle (free)? Ask for it, briefly
+      if (f.get(1) != null && !f.get(1).equals(engine.clientId) && f.get(2) == null) {
+        // another JVM caches the grant: held by a thread there, or idle (free)? Ask for it: it is
+        // given up if idle, else the JVM answers that a thread uses it (field b: held)
         if (tryLock()) {
           unlock();
           return false;

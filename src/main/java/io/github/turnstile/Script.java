@@ -12,6 +12,7 @@ final class Script {
   static final Script LOCK_ACQUIRE = load("lock_acquire");
   static final Script LOCK_RELEASE = load("lock_release");
   static final Script LOCK_PASS = load("lock_pass");
+  static final Script LOCK_BUSY = load("lock_busy");
   static final Script RENEW = load("renew");
   static final Script SEMAPHORE = load("semaphore");
   static final Script SEMAPHORE_FAST = load("semaphore_fast");

@@ -401,7 +401,8 @@ public final class TurnstileOptions {
      * about one round trip): at once when no thread of this JVM holds it, else at the end of the
      * current hold; after that the lock is not cached again until it has stayed uncontended for
      * 1 s. A lock that another JVM caches idle is free by {@link DistributedLock#isLocked()};
-     * {@code tryLock()} from another client waits up to 100 ms for the revocation.
+     * {@code tryLock()} from another client waits for that JVM's answer (the lock given up, or
+     * "a thread uses it": false), up to 1 s when none comes.
      *
      * <p>At most {@code maxIdle} idle grants are kept (the least recently used goes first), each
      * for at most {@code idleTime}; {@link Turnstile#close()} releases them all. Not with
@@ -410,9 +411,7 @@ public final class TurnstileOptions {
      *
      * <p>Off by default. Where it is on, a JVM that crashes while it caches a lock idle leaves that
      * lock unavailable to others until its lease runs out ({@link #leaseTime}), as a lock held at
-     * the crash is. And {@code tryLock()} and {@code isLocked()} from another client learn that a
-     * grant cached there is idle only from that JVM's answer: a JVM too slow to answer within the
-     * 100 ms makes them see the lock held though no thread holds it.
+     * the crash is.
      *
      * @param maxIdle at least 1
      * @param idleTime positive

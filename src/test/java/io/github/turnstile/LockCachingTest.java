@@ -99,7 +99,7 @@ class LockCachingTest {
 
   /** Repeated pairs from one thread take the cached grant: nothing is sent to Redis, and every token is larger. */
   /**
-   * A short {@code tryLockAsync} (under the revocation's 100 ms, so wrapped) whose returned future
+   * A short {@code tryLockAsync} (under the revocation's bound, so wrapped) whose returned future
    * is cancelled just as its acquisition was granted: the hold nobody can see any more is released,
    * not left held and renewed. The seam cancels the caller's future between the grant and its
    * delivery to that future.
@@ -215,6 +215,37 @@ class LockCachingTest {
       assertTrue(acquired.await(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS));
       waiter.join(Bounds.PROMPT_MS);
       assertTrue(got.get() > held, got.get() + " after " + held);
+    }
+  }
+
+  /**
+   * tryLock() and isLocked() from another client on a grant that a thread of the caching JVM uses:
+   * the cache answers "in use" through Redis (lock_busy.lua, field b), so tryLock() returns false
+   * at that answer rather than at the revocation's bound, and isLocked() is true; at the thread's
+   * unlock the grant is released, b with it, and the other client takes the lock.
+   */
+  @Test
+  void aGrantInUseElsewhereIsAnsweredHeldWithoutWaitingTheBound() throws Exception {
+    try (Turnstile a = connectCaching(caching());
+        Turnstile b = Turnstile.connect(redis.uri())) {
+      String name = unique("cache-in-use");
+      RedisLock mine = cachedIdle(a, name);
+      mine.lock(); // a take: no round trip
+      DistributedLock theirs = b.lock(name);
+      long start = System.nanoTime();
+      assertFalse(theirs.tryLock(), "held by a thread of the caching JVM");
+      long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+      System.out.println("tryLock() on a grant in use elsewhere: false after " + ms + " ms");
+      assertEquals("1", field(name, "b"), "the cache answered: in use");
+      assertTrue(ms < LockCache.REVOCATION_WAIT_MILLIS, "answered, not timed out: " + ms + " ms");
+      assertTrue(theirs.isLocked());
+      assertFalse(theirs.tryLock(5, TimeUnit.MILLISECONDS), "a short timed tryLock too");
+      assertTrue(mine.isHeldByCurrentThread(), "the hold is not cut short");
+      mine.unlock(); // revoked: released in Redis
+      assertEquals("", field(name, "b"));
+      assertEquals("", field(name, "c"));
+      assertTrue(theirs.tryLock(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS));
+      theirs.unlock();
     }
   }
 

@@ -4,7 +4,8 @@
 --                      (of the holder, or of the last hold after its release), e expiry mark,
 --                      q "waiting marks may exist", p "publish at release", w:<client> waiting
 --                      marks, c = the client that caches the grant (renew.lua sets it, a release
---                      or a takeover clears it), d = the lease the record's expiry was set with, at the end of the
+--                      or a takeover clears it), b = that client answered a revocation with "in use
+--                      by one of its threads" (lock_busy.lua; cleared with c), d = the lease the record's expiry was set with, at the end of the
 --                      token window of t (DESIGN §3; "-" when not); expiry = the holder's lease,
 --                      and at most one window (and 3 ms) more
 -- KEYS[2]  fence       {prefix:name}:fence  above every token issued, never expires
@@ -31,7 +32,8 @@
 --                     owner id. A caller that will wait is marked: w:<client> and q (and p with flag s).
 --                     The fourth element is 1 when another client caches the grant (c): the
 --                     script has published "r" on {prefix:name}:ch, which asks that client to give
---                     it up (at once if idle, else at the end of its current hold).
+--                     it up (at once if idle, else at the end of its current hold); 2 when that
+--                     client answered already that one of its threads uses it (b): nothing published.
 --         {0, -3}     hand-off only: ARGV[5] no longer holds the lock (its lease ran out).
 --
 -- Idempotent: re-sending the same (owner, request) never yields a second token.
@@ -211,16 +213,18 @@ if o then
     local mark = 'w:' .. me
     local g
     if wait then
-      g = redis.call('HMGET', lock, mark, 'p', 'c')
+      g = redis.call('HMGET', lock, mark, 'p', 'c', 'b')
     else
-      g = {true, true, redis.call('HGET', lock, 'c')}
+      local cb = redis.call('HMGET', lock, 'c', 'b')
+      g = {true, true, cb[1], cb[2]}
     end
     -- another client caches the grant: ask it to give the lock up (its cache is subscribed to the
     -- channel while it keeps the grant; a message it misses, its next renewal reports: q)
     local cached = g[3] and g[3] ~= me
+    local busy = cached and g[4]
     local publish = ARGV[6] or 'PUBLISH'
     local channel = string.sub(lock, 1, -5) .. 'ch'
-    if cached and redis.acl_check_cmd and not redis.acl_check_cmd(publish, channel, 'r') then
+    if cached and not busy and redis.acl_check_cmd and not redis.acl_check_cmd(publish, channel, 'r') then
       return redis.error_reply("NOPERM this user has no permissions to run the '" .. string.lower(publish)
         .. "' command on " .. channel .. ", asked before the script's first write: nothing was changed")
     end
@@ -236,6 +240,9 @@ if o then
         redis.call('HSET', lock, 'p', '1', 'q', '1')
       end
     end
+    if busy then
+      return {0, redis.call('PTTL', lock), o, 2}
+    end
     if cached then
       redis.call(publish, channel, 'r')
       return {0, redis.call('PTTL', lock), o, 1}
@@ -249,7 +256,7 @@ if o then
     return {1, t}
   end
   -- an earlier grant of this owner that it never learned of, taken over: no longer cached
-  redis.call('HDEL', lock, 'c')
+  redis.call('HDEL', lock, 'c', 'b')
 end
 local reclaimed = 0
 if not t and string.find(flags, 'h', 1, true) then

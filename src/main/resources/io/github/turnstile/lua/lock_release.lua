@@ -12,7 +12,7 @@
 --          "" for none
 -- ARGV[6]  optional: the release of a grant its client cached: the last fencing token the client
 --          issued from its cache. The record's t becomes at least that (every later grant's token
---          is above it), and c goes
+--          is above it), and c and b go
 --
 -- Returns 1  released by this call: field o removed; r and t stay as the record of the last hold
 --            (with the lease's remaining time, or ttl when someone waits). If a waiting mark may
@@ -100,15 +100,15 @@ if f[1] == req then
       redis.call('HSET', lock, 't', carried)
     end
     if not (f[2] or waiting) then
-      redis.call('HDEL', lock, 'o', 'c')
+      redis.call('HDEL', lock, 'o', 'c', 'b')
       return 1
     end
   end
   -- d goes too: the record's expiry is set to ttl below, for which d does not hold (lock_acquire.lua)
   if g[2] then
-    redis.call('HDEL', lock, 'o', 'p', 'd', 'c')
+    redis.call('HDEL', lock, 'o', 'p', 'd', 'c', 'b')
   else
-    redis.call('HDEL', lock, 'o', 'd', 'c')
+    redis.call('HDEL', lock, 'o', 'd', 'c', 'b')
   end
   if waiting then
     redis.call('HSET', lock, 'w:' .. waiting, '1', 'q', '1')
