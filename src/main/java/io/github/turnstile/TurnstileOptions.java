@@ -25,7 +25,7 @@ import java.util.Objects;
  *       through continuous Redis unavailability before it throws {@link TurnstileException}</td></tr>
  *   <tr><td>{@link Builder#localHandoffLimit localHandoffLimit}</td><td>8</td>
  *       <td>grants in a row a lock may pass straight between threads of this JVM</td></tr>
- *   <tr><td>{@link Builder#lockCaching lockCaching}</td><td>off</td>
+ *   <tr><td>{@link Builder#lockCaching lockCaching}</td><td>on (off with {@code replicaAcks})</td>
  *       <td>a lock's grant stays with this JVM between its holds, until another client asks for
  *       it; at most {@code lockCacheSize} idle grants (1,024), each for at most
  *       {@code lockCacheIdle} (10 s) unused</td></tr>
@@ -71,7 +71,7 @@ public final class TurnstileOptions {
   private TurnstileOptions(Builder b) {
     this.replicaAcks = b.replicaAcks;
     this.localHandoffLimit = b.localHandoffLimit;
-    this.lockCaching = b.lockCaching;
+    this.lockCaching = b.lockCaching != null ? b.lockCaching : replicaAcks == 0;
     this.lockCacheSize = b.lockCacheSize;
     this.lockCacheIdle = b.lockCacheIdle;
     if (lockCaching && replicaAcks > 0) {
@@ -225,7 +225,8 @@ public final class TurnstileOptions {
     private int replicaAcks;
     private Duration replicaAckTimeout = Duration.ZERO;
     private int localHandoffLimit = 8;
-    private boolean lockCaching;
+    /** null: the default, on unless replicaAcks is set. */
+    private Boolean lockCaching;
     private int lockCacheSize = 1024;
     private Duration lockCacheIdle = Duration.ofSeconds(10);
     private Object meterRegistry;
@@ -409,9 +410,10 @@ public final class TurnstileOptions {
      * {@link #replicaAcks} (a take from the cache writes nothing a replica could acknowledge);
      * the write lock of a read/write lock is never cached.
      *
-     * <p>Off by default. Where it is on, a JVM that crashes while it caches a lock idle leaves that
-     * lock unavailable to others until its lease runs out ({@link #leaseTime}), as a lock held at
-     * the crash is.
+     * <p>On by default (1,024 grants, 10 s each), unless {@link #replicaAcks} is set. The cost: a
+     * JVM that crashes while it caches a lock idle leaves that lock unavailable to others until its
+     * lease runs out ({@link #leaseTime}), as a lock held at the crash is; turn caching off
+     * ({@code lockCaching(false)}) where locks must be free the moment their last holder is gone.
      *
      * @param maxIdle at least 1
      * @param idleTime positive
@@ -427,7 +429,7 @@ public final class TurnstileOptions {
 
     /**
      * Turns lock caching on with its defaults (1,024 idle grants, 10 s each) or off; see
-     * {@link #lockCaching(int, Duration)}.
+     * {@link #lockCaching(int, Duration)}. On by default, unless {@link #replicaAcks} is set.
      *
      * @param on whether lock grants are cached
      * @return this builder

@@ -44,7 +44,7 @@ class DistributedLockContractTest {
     this.redis = redis;
   }
 
-  /** The options of the clients under test (a subclass runs the suite with lock caching on). */
+  /** The options of the clients under test (the defaults, lock caching on; a subclass runs the suite with it off). */
   TurnstileOptions options() {
     return TurnstileOptions.builder().build();
   }

@@ -578,12 +578,18 @@ class LockCachingTest {
     }
   }
 
-  /** Caching is off by default; turned on beside replica acknowledgement, it is a clear error. */
+  /**
+   * Caching is on by default, off when replica acknowledgement is set (which it cannot serve), off
+   * when turned off; turned on explicitly beside replica acknowledgement, it is a clear error.
+   */
   @Test
-  void offByDefaultAndNotWithReplicaAcks() {
-    assertFalse(TurnstileOptions.defaults().lockCaching());
-    assertTrue(TurnstileOptions.builder().lockCaching(true).build().lockCaching());
-    assertFalse(TurnstileOptions.builder().lockCaching(true).lockCaching(false).build().lockCaching());
+  void onByDefaultExceptWithReplicaAcks() {
+    assertTrue(TurnstileOptions.defaults().lockCaching());
+    assertTrue(TurnstileOptions.builder().build().lockCaching());
+    assertFalse(TurnstileOptions.builder().lockCaching(false).build().lockCaching());
+    assertFalse(TurnstileOptions.builder().replicaAcks(1, Duration.ofSeconds(1)).build().lockCaching());
+    assertTrue(TurnstileOptions.builder().replicaAcks(1, Duration.ofSeconds(1)).replicaAcks(0, Duration.ZERO)
+        .build().lockCaching());
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
         () -> TurnstileOptions.builder().lockCaching(true).replicaAcks(1, Duration.ofSeconds(1)).build());
     assertTrue(e.getMessage().contains("lockCaching cannot be combined with replicaAcks"), e.getMessage());

@@ -168,17 +168,17 @@ class OutageLoopTest {
   static final Duration ACK_TIMEOUT = Duration.ofMillis(1000);
 
   /**
-   * Whether the clients cache their lock grants ({@code -Dturnstile.test.lockCaching=true}; not
-   * with replica acknowledgements): the loops then check lock caching under every fault.
+   * Whether the clients cache their lock grants: the default of {@link TurnstileOptions} (on, but
+   * never with replica acknowledgements), off with {@code -Dturnstile.test.lockCaching=false}.
    */
-  static final boolean LOCK_CACHING = Boolean.getBoolean("turnstile.test.lockCaching");
+  static final boolean LOCK_CACHING = Boolean.parseBoolean(System.getProperty("turnstile.test.lockCaching", "true"));
 
   private static TurnstileOptions options(int replicaAcks) {
     TurnstileOptions.Builder b = TurnstileOptions.builder().leaseTime(Duration.ofMillis(LEASE_MS));
     if (replicaAcks > 0) {
       b.replicaAcks(replicaAcks, ACK_TIMEOUT);
-    } else if (LOCK_CACHING) {
-      b.lockCaching(true);
+    } else {
+      b.lockCaching(LOCK_CACHING);
     }
     return b.build();
   }

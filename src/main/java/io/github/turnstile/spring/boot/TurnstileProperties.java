@@ -226,7 +226,10 @@ public class TurnstileProperties {
       }
       builder.replicaAcks(replicaAcks.getReplicas(), replicaAcks.getTimeout());
     }
-    if (lockCaching.isEnabled()) {
+    Boolean caching = lockCaching.getEnabled();
+    if (Boolean.FALSE.equals(caching)) {
+      builder.lockCaching(false);
+    } else if (caching != null || replicaAcks.getReplicas() == 0) {
       builder.lockCaching(lockCaching.getMaxIdle(), lockCaching.getIdleTime());
     }
     return builder;
@@ -237,9 +240,10 @@ public class TurnstileProperties {
 
     /**
      * Whether a lock's grant stays with this JVM after its last unlock until another client asks
-     * for it (no round trip for the next lock() of this JVM).
+     * for it (no round trip for the next lock() of this JVM). Unset: on, unless replica
+     * acknowledgement is configured.
      */
-    private boolean enabled;
+    private Boolean enabled;
 
     /** Most lock grants this JVM keeps cached. */
     private int maxIdle = 1024;
@@ -247,16 +251,16 @@ public class TurnstileProperties {
     /** How long a cached grant is kept unused before it is released. */
     private Duration idleTime = Duration.ofSeconds(10);
 
-    /** Creates the settings: off. */
+    /** Creates the settings: the library's default (on, unless replica acknowledgement is set). */
     public LockCaching() {}
 
-    /** {@return whether lock grants are cached} */
-    public boolean isEnabled() {
+    /** {@return whether lock grants are cached, or null for the library's default} */
+    public Boolean getEnabled() {
       return enabled;
     }
 
-    /** @param enabled whether lock grants are cached */
-    public void setEnabled(boolean enabled) {
+    /** @param enabled whether lock grants are cached; null for the library's default */
+    public void setEnabled(Boolean enabled) {
       this.enabled = enabled;
     }
 

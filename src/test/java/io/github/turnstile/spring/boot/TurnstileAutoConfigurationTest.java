@@ -101,6 +101,21 @@ public class TurnstileAutoConfigurationTest {
         });
   }
 
+  /**
+   * Unset, turnstile.lock-caching.enabled is the library's default: on, unless replica acknowledgement
+   * is configured (which excludes it); false turns it off.
+   */
+  @Test
+  void lockCachingFollowsTheLibraryDefault(TestRedis redis) {
+    runner.withPropertyValues("turnstile.uri=" + redis.uri())
+        .run(context -> assertTrue(context.getBean(Turnstile.class).options().lockCaching()));
+    runner.withPropertyValues("turnstile.uri=" + redis.uri(), "turnstile.lock-caching.enabled=false")
+        .run(context -> assertFalse(context.getBean(Turnstile.class).options().lockCaching()));
+    runner.withPropertyValues("turnstile.uri=" + redis.uri(), "turnstile.replica-acks.replicas=1",
+            "turnstile.replica-acks.timeout=250ms")
+        .run(context -> assertFalse(context.getBean(Turnstile.class).options().lockCaching()));
+  }
+
   /** Every property reaches TurnstileOptions; every bean is there and works. */
   @Test
   void mapsEveryPropertyAndCreatesEveryBean(TestRedis redis) {
