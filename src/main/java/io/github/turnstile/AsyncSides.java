@@ -336,14 +336,14 @@ final class AsyncSides {
             if (a.acquired && reply.size() > 2 && (Long) reply.get(2) == 1L) {
               Metrics.reclaimed(metrics, describe, 1); // the holder it waited for never released
             }
+            if (!a.acquired) {
+              // the latest refusal decides whether a call waits on for a cache's answer (Call)
+              w.call.refusedByCache = a.cachedHolder;
+              w.call.refusedHeld = !a.cachedHolder && a.retryMillis != -2; // -2: the holder just vanished
+            }
             if (a.cachedHolder || a.cachedInUse) {
               // another client's cache, asked to give it up (or in use there, it answered):
               // contended, so not cached here for a while
-              if (a.cachedHolder) {
-                w.call.refusedByCache = true;
-              } else {
-                w.call.cacheInUse = true;
-              }
               if (engine.lockCaches != null) {
                 engine.lockCaches.contention(lock.lockKey);
               }

@@ -36,16 +36,17 @@ final class Call {
   /** When the call began: its outage clock starts no earlier (see {@link Outages#unreachable}). */
   final long startNanos = System.nanoTime();
   /**
-   * Set when an attempt of this call was refused because another client caches the lock's grant
-   * (it was asked to give it up): see {@link #afterCacheRefusal}.
+   * Whether the latest refusal of this call's attempts was by another client's cache that was
+   * asked to give the grant up and has not answered yet: see {@link #afterCacheRefusal}.
    */
   volatile boolean refusedByCache;
   /**
-   * Set when an attempt of this call was refused because another client caches the lock's grant
-   * and answered that one of its threads uses it (lock_busy.lua): a call stretched for the
-   * revocation ({@link #afterCacheRefusal}) then ends, as the lock is held.
+   * Whether the latest refusal was by a hold: a thread's, here or in another JVM, including a
+   * cache that answered that one of its threads uses the grant (lock_busy.lua). A call stretched
+   * for a cache's answer ({@link #afterCacheRefusal}) then ends, as a {@code tryLock()} ends at a
+   * held lock.
    */
-  volatile boolean cacheInUse;
+  volatile boolean refusedHeld;
   /** Whether this call is the stretch after a cache's refusal ({@link #afterCacheRefusal}). */
   private final boolean stretched;
   /** Whether an attempt of this call has had its answer (see {@link #FIRST_REPLY_NANOS}). */
@@ -102,7 +103,7 @@ final class Call {
    */
   Call afterCacheRefusal() {
     long floor = (once ? System.nanoTime() : startNanos) + TimeUnit.MILLISECONDS.toNanos(LockCache.REVOCATION_WAIT_MILLIS);
-    return refusedByCache && !cacheInUse && floor - deadline > 0 ? new Call(true, floor, interruptible, false, true) : null;
+    return refusedByCache && floor - deadline > 0 ? new Call(true, floor, interruptible, false, true) : null;
   }
 
   /** Returns the nanoseconds left before the deadline ({@link Long#MAX_VALUE} when untimed). */
@@ -110,9 +111,9 @@ final class Call {
     return timed ? deadline - System.nanoTime() : Long.MAX_VALUE;
   }
 
-  /** Whether a timed call's deadline has passed, or a stretched call learned that the cache is in use. */
+  /** Whether a timed call's deadline has passed, or a stretched call was refused by a hold. */
   boolean expired() {
-    return timed && (deadline - System.nanoTime() <= 0 || stretched && cacheInUse);
+    return timed && (deadline - System.nanoTime() <= 0 || stretched && refusedHeld);
   }
 
   void reachable() {

@@ -250,6 +250,48 @@ class LockCachingTest {
   }
 
   /**
+   * A {@code tryLock()} that waits for a cache's answer ends at the first refusal by a hold, as a
+   * {@code tryLock()} ends at a held lock; and with no answer at all it ends at the bound, never
+   * before. The caching client is a stand-in written into Redis (fields o, r, t, c of client
+   * "x"), which no JVM answers for: the test plays its cache. Before, a wait stretched for the
+   * answer went on waiting while a thread held the lock in Redis, and took the lock when that
+   * thread let go within the bound: a ShedLock job ran twice in one period across two nodes.
+   */
+  @Test
+  void aTryLockWaitingForACachesAnswerEndsAtAHold() throws Exception {
+    try (Turnstile b = Turnstile.connect(redis.uri())) {
+      String name = unique("cache-answer");
+      String lockKey = lockKey(name);
+      String wakeKey = "{turnstile:" + name + "}:wake";
+      DistributedLock theirs = b.lock(name);
+      // no answer: refused at the bound, not before
+      redis.command("HSET", lockKey, "o", "x:1", "r", "x:7", "t", "1000", "c", "x");
+      redis.command("PEXPIRE", lockKey, "30000");
+      long start = System.nanoTime();
+      assertFalse(theirs.tryLock());
+      long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+      assertTrue(ms >= LockCache.REVOCATION_WAIT_MILLIS, "waited the bound for an answer: " + ms + " ms");
+      // the cache gives the grant up and a thread of x takes the lock in Redis (c goes), waking the
+      // waiter; the thread lets go 600 ms later. The waiting tryLock() must end refused at once
+      java.util.concurrent.atomic.AtomicReference<Boolean> got = new java.util.concurrent.atomic.AtomicReference<>();
+      CountDownLatch done = new CountDownLatch(1);
+      Thread waiter = TestSupport.start("tryLock", () -> {
+        got.set(theirs.tryLock());
+        done.countDown();
+      });
+      TestSupport.await("the tryLock() waiting in Redis", Duration.ofMillis(Bounds.PROMPT_MS),
+          () -> !field(name, "q").isEmpty());
+      redis.command("HDEL", lockKey, "c");
+      redis.command("RPUSH", wakeKey, "1");
+      done.await(600, TimeUnit.MILLISECONDS);
+      redis.command("HDEL", lockKey, "o"); // the thread lets go
+      redis.command("RPUSH", wakeKey, "1");
+      waiter.join(Bounds.PROMPT_MS);
+      assertEquals(Boolean.FALSE, got.get(), "refused by the hold, not given the lock after it");
+    }
+  }
+
+  /**
    * A grant revoked while it is being cached (another client waits already: the first ~ renewal
    * answers that a waiting mark exists) is released, and a thread of this JVM that arrived
    * meanwhile, waiting for the cache, attempts in Redis after that release. Before, that thread
