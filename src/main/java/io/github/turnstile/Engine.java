@@ -446,7 +446,7 @@ final class Engine implements AutoCloseable {
   /** Waits for a reply with the command timeout only, never interrupted; any failure throws. */
   <T> T awaitQuietly(CompletableFuture<T> f, String what) {
     try {
-      return Waits.get(f, commandTimeoutNanos, false);
+      return Waits.get(f, commandTimeoutNanos);
     } catch (TimeoutException e) {
       topology.suspect();
       throw new TurnstileException(what + ": Redis did not answer within "
@@ -456,8 +456,6 @@ final class Engine implements AutoCloseable {
       throw failure(what, unwrap(e.getCause()));
     } catch (CancellationException e) {
       throw failure(what, e);
-    } catch (InterruptedException e) {
-      throw new AssertionError(e); // not interruptible
     }
   }
 
