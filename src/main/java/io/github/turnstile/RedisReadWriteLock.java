@@ -215,9 +215,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
      * would be refused); a grant with no writer waiting clears it.
      */
     volatile boolean writerAhead;
-    /** This JVM's read acquisitions, threads' and futures' (created on first use; see {@link AsyncGate}). */
-    private final java.util.concurrent.atomic.AtomicReference<AsyncGate<LockHold>> gate =
-        new java.util.concurrent.atomic.AtomicReference<>();
 
     ReadSide() {
       super(RedisReadWriteLock.this.engine, RedisReadWriteLock.this.engine.metrics.primitive("read", RedisReadWriteLock.this.name));
@@ -234,19 +231,13 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     }
 
     @Override
-    AsyncGate<LockHold> gate() {
-      return AsyncSides.gate(gate, engine, () -> new AsyncSides.ReadSide(RedisReadWriteLock.this, this, gate));
-    }
-
-    /** For tests: the read gate's state (see {@link AsyncGate#describe}), or null when idle. */
-    String gateState() {
-      AsyncGate<LockHold> g = gate.get();
-      return g == null ? null : g.describe();
+    AcquisitionSide<LockHold> asyncSide() {
+      return new AsyncSides.ReadSide(RedisReadWriteLock.this, this);
     }
 
     /** For tests: whether a read acquisition of this JVM waits in line behind the one in Redis. */
     boolean gateQueued() {
-      AsyncGate<LockHold> g = gate.get();
+      AsyncGate<LockHold> g = asyncGate();
       return g != null && g.size() > 1;
     }
 
@@ -283,15 +274,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       } catch (InterruptedException e) {
         throw new AssertionError(e);
       }
-    }
-
-    @Override
-    public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
-      long deadline = Waits.deadline(time, unit);
-      if (Thread.interrupted()) {
-        throw metrics.interruption();
-      }
-      return acquire(Call.until(deadline));
     }
 
     private boolean reenter() {
