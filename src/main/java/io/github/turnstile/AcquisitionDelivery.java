@@ -29,12 +29,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
    * @return {owner, request}, or null
    */
   String[] handOffIds() {
-    mu.lock();
-    try {
-      return head && request != null && !finished && !abandoned ? new String[] {owner, request} : null;
-    } finally {
-      mu.unlock();
-    }
+    return locked(() -> head && request != null && !finished && !abandoned ? new String[] {owner, request} : null);
   }
 
   /**
@@ -111,8 +106,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
    * @return whether the wait was handed over
    */
   boolean passWaitTo(AsyncAcquisition<H> next) {
-    mu.lock();
-    try {
+    return locked(() -> {
       if (finished || abandoned || inFlight != null || listWait == null || sideState == null
           || next.permits != permits) {
         return false;
@@ -125,9 +119,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
       listFault = null;
       sideState = null;
       return true;
-    } finally {
-      mu.unlock();
-    }
+    });
   }
 
   /**
@@ -140,8 +132,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
    * @return false if it cannot
    */
   boolean adopt(Object request, Wake wait, CompletableFuture<Void> fault) {
-    mu.lock();
-    try {
+    return locked(() -> {
       if (finished || abandoned || head || sideState != null) {
         return false;
       }
@@ -151,9 +142,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
       listFault = fault;
       adoptedWait = true;
       return true;
-    } finally {
-      mu.unlock();
-    }
+    });
   }
 
   /** A grant to deliver ({@link #finished} is set): acknowledged by the replicas first if asked. */

@@ -74,8 +74,7 @@ final class AsyncGate<H extends Hold> {
    * has none of them (for diagnostics in tests).
    */
   String describe() {
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       if (head == null && queue.isEmpty() && channel == null && runners.isEmpty()) {
         return null;
       }
@@ -86,25 +85,13 @@ final class AsyncGate<H extends Hold> {
       return "head=" + (head == null ? "none" : head.describe())
           + " queued=" + queue.size() + " channel=" + (channel == null ? "none" : "held")
           + (runners.isEmpty() ? "" : " runners:" + beside);
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** Returns whether this gate's head waits on nothing (see {@link AsyncAcquisition#stranded}). */
   boolean stranded() {
-    AsyncAcquisition<H> h = locked(lock, () -> head);
+    AsyncAcquisition<H> h = Locks.locked(lock, () -> head);
     return h != null && h.stranded();
-  }
-
-  /** Returns {@code read}'s value, read holding {@code lock}. */
-  static <T> T locked(java.util.concurrent.locks.Lock lock, java.util.function.Supplier<T> read) {
-    lock.lock();
-    try {
-      return read.get();
-    } finally {
-      lock.unlock();
-    }
   }
 
   /** A head that a releasing hold of this JVM may hand the primitive to: its ids in Redis. */
@@ -123,17 +110,14 @@ final class AsyncGate<H extends Hold> {
     if (limit <= 0) {
       return null;
     }
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       String[] ids = head == null ? null : head.handOffIds();
       if (ids == null || yieldAt(limit)) {
         return null;
       }
       streak++;
       return new Successor<>(head, ids[0], ids[1]);
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /**
@@ -151,8 +135,7 @@ final class AsyncGate<H extends Hold> {
     if (limit <= 0 || permits <= 0) {
       return java.util.List.of();
     }
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       java.util.List<AsyncAcquisition<H>> served = new java.util.ArrayList<>();
       int left = permits;
       if (head != null && head.open()) {
@@ -176,9 +159,7 @@ final class AsyncGate<H extends Hold> {
       }
       streak += served.size();
       return served;
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** Whether this JVM yields at {@code limit} hand-offs in a row (released in Redis, the head stands back); lock held. */
@@ -195,7 +176,7 @@ final class AsyncGate<H extends Hold> {
 
   /** Returns the releases in Redis at the hand-off limit so far (for tests). */
   long yields() {
-    return locked(lock, () -> yields);
+    return Locks.locked(lock, () -> yields);
   }
 
   /**
@@ -204,8 +185,7 @@ final class AsyncGate<H extends Hold> {
    * the head's wait in Redis: {@link AsyncAcquisition#passWaitTo}); else null.
    */
   AsyncAcquisition<H> heirOf(java.util.List<AsyncAcquisition<H>> served) {
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       if (head == null || !served.contains(head)) {
         return null;
       }
@@ -215,19 +195,12 @@ final class AsyncGate<H extends Hold> {
         }
       }
       return null;
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** A grant from Redis: the run of local hand-offs in a row starts again. */
   void grantedInRedis() {
-    lock.lock();
-    try {
-      streak = 0;
-    } finally {
-      lock.unlock();
-    }
+    Locks.withLock(lock, () -> streak = 0);
   }
 
   /**
@@ -246,7 +219,7 @@ final class AsyncGate<H extends Hold> {
    * the release that follows wakes this JVM's head in turn.
    */
   boolean yieldPending() {
-    return locked(lock, () -> yielded);
+    return Locks.locked(lock, () -> yielded);
   }
 
   /**
@@ -257,17 +230,13 @@ final class AsyncGate<H extends Hold> {
    * @return how long to stand back (0: attempt now)
    */
   long standBack(long maxNanos) {
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       if (!yielded) {
-        return 0;
+        return 0L;
       }
       yielded = false;
-      long left = maxNanos - (System.nanoTime() - yieldedAtNanos);
-      return Math.max(0, left);
-    } finally {
-      lock.unlock();
-    }
+      return Math.max(0, maxNanos - (System.nanoTime() - yieldedAtNanos));
+    });
   }
 
   /** {@code h}, granted through this gate, holds the (exclusive) primitive now. */
@@ -310,7 +279,7 @@ final class AsyncGate<H extends Hold> {
    * refused.
    */
   CompletableFuture<Void> localEnd() {
-    return locked(lock, () -> localHold != null && localHold.isValid() ? localEnd : null);
+    return Locks.locked(lock, () -> localHold != null && localHold.isValid() ? localEnd : null);
   }
 
   /** Starts an asynchronous acquisition of {@code permits} for {@code call}. */
@@ -367,8 +336,7 @@ final class AsyncGate<H extends Hold> {
    *     starting at once; {@link #QUEUED} otherwise
    */
   int enter(AsyncAcquisition<H> a, int runMode) {
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       a.readSince = waitingSince;
       if (runMode == RUN_ALWAYS || (runMode == RUN_WHEN_IDLE && head == null && queue.isEmpty())) {
         runners.add(a);
@@ -380,9 +348,7 @@ final class AsyncGate<H extends Hold> {
       }
       queue.add(a);
       return QUEUED;
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /**
@@ -393,8 +359,7 @@ final class AsyncGate<H extends Hold> {
    *     until it becomes head) or has left the gate meanwhile (it ended)
    */
   boolean runnerRefused(AsyncAcquisition<H> a) {
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       if (!runners.remove(a)) {
         return false; // it ended meanwhile and left
       }
@@ -405,9 +370,7 @@ final class AsyncGate<H extends Hold> {
       queue.add(a);
       a.inLine();
       return false;
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** Removes and returns the first queued acquisition, or null; lock held. */
@@ -461,8 +424,7 @@ final class AsyncGate<H extends Hold> {
    * queued here wait since then.
    */
   void readRefused(AsyncAcquisition<H> a, long nowMs) {
-    lock.lock();
-    try {
+    Locks.withLock(lock, () -> {
       if (head != a && !runners.contains(a)) {
         return;
       }
@@ -477,9 +439,7 @@ final class AsyncGate<H extends Hold> {
           }
         }
       }
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /**
@@ -490,19 +450,16 @@ final class AsyncGate<H extends Hold> {
     if (since == 0) {
       return;
     }
-    lock.lock();
-    try {
+    Locks.withLock(lock, () -> {
       if (waitingSince == since) {
         waitingSince = 0;
       }
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** Returns the subscription the heads share, or null. */
   WakeChannel channel() {
-    return locked(lock, () -> channel);
+    return Locks.locked(lock, () -> channel);
   }
 
   /**
@@ -552,6 +509,6 @@ final class AsyncGate<H extends Hold> {
 
   /** Returns the number of acquisitions queued or contending (for tests and the lock's hand-off policy). */
   int size() {
-    return locked(lock, () -> queue.size() + runners.size() + (head == null ? 0 : 1));
+    return Locks.locked(lock, () -> queue.size() + runners.size() + (head == null ? 0 : 1));
   }
 }
