@@ -285,16 +285,13 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (hook != null) {
       hook.run();
     }
-    books.lock();
-    try {
+    return books.locked(() -> {
       if (h.lease() != null && h.lease() == books.lease && books.lease.alive(now())) {
         return true;
       }
       books.lost -= Math.min(books.lost, h.permits());
       return false;
-    } finally {
-      books.unlock();
-    }
+    });
   }
 
   // ---------------------------------------------------------------- release
@@ -514,15 +511,12 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   /** Returns this client's books, for diagnostics. */
   String books() {
-    books.lock();
-    try {
-      return "epoch " + books.epoch + (books.lease == null ? " (no lease)" : "") + ", dead " + books.deadEpoch + ", held " + books.held
-          + ", lost " + books.lost + ", in flight " + books.inFlight + ", waiting " + getQueueLength()
-          + ", in the gate " + AsyncSides.waiting(async) + ", slots " + requests.nextSlot.get() + " (" + requests.freeSlots.size()
-          + " free)" + (async.get() == null || async.get().describe() == null ? "" : ", gate " + async.get().describe());
-    } finally {
-      books.unlock();
-    }
+    return books.locked(() -> "epoch " + books.epoch + (books.lease == null ? " (no lease)" : "")
+        + ", dead " + books.deadEpoch + ", held " + books.held + ", lost " + books.lost
+        + ", in flight " + books.inFlight + ", waiting " + getQueueLength()
+        + ", in the gate " + AsyncSides.waiting(async) + ", slots " + requests.nextSlot.get()
+        + " (" + requests.freeSlots.size() + " free)"
+        + (async.get() == null || async.get().describe() == null ? "" : ", gate " + async.get().describe()));
   }
 
   @Override
@@ -555,20 +549,9 @@ final class RedisSemaphore extends DistributedSemaphore {
       if (moved <= 0) {
         return moved;
       }
-      books.lock();
-      try {
-        return books.count(moved, at(reply, 2), sentAt) ? moved : 0;
-      } finally {
-        books.unlock();
-      }
+      return books.locked(() -> books.count(moved, at(reply, 2), sentAt)) ? moved : 0;
     } finally {
-      books.lock();
-      try {
-        books.inFlight--;
-        books.maybeIdle();
-      } finally {
-        books.unlock();
-      }
+      books.requestEnded();
       requests.endRequest(r, !answered);
     }
   }
@@ -605,12 +588,7 @@ final class RedisSemaphore extends DistributedSemaphore {
         System.nanoTime() + engine.options.commandTimeout().toNanos());
     done.whenComplete((v, e) -> r.end()); // the slot is kept while copies may still be sent
     List<Object> reply = engine.awaitQuietly(done, describe);
-    books.lock();
-    try {
-      books.noteFree(reply, 2);
-    } finally {
-      books.unlock();
-    }
+    books.withLock(() -> books.noteFree(reply, 2));
     return at(reply, 0) == 1L;
   }
 
@@ -619,15 +597,12 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (!leased) {
       return 0;
     }
-    books.lock();
-    try {
+    return books.locked(() -> {
       if (books.lease != null) {
-        books.lease.alive(now());
+        books.lease.alive(now()); // a lease past its confirmed time is lost now
       }
       return books.held;
-    } finally {
-      books.unlock();
-    }
+    });
   }
 
   @Override
