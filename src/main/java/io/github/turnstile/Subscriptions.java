@@ -252,8 +252,7 @@ final class Subscriptions implements AutoCloseable {
    * must {@link Sub#close()} the handle when it stops waiting.
    */
   Sub subscribe(String channel, String node) {
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       if (closed) {
         throw new TurnstileException("Turnstile is closed");
       }
@@ -277,24 +276,16 @@ final class Subscriptions implements AutoCloseable {
         }
       });
       return created;
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** A subscription that failed: drop it, so the next waiter tries again. */
   private void forget(Sub s) {
-    lock.lock();
-    try {
-      s.node.subs.remove(s.channel, s);
-    } finally {
-      lock.unlock();
-    }
+    Locks.withLock(lock, () -> s.node.subs.remove(s.channel, s));
   }
 
   private void release(Sub s) {
-    lock.lock();
-    try {
+    Locks.withLock(lock, () -> {
       if (--s.refs > 0) {
         return;
       }
@@ -308,9 +299,7 @@ final class Subscriptions implements AutoCloseable {
         return;
       }
       unsubscribe(s);
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** Schedules the check that unsubscribes {@code s} once it has been idle for the linger time. */
@@ -320,24 +309,19 @@ final class Subscriptions implements AutoCloseable {
     Executor later = CompletableFuture.delayedExecutor(delayNanos, java.util.concurrent.TimeUnit.NANOSECONDS,
         Runnable::run);
     try {
-      later.execute(() -> {
-        lock.lock();
-        try {
-          if (s.refs > 0) {
-            s.checkPending = false; // in use again: its next release schedules a check
-            return;
-          }
-          long idle = System.nanoTime() - s.idleSince;
-          if (idle < LINGER_NANOS && !closed) {
-            lingerCheck(s, LINGER_NANOS - idle);
-            return;
-          }
-          s.checkPending = false;
-          unsubscribe(s);
-        } finally {
-          lock.unlock();
+      later.execute(() -> Locks.withLock(lock, () -> {
+        if (s.refs > 0) {
+          s.checkPending = false; // in use again: its next release schedules a check
+          return;
         }
-      });
+        long idle = System.nanoTime() - s.idleSince;
+        if (idle < LINGER_NANOS && !closed) {
+          lingerCheck(s, LINGER_NANOS - idle);
+          return;
+        }
+        s.checkPending = false;
+        unsubscribe(s);
+      }));
     } catch (java.util.concurrent.RejectedExecutionException e) {
       s.checkPending = false;
       unsubscribe(s); // closed: let it go now
@@ -358,14 +342,11 @@ final class Subscriptions implements AutoCloseable {
    * closed, its subscriptions count as lost, and their waiters subscribe again on a new one.
    */
   void reset(Node node) {
-    lock.lock();
-    try {
+    Locks.withLock(lock, () -> {
       if (nodes.remove(node.name, node)) {
         node.close();
       }
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /**
@@ -387,17 +368,14 @@ final class Subscriptions implements AutoCloseable {
    * their subscriptions count as lost, and their waiters subscribe again on the new master.
    */
   void prune(java.util.function.Predicate<String> isMaster) {
-    lock.lock();
-    try {
+    Locks.withLock(lock, () -> {
       for (Map.Entry<String, Node> e : nodes.entrySet()) {
         if (!isMaster.test(e.getKey())) {
           nodes.remove(e.getKey());
           e.getValue().close();
         }
       }
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** Returns the number of channels subscribed now (for tests and diagnostics). */
@@ -440,15 +418,12 @@ final class Subscriptions implements AutoCloseable {
 
   @Override
   public void close() {
-    lock.lock();
-    try {
+    Locks.withLock(lock, () -> {
       closed = true;
       for (Node n : nodes.values()) {
         n.close();
       }
       nodes.clear();
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 }
