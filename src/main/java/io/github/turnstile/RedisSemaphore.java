@@ -653,10 +653,4 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
     return gate.acquire(call, permits);
   }
-
-  /** Returns the async gate's side, creating the gate if needed (for tests). */
-  PermitSide asyncSide() {
-    return (PermitSide) gate().side();
-  }
-
 }
