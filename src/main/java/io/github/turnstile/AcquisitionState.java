@@ -248,39 +248,21 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
 
   /** The caller completed (cancelled) the future, or the deadline passed. */
   void abandon() {
-    boolean withdraw;
-    boolean unsure;
-    boolean inFlightNow;
-    mu.lock();
-    try {
-      if (finished) {
-        return;
-      }
-      abandoned = true;
-      inFlightNow = inFlight != null;
-      if (!inFlightNow) {
-        finished = true;
-      }
-      withdraw = attempted;
-      unsure = uncertain;
-    } finally {
-      mu.unlock();
-    }
-    cancelTimers();
-    if (inFlightNow) {
-      // the reply decides what to undo (see onReply); the next acquisition need not wait for it,
-      // as the next thread at a blocking gate does not wait for a holder's abandoned attempt
-      gate.leave(self());
-      return;
-    }
-    if (withdraw) {
-      quietly(() -> side.withdraw(self(), unsure));
-    }
-    gate.leave(self());
+    end(true, null);
   }
 
   /** Ends the acquisition with {@code error} (no attempt in flight). */
   void fail(Throwable error) {
+    end(false, error);
+  }
+
+  /**
+   * Ends the acquisition, abandoned or failed with {@code error}: its waiting marks are withdrawn
+   * and it leaves the gate. An abandoned one with an attempt in flight only leaves the gate: the
+   * reply decides what to undo (see onReply); the next acquisition need not wait for it, as the
+   * next thread at a blocking gate does not wait for a holder's abandoned attempt.
+   */
+  private void end(boolean abandon, Throwable error) {
     boolean withdraw;
     boolean unsure;
     mu.lock();
@@ -288,8 +270,9 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
       if (finished) {
         return;
       }
-      finished = true;
-      withdraw = attempted;
+      abandoned |= abandon;
+      finished = !abandon || inFlight == null;
+      withdraw = finished && attempted;
       unsure = uncertain;
     } finally {
       mu.unlock();
@@ -299,7 +282,9 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
       quietly(() -> side.withdraw(self(), unsure));
     }
     gate.leave(self());
-    result.completeExceptionally(error);
+    if (error != null) {
+      result.completeExceptionally(error);
+    }
   }
 
   /**

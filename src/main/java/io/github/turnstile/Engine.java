@@ -48,24 +48,12 @@ final class Engine implements AutoCloseable {
   /**
    * An acquisition of this client waiting in Redis for a primitive (the head of a gate,
    * {@link AsyncAcquisition}, a thread's or a future's), for {@link Turnstile#activity()}.
+   *
+   * @param waiter the waiting thread's name, or "async acquisition ..." for a future's
+   * @param queued how many more acquisitions of this JVM queue behind it (-1 if not known)
    */
-  static final class Waiting {
-    final Inspection.Kind kind;
-    final String name;
-    /** The waiting thread's name, or "async acquisition ..." for a future's. */
-    final String waiter;
-    final long sinceNanos;
-    /** How many more acquisitions of this JVM queue behind it (-1 if not known). */
-    final java.util.function.IntSupplier queued;
-
-    Waiting(Inspection.Kind kind, String name, String waiter, long sinceNanos, java.util.function.IntSupplier queued) {
-      this.kind = kind;
-      this.name = name;
-      this.waiter = waiter;
-      this.sinceNanos = sinceNanos;
-      this.queued = queued;
-    }
-  }
+  record Waiting(Inspection.Kind kind, String name, String waiter, long sinceNanos,
+      java.util.function.IntSupplier queued) {}
 
   /**
    * The acquisitions of this client that wait in Redis now (one per contended primitive and JVM:
