@@ -533,7 +533,8 @@ final class AsyncSides {
       if (w.call.once || side.downgrade(w.thread)) {
         return AsyncGate.RUN_ALWAYS;
       }
-      return side.writerAhead || side.writeBusyElsewhere(w.thread) ? AsyncGate.RUN_NEVER : AsyncGate.RUN_WHEN_IDLE;
+      boolean writerFirst = side.writerAhead || rw.writeLock.busyElsewhere(w.thread);
+      return writerFirst ? AsyncGate.RUN_NEVER : AsyncGate.RUN_WHEN_IDLE;
     }
 
     @Override

@@ -19,7 +19,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
   private final String writeKey;
   private final String fenceKey;
   private final String[] sharedKeys;
-  private final WriteSide writeLock;
+  final WriteSide writeLock;
   private final ReadSide readLock;
 
   RedisReadWriteLock(Engine engine, String name) {
@@ -247,14 +247,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
      */
     boolean downgrade(Thread t) {
       return t != null && writeLock.local.isHeldBy(t, engine.ticker.read());
-    }
-
-    /**
-     * Returns whether another thread of this JVM holds the write lock or any acquisition of this
-     * JVM waits for it (new readers then wait in line: phase-fair).
-     */
-    boolean writeBusyElsewhere(Thread t) {
-      return writeLock.busyElsewhere(t);
     }
 
     /**
