@@ -110,7 +110,7 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   void tier(String tier) {
     Telemetry.Wait w = telemetry;
     if (w != null) {
-      w.tier(tier);
+      w.tier = tier;
     }
   }
 
