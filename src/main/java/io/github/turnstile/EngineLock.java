@@ -53,11 +53,7 @@ abstract class EngineLock implements DistributedLock {
 
   @Override
   public void lock() {
-    try {
-      acquire(Call.untimed(false));
-    } catch (InterruptedException e) {
-      throw new AssertionError("uninterruptible acquire was interrupted", e);
-    }
+    Waits.uninterruptible(() -> acquire(Call.untimed(false)));
   }
 
   @Override

@@ -124,11 +124,7 @@ class RedisLock extends EngineLock {
       metrics.timedOut();
       return false; // another acquisition of this JVM is already waiting for it
     }
-    try {
-      return acquireOrStretch(Call.once());
-    } catch (InterruptedException e) {
-      throw new AssertionError("uninterruptible acquire was interrupted", e);
-    }
+    return Waits.uninterruptible(() -> acquireOrStretch(Call.once()));
   }
 
   private boolean reenter() {

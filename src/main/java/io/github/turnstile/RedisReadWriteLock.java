@@ -261,11 +261,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
         return true;
       }
       engine.checkConnected(describe); // fails fast, naming the outage, rather than "not acquired"
-      try {
-        return acquire(Call.once());
-      } catch (InterruptedException e) {
-        throw new AssertionError(e);
-      }
+      return Waits.uninterruptible(() -> acquire(Call.once()));
     }
 
     private boolean reenter() {

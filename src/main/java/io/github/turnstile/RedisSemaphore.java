@@ -176,11 +176,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   @Override
   public void acquireUninterruptibly(int permits) {
     checkPermits(permits);
-    try {
-      acquire(permits, Call.untimed(false));
-    } catch (InterruptedException e) {
-      throw new AssertionError("uninterruptible acquire was interrupted", e);
-    }
+    Waits.uninterruptible(() -> acquire(permits, Call.untimed(false)));
   }
 
   @Override
@@ -193,11 +189,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   public boolean tryAcquire(int permits) {
     checkPermits(permits);
     engine.checkConnected(describe); // fails fast, naming the outage, rather than "not acquired"
-    try {
-      return acquire(permits, Call.once());
-    } catch (InterruptedException e) {
-      throw new AssertionError("an uninterruptible attempt was interrupted", e);
-    }
+    return Waits.uninterruptible(() -> acquire(permits, Call.once()));
   }
 
   @Override

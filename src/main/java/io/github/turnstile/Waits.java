@@ -53,10 +53,15 @@ final class Waits {
    * queue's order), then for the time given as a managed wait.
    */
   static boolean acquire(Semaphore s, long timeoutNanos) {
+    return uninterruptible(() -> timed(s, 0) || managed(() -> timed(s, timeoutNanos)));
+  }
+
+  /** Runs {@code call}, which is never interrupted: an {@link InterruptedException} from it is a bug. */
+  static <T> T uninterruptible(Parking<T> call) {
     try {
-      return timed(s, 0) || managed(() -> timed(s, timeoutNanos));
+      return call.await();
     } catch (InterruptedException e) {
-      throw new AssertionError(e); // not interruptible
+      throw new AssertionError("an uninterruptible call was interrupted", e);
     }
   }
 
