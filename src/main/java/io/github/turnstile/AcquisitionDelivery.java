@@ -200,17 +200,14 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
       }
     }
     boolean mayHold = side.acknowledgementCut(self(), a);
-    boolean gone;
-    mu.lock();
-    try {
-      gone = result.isDone();
-      if (!gone) {
+    boolean gone = locked(() -> {
+      boolean done = result.isDone();
+      if (!done) {
         finished = false;
         uncertain |= mayHold;
       }
-    } finally {
-      mu.unlock();
-    }
+      return done;
+    });
     if (gone) {
       endAfterGrant(a, mayHold, null); // the caller cancelled while the acknowledgement was awaited
       return;

@@ -392,9 +392,8 @@ final class Subscriptions implements AutoCloseable {
    * check is scheduled, how long it has been idle, lost, confirmed (for diagnostics in tests).
    */
   String describe() {
-    StringBuilder b = new StringBuilder();
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
+      StringBuilder b = new StringBuilder();
       long now = System.nanoTime();
       for (Node node : nodes.values()) {
         for (Sub s : node.subs.values()) {
@@ -405,10 +404,8 @@ final class Subscriptions implements AutoCloseable {
               .append(" leaving=").append(node.leaving.getOrDefault(s.channel, 0)).append('\n');
         }
       }
-    } finally {
-      lock.unlock();
-    }
-    return b.toString();
+      return b.toString();
+    });
   }
 
   /** Returns the number of subscriber connections (open or opening). */
