@@ -7,21 +7,13 @@ import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * The acquisitions of one primitive (one lock, one side of a read/write lock, one semaphore) in this
- * JVM: threads ({@code lock()}, parked on their acquisition) and futures ({@code lockAsync()})
- * alike. They queue in arrival order and only the head contends in Redis, so
- * a release wakes one acquisition per JVM and primitive, not all of them (100 pending acquisitions
- * of one name cost one attempt per release, not 100). When the head ends (granted, cancelled,
- * timed out, failed), the next one becomes head at once.
- *
- * <p>The gate also keeps the subscription to the primitive's channel while it has acquisitions,
- * so that consecutive heads share it instead of unsubscribing and subscribing again; the last
- * acquisition to leave closes it. Only the head uses it. For a lock it keeps the local hand-off's
- * books: the hold of this JVM that holds the lock, and the hand-offs in a row (see
- * {@link #successor}).
- *
- * <p>On a shared side (readers) a new acquisition attempts at once beside the others while
- * nobody waits in line ({@link #enter}: a runner). For a semaphore the gate picks who a release's
- * permits go to by local hand-off ({@link #servedBy}).
+ * JVM, threads' and futures' alike, in arrival order: only the head contends in Redis, so a release
+ * wakes one acquisition per JVM and primitive, not all of them (DESIGN §5, <i>The gate</i>). The
+ * gate also keeps the subscription to the primitive's channel while it has acquisitions, so that
+ * consecutive heads share it (the last to leave closes it); for a lock, the local hand-off's books
+ * ({@link #successor}); on a shared side (readers), the runners that attempt beside the head
+ * ({@link #enter}); for a semaphore, who a release's permits go to by local hand-off
+ * ({@link #servedBy}).
  */
 final class AsyncGate<H extends Hold> {
   private final AcquisitionEnv env;

@@ -28,11 +28,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * the two tiers of waiting (a bounded pool of blocking connections, and pub/sub), the watchdog,
  * outage handling and recovery events. Every acquisition, of every primitive and by either API,
  * runs on them as an {@link AsyncAcquisition} at its primitive's {@link AsyncGate}; a primitive
- * plugs in as an {@link AcquisitionSide}.
- *
- * <p>Parts of it are classes of their own, each reached through a field of the engine: the outage
- * clock ({@link Outages}), replica acknowledgement ({@link Replicas}), stopping blocking commands no
- * longer wanted ({@link BlockingCommands}) and releases with their re-sends ({@link Releases}).
+ * plugs in as an {@link AcquisitionSide}. Its parts are classes of their own, reached through its
+ * fields (DESIGN §1).
  *
  * <p><b>Faults.</b> Wake-ups are hints; Redis state decides. Whenever Redis may have come back (a
  * connection of the main client reconnected, the Cluster topology changed, a subscription was
