@@ -201,9 +201,7 @@ final class PermitSide extends AcquisitionSide<PermitHold> implements AsyncHold.
     if (send == 0) {
       return CompletableFuture.completedFuture(Boolean.TRUE);
     }
-    AsyncGate<PermitHold> g = sem.async.get();
-    boolean yields = g != null && g.yieldPending();
-    return sem.releaseInRedis(send, from, 'a', yields).thenApply(reply -> sem.released(reply, send, from) == null);
+    return sem.releaseInRedis(send, from, 'a').thenApply(reply -> sem.released(reply, send, from) == null);
   }
 
   @Override

@@ -335,8 +335,7 @@ final class RedisSemaphore extends DistributedSemaphore {
       if (live > 0) {
         int send = handOn(live, from);
         if (send > 0) {
-          AsyncGate<PermitHold> g = async.get();
-          sendRelease(send, from, g != null && g.yieldPending());
+          sendRelease(send, from);
         }
       }
     } finally {
@@ -404,11 +403,9 @@ final class RedisSemaphore extends DistributedSemaphore {
    * Releases {@code permits} in Redis (from the registration {@code from}), re-sent until answered
    * (the same request: given back once) and after a recovery; waits for the answer briefly (see
    * {@link Releases#release}) and throws a loss it reports.
-   *
-   * @param yields the release ends a run of local hand-offs (flag y: a wake token even if nobody is marked)
    */
-  private void sendRelease(int permits, long from, boolean yields) {
-    CompletableFuture<List<Object>> done = releaseInRedis(permits, from, 't', yields);
+  private void sendRelease(int permits, long from) {
+    CompletableFuture<List<Object>> done = releaseInRedis(permits, from, 't');
     List<Object> reply = engine.releases.release(done, describe + " release");
     if (reply == null) {
       // Redis unreachable or slow: it completes in the background; a loss found then is reported
@@ -431,9 +428,11 @@ final class RedisSemaphore extends DistributedSemaphore {
    *
    * @return completes with the reply
    */
-  CompletableFuture<List<Object>> releaseInRedis(int permits, long from, char lane, boolean yields) {
+  CompletableFuture<List<Object>> releaseInRedis(int permits, long from, char lane) {
     SemaphoreRequests.Req r = requests.new Req(permits, lane, false);
-    String flags = yields ? "y" : "";
+    // flag y: the release ends a run of local hand-offs (a wake token even if nobody is marked)
+    AsyncGate<PermitHold> g = async.get();
+    String flags = g != null && g.yieldPending() ? "y" : "";
     Supplier<CompletableFuture<List<Object>>> send =
         () -> r.track(requests.eval("release", r, permits, flags, lane, from, 0));
     long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
