@@ -12,11 +12,7 @@ import java.util.concurrent.Executors;
  */
 abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionState<H> permits AsyncAcquisition {
   /** Runs the blocking WAIT of replicaAcks off the reply threads; its threads live only while a WAIT does. */
-  private static final ExecutorService ACKS = Executors.newCachedThreadPool(r -> {
-    Thread t = new Thread(r, "turnstile-async-acks");
-    t.setDaemon(true);
-    return t;
-  });
+  private static final ExecutorService ACKS = Executors.newCachedThreadPool(Engine.daemon("turnstile-async-acks"));
 
   AcquisitionDelivery(AcquisitionEnv env, AcquisitionSide<H> side, AsyncGate<H> gate, int permits, Call call, Thread thread) {
     super(env, side, gate, permits, call, thread);
