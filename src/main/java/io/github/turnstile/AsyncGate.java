@@ -233,15 +233,12 @@ final class AsyncGate<H extends Hold> {
 
   /** {@code h}, granted through this gate, holds the (exclusive) primitive now. */
   void heldLocally(Hold h) {
-    CompletableFuture<Void> old;
-    lock.lock();
-    try {
-      old = localEnd;
+    CompletableFuture<Void> old = Locks.locked(lock, () -> {
+      CompletableFuture<Void> was = localEnd;
       localHold = h;
       localEnd = new CompletableFuture<>();
-    } finally {
-      lock.unlock();
-    }
+      return was;
+    });
     if (old != null) {
       old.complete(null);
     }

@@ -90,6 +90,11 @@ abstract class EngineLock implements DistributedLock {
     return gate().acquire(Call.untimed(false), 1);
   }
 
+  @Override
+  public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
+    return gate().acquire(Call.until(Waits.deadline(time, unit), false), 1);
+  }
+
   /** Returns the listeners told of a lost lease: the options' and this lock's. */
   List<LeaseLossListener> lossListeners() {
     List<LeaseLossListener> all = new ArrayList<>(engine.options.leaseLossListeners());

@@ -4,7 +4,6 @@ import io.lettuce.core.ScriptOutputType;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 
 /**
@@ -320,13 +319,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       holds.remove(me);
       releases++;
       Waits.settle(h.hold.release().toCompletableFuture());
-    }
-
-    // ------------------------------------------------------------ asynchronous acquisition
-
-    @Override
-    public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
-      return gate().acquire(Call.until(Waits.deadline(time, unit), false), 1);
     }
 
     // ------------------------------------------------------------ queries

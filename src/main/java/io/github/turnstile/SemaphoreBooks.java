@@ -2,7 +2,6 @@ package io.github.turnstile;
 
 import io.lettuce.core.ScriptOutputType;
 import java.util.List;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
