@@ -272,16 +272,11 @@ final class Subscriptions implements AutoCloseable {
       ready.whenComplete((v, e) -> {
         if (e != null) {
           LOG.log(Level.DEBUG, "subscribing to {0} on {1} failed: {2}", channel, node, e.toString());
-          forget(created);
+          Locks.withLock(lock, () -> created.node.subs.remove(channel, created)); // the next waiter tries again
         }
       });
       return created;
     });
-  }
-
-  /** A subscription that failed: drop it, so the next waiter tries again. */
-  private void forget(Sub s) {
-    Locks.withLock(lock, () -> s.node.subs.remove(s.channel, s));
   }
 
   private void release(Sub s) {
