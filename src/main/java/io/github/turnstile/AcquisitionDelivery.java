@@ -12,11 +12,7 @@ import java.util.concurrent.Executors;
  */
 abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionState<H> permits AsyncAcquisition {
   /** Runs the blocking WAIT of replicaAcks off the reply threads; its threads live only while a WAIT does. */
-  private static final ExecutorService ACKS = Executors.newCachedThreadPool(r -> {
-    Thread t = new Thread(r, "turnstile-async-acks");
-    t.setDaemon(true);
-    return t;
-  });
+  private static final ExecutorService ACKS = Executors.newCachedThreadPool(Engine.daemon("turnstile-async-acks"));
 
   AcquisitionDelivery(AcquisitionEnv env, AcquisitionSide<H> side, AsyncGate<H> gate, int permits, Call call, Thread thread) {
     super(env, side, gate, permits, call, thread);
@@ -29,12 +25,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
    * @return {owner, request}, or null
    */
   String[] handOffIds() {
-    mu.lock();
-    try {
-      return head && request != null && !finished && !abandoned ? new String[] {owner, request} : null;
-    } finally {
-      mu.unlock();
-    }
+    return locked(() -> head && request != null && !finished && !abandoned ? new String[] {owner, request} : null);
   }
 
   /**
@@ -111,8 +102,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
    * @return whether the wait was handed over
    */
   boolean passWaitTo(AsyncAcquisition<H> next) {
-    mu.lock();
-    try {
+    return locked(() -> {
       if (finished || abandoned || inFlight != null || listWait == null || sideState == null
           || next.permits != permits) {
         return false;
@@ -125,9 +115,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
       listFault = null;
       sideState = null;
       return true;
-    } finally {
-      mu.unlock();
-    }
+    });
   }
 
   /**
@@ -140,8 +128,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
    * @return false if it cannot
    */
   boolean adopt(Object request, Wake wait, CompletableFuture<Void> fault) {
-    mu.lock();
-    try {
+    return locked(() -> {
       if (finished || abandoned || head || sideState != null) {
         return false;
       }
@@ -151,9 +138,7 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
       listFault = fault;
       adoptedWait = true;
       return true;
-    } finally {
-      mu.unlock();
-    }
+    });
   }
 
   /** A grant to deliver ({@link #finished} is set): acknowledged by the replicas first if asked. */
@@ -211,17 +196,14 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
       }
     }
     boolean mayHold = side.acknowledgementCut(self(), a);
-    boolean gone;
-    mu.lock();
-    try {
-      gone = result.isDone();
-      if (!gone) {
+    boolean gone = locked(() -> {
+      boolean done = result.isDone();
+      if (!done) {
         finished = false;
         uncertain |= mayHold;
       }
-    } finally {
-      mu.unlock();
-    }
+      return done;
+    });
     if (gone) {
       endAfterGrant(a, mayHold, null); // the caller cancelled while the acknowledgement was awaited
       return;

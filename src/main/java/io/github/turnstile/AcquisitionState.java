@@ -110,7 +110,7 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   void tier(String tier) {
     Telemetry.Wait w = telemetry;
     if (w != null) {
-      w.tier(tier);
+      w.tier = tier;
     }
   }
 
@@ -122,20 +122,16 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
 
   /** This acquisition's state, for diagnostics (a stuck drain in AsyncScaleTest). */
   String describe() {
-    mu.lock();
-    try {
-      return "{request=" + request + " head=" + head + " attempted=" + attempted + " minReplyMs=" + call.minReplyNanos() / 1_000_000
-          + " inFlight=" + (inFlight == null ? "none" : inFlight.isDone() ? "done" : "pending")
-          + " waitTimer=" + (waitTimer == null ? "none" : waitTimer.isDone() ? "done" : "armed")
-          + " uncertain=" + uncertain + " abandoned=" + abandoned + " finished=" + finished
-          + " result=" + (result.isDone() ? "done" : "pending")
-          + " deadlineTimer=" + (deadlineTimer == null ? "none" : deadlineTimer.isDone() ? "done" : "armed")
-          + " listWait=" + (listWait == null ? "none" : "set") + " adopted=" + adoptedWait + " local=" + handedLocally
-          + " deadlinePassed=" + deadlinePassed + " localPhase=" + localPhase
-          + (waitsOnNothing() ? " STRANDED" : "") + "}";
-    } finally {
-      mu.unlock();
-    }
+    return locked(() -> "{request=" + request + " head=" + head + " attempted=" + attempted
+        + " minReplyMs=" + call.minReplyNanos() / 1_000_000
+        + " inFlight=" + (inFlight == null ? "none" : inFlight.isDone() ? "done" : "pending")
+        + " waitTimer=" + (waitTimer == null ? "none" : waitTimer.isDone() ? "done" : "armed")
+        + " uncertain=" + uncertain + " abandoned=" + abandoned + " finished=" + finished
+        + " result=" + (result.isDone() ? "done" : "pending")
+        + " deadlineTimer=" + (deadlineTimer == null ? "none" : deadlineTimer.isDone() ? "done" : "armed")
+        + " listWait=" + (listWait == null ? "none" : "set") + " adopted=" + adoptedWait + " local=" + handedLocally
+        + " deadlinePassed=" + deadlinePassed + " localPhase=" + localPhase
+        + (waitsOnNothing() ? " STRANDED" : "") + "}");
   }
 
   /**
@@ -163,7 +159,12 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
 
   /** Returns {@code read}'s value, read under {@link #mu}. */
   <T> T locked(java.util.function.Supplier<T> read) {
-    return AsyncGate.locked(mu, read);
+    return Locks.locked(mu, read);
+  }
+
+  /** Runs {@code action} under {@link #mu}. */
+  void withMu(Runnable action) {
+    Locks.withLock(mu, action);
   }
 
   /**
@@ -181,22 +182,12 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   }
 
   void setLocalPhase(int phase) {
-    mu.lock();
-    try {
-      localPhase = phase;
-    } finally {
-      mu.unlock();
-    }
+    withMu(() -> localPhase = phase);
   }
 
   /** A refused runner queued behind others (called by the gate under its lock, before any promotion). */
   void inLine() {
-    mu.lock();
-    try {
-      head = false;
-    } finally {
-      mu.unlock();
-    }
+    withMu(() -> head = false);
   }
 
   /** Whether this acquisition runs beside the head; clears it (a refused runner is in line from now on). */
@@ -210,15 +201,11 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
 
   /** Lists this head in the client's activity once its attempt was refused (and until it leaves the gate). */
   void waitsInRedis() {
-    mu.lock();
-    try {
-      if (waitMark != null || finished) {
-        return;
+    withMu(() -> {
+      if (waitMark == null && !finished) {
+        waitMark = env.waitStarted(self(), side, () -> Math.max(0, gate.size() - 1));
       }
-      waitMark = env.waitStarted(self(), side, () -> Math.max(0, gate.size() - 1));
-    } finally {
-      mu.unlock();
-    }
+    });
   }
 
   /**
@@ -232,14 +219,11 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   /** Called by the gate when this acquisition leaves it: its wait, if listed, is over. */
   void leftGate() {
     left.complete(null);
-    Object mark;
-    mu.lock();
-    try {
-      mark = waitMark;
+    Object mark = locked(() -> {
+      Object m = waitMark;
       waitMark = null;
-    } finally {
-      mu.unlock();
-    }
+      return m;
+    });
     if (mark != null) {
       env.waitEnded(mark);
     }
@@ -264,39 +248,21 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
 
   /** The caller completed (cancelled) the future, or the deadline passed. */
   void abandon() {
-    boolean withdraw;
-    boolean unsure;
-    boolean inFlightNow;
-    mu.lock();
-    try {
-      if (finished) {
-        return;
-      }
-      abandoned = true;
-      inFlightNow = inFlight != null;
-      if (!inFlightNow) {
-        finished = true;
-      }
-      withdraw = attempted;
-      unsure = uncertain;
-    } finally {
-      mu.unlock();
-    }
-    cancelTimers();
-    if (inFlightNow) {
-      // the reply decides what to undo (see onReply); the next acquisition need not wait for it,
-      // as the next thread at a blocking gate does not wait for a holder's abandoned attempt
-      gate.leave(self());
-      return;
-    }
-    if (withdraw) {
-      quietly(() -> side.withdraw(self(), unsure));
-    }
-    gate.leave(self());
+    end(true, null);
   }
 
   /** Ends the acquisition with {@code error} (no attempt in flight). */
   void fail(Throwable error) {
+    end(false, error);
+  }
+
+  /**
+   * Ends the acquisition, abandoned or failed with {@code error}: its waiting marks are withdrawn
+   * and it leaves the gate. An abandoned one with an attempt in flight only leaves the gate: the
+   * reply decides what to undo (see onReply); the next acquisition need not wait for it, as the
+   * next thread at a blocking gate does not wait for a holder's abandoned attempt.
+   */
+  private void end(boolean abandon, Throwable error) {
     boolean withdraw;
     boolean unsure;
     mu.lock();
@@ -304,8 +270,9 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
       if (finished) {
         return;
       }
-      finished = true;
-      withdraw = attempted;
+      abandoned |= abandon;
+      finished = !abandon || inFlight == null;
+      withdraw = finished && attempted;
       unsure = uncertain;
     } finally {
       mu.unlock();
@@ -315,7 +282,9 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
       quietly(() -> side.withdraw(self(), unsure));
     }
     gate.leave(self());
-    result.completeExceptionally(error);
+    if (error != null) {
+      result.completeExceptionally(error);
+    }
   }
 
   /**
@@ -401,15 +370,12 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   /** A wait ended: true if the loop goes on (the acquisition is not over). */
   boolean wake(CompletableFuture<Boolean> t) {
     Timer.cancel(t);
-    mu.lock();
-    try {
+    return locked(() -> {
       if (waitTimer == t) {
         waitTimer = null;
       }
       return !finished;
-    } finally {
-      mu.unlock();
-    }
+    });
   }
 
   void armDeadline(long nanos) {

@@ -10,48 +10,25 @@ import java.util.concurrent.TimeoutException;
  * One acquisition: a thread's ({@code lock()}, {@code tryLock(t)}: the thread parks on
  * {@link #result}, {@link Waits#park}) or a future's ({@code lockAsync()}, {@code tryLockAsync(t)},
  * {@code acquireAsync(n)}), as a state machine on {@link CompletableFuture} callbacks. It is the one
- * wait loop of the engine (DESIGN §5): a pending acquisition is a few objects, and no thread waits
- * for it but its caller's, if any.
- *
- * <pre>
- * queue at the primitive's {@link AsyncGate} (FIFO among this JVM's acquisitions); as its head:
- * loop
- *   Redis unreachable? wait for a recovery event or 50 ms (outage tolerance / deadline)
- *   a hold of this JVM holds it? wait for its hand-off; this JVM just yielded? stand back 5 ms
- *   tier 1 (the side has a wake list, a pooled connection is free): attempt; refused → BLPOP the
- *     wake list (a token, a recovery event, a connection drop or the slice ends it)
- *   tier 2: the first attempt without subscribing; then make sure the gate's subscription is
- *     confirmed, take its next() and faults(), attempt(subscribed); refused → wait for the
- *     message, a recovery event or the holder's remaining lease, whichever first
- *   granted → start the hold, leave the gate, complete the future
- * </pre>
+ * wait loop of the engine: a pending acquisition is a few objects, and no thread waits for it but
+ * its caller's, if any. Its states and transitions, and who finishes, are DESIGN §5's.
  *
  * <p><b>One continuation at a time.</b> Every step ends by registering exactly one continuation
  * (the attempt's reply, or a wake-up: message, recovery event, timer), so the loop's own state is
  * touched by one thread at a time. What races it is the caller: cancelling (or otherwise
  * completing) the returned future, or the deadline timer completing it with a
  * {@link TimeoutException}. Both end in {@link #abandon}, and {@link #mu} decides who finishes:
+ * while waiting, {@code abandon} finishes at once; with an attempt in flight the reply decides (a
+ * grant is undone by {@link AcquisitionSide#cancelGrant}, a refusal withdraws); a grant the loop
+ * has decided to deliver ({@link #finished} set first) is released at once if the caller completed
+ * the future first. Exactly one of "the caller has the hold" and "the grant was undone" happens
+ * (jcstress: {@code CancelVersusGrantStress}).
  *
- * <ul>
- *   <li>while waiting (no attempt in flight): {@code abandon} finishes at once: the wait's timer is
- *       cancelled, the waiting marks are withdrawn (and an attempt whose outcome stayed unknown is
- *       cancelled), and the gate's next acquisition becomes head;</li>
- *   <li>with an attempt in flight: {@code abandon} only marks the acquisition abandoned; the reply
- *       decides: a grant is undone ({@link AcquisitionSide#cancelGrant}, which wakes the next waiter as a release
- *       does), a refusal withdraws;</li>
- *   <li>a grant the loop has decided to deliver ({@link #finished} set first) is completed into the
- *       future; if the caller completed the future first, the hold is released at once.</li>
- * </ul>
- *
- * Exactly one of "the caller has the hold" and "the grant was undone" happens (jcstress:
- * {@code CancelVersusGrantStress}).
- *
- * <p>The engine is reached through {@link AcquisitionEnv}, and the primitive's Redis operations through
- * {@link AcquisitionSide}, so that the state machine runs without Redis in jcstress.
- *
- * <p>This class is the loop: what it sends, and what it does with each reply and wake-up. It
- * extends {@link AcquisitionDelivery} (how a grant reaches the caller, or a local hand-off), which
- * extends {@link AcquisitionState} (the fields, the endings and the timers).
+ * <p>The engine is reached through {@link AcquisitionEnv}, and the primitive's Redis operations
+ * through {@link AcquisitionSide}, so that the state machine runs without Redis in jcstress. This
+ * class is the loop: what it sends, and what it does with each reply and wake-up. It extends
+ * {@link AcquisitionDelivery} (how a grant reaches the caller, or a local hand-off), which extends
+ * {@link AcquisitionState} (the fields, the endings and the timers).
  */
 final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
   /** How often an outage is re-checked while no recovery event arrives, and the pause after a transient failure. */
@@ -87,13 +64,10 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     int entered = gate.enter(this, side.runMode(this));
     boolean first = entered != AsyncGate.QUEUED;
     if (first) {
-      mu.lock();
-      try {
+      withMu(() -> {
         head = true; // before the deadline is armed: a head sends its first attempt whatever the time
         runner = entered == AsyncGate.RUNNER;
-      } finally {
-        mu.unlock();
-      }
+      });
     }
     if (call.timed && !call.once) {
       armDeadline(call.deadline - System.nanoTime());
@@ -110,24 +84,23 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
    * {@link #waitInterrupted}).
    */
   void waitEnded(Object hold, Throwable error) {
-    Telemetry.Wait w = telemetry;
-    if (w == null) {
-      return;
-    }
-    telemetry = null;
     Throwable cause = error == null ? null : Engine.unwrap(error);
     String outcome = hold != null ? "acquired"
         : cause instanceof TimeoutException || cause == null ? "timed out"
         : cause instanceof CancellationException ? "cancelled" : "failed";
-    env.telemetry().waitEnded(w, outcome, "failed".equals(outcome) ? cause : null);
+    endWait(outcome, "failed".equals(outcome) ? cause : null);
   }
 
   /** A thread's wait ended by an interrupt. */
   void waitInterrupted() {
+    endWait("interrupted", null);
+  }
+
+  private void endWait(String outcome, Throwable error) {
     Telemetry.Wait w = telemetry;
     if (w != null) {
       telemetry = null;
-      env.telemetry().waitEnded(w, "interrupted", null);
+      env.telemetry().waitEnded(w, outcome, error);
     }
   }
 
@@ -334,13 +307,10 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
 
   private void subscriptionFailed(WakeChannel ch) {
     gate.drop(ch);
-    Throwable cause;
-    try {
-      ch.ready().join();
+    Throwable cause = Engine.unwrap(ch.ready().handle((v, e) -> e).join());
+    if (cause == null) {
       step(); // not failed after all: go on (never return with nothing armed)
       return;
-    } catch (CompletionException | CancellationException e) {
-      cause = Engine.unwrap(e);
     }
     if (!Engine.isTransient(cause)) {
       fail(Engine.failure(side.describe, cause)); // e.g. an ACL refusal of SUBSCRIBE
@@ -478,17 +448,10 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
   private void onReply(CompletableFuture<Attempt> f, CompletableFuture<Void> event,
       CompletableFuture<Void> fault, long sentAt, long sentNanos) {
     boolean subscribed = event != null;
-    Attempt a = null;
-    Throwable error = null;
-    if (f.isDone()) {
-      try {
-        a = f.join();
-      } catch (CompletionException | CancellationException e) {
-        error = Engine.unwrap(e);
-      }
-    }
+    boolean done = f.isDone(); // read once: the reply may land meanwhile
+    Throwable error = done ? Engine.unwrap(f.handle((v, e) -> e).join()) : null;
+    Attempt a = done && error == null ? f.join() : null;
     boolean wasAbandoned;
-    boolean grant = false;
     boolean unsure;
     mu.lock();
     try {
@@ -507,19 +470,17 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
         finished = true; // abandon() left the finish to this reply
       } else if (a != null && a.acquired) {
         finished = true; // delivered below; a caller's cancel from now on releases the hold
-        grant = true;
       }
     } finally {
       mu.unlock();
     }
     if (wasAbandoned) {
-      Attempt reply = a;
       quietly(() -> {
-        if (reply != null && reply.acquired) {
-          side.cancelGrant(this, reply);
+        if (a != null && a.acquired) {
+          side.cancelGrant(this, a);
         } else {
-          if (reply != null) {
-            side.refused(this, reply);
+          if (a != null) {
+            side.refused(this, a);
           } else {
             side.failed(this, f);
           }
@@ -551,7 +512,7 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
       return;
     }
     call.reachable();
-    if (grant) {
+    if (a.acquired) {
       granted(a, sentAt);
       return;
     }
@@ -637,18 +598,15 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
   /** Waits on {@code w} for at most {@code slice} (and a grace), then steps again; false if this acquisition ended meanwhile. */
   private boolean armWake(Wake w, long slice, CompletableFuture<Void> fault) {
     CompletableFuture<Boolean> t = Timer.after(slice + LIST_GRACE_NANOS);
-    boolean armed = false;
-    mu.lock();
-    try {
-      if (!finished) {
-        waitTimer = t;
-        listWait = w;
-        listFault = fault;
-        armed = true;
+    boolean armed = locked(() -> {
+      if (finished) {
+        return false;
       }
-    } finally {
-      mu.unlock();
-    }
+      waitTimer = t;
+      listWait = w;
+      listFault = fault;
+      return true;
+    });
     if (!armed) {
       Timer.cancel(t);
       w.abandon(); // ended meanwhile
@@ -692,14 +650,11 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     Timer.cancel(t);
     mu.lock();
     try {
-      if (givenAway == w) {
-        if (waitTimer == t) {
-          waitTimer = null;
-        }
-        return; // handed to the next head, which waits on it now
-      }
       if (waitTimer == t) {
         waitTimer = null;
+      }
+      if (givenAway == w) {
+        return; // handed to the next head, which waits on it now
       }
       if (listWait == w) {
         listWait = null;

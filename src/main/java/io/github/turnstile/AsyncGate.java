@@ -7,21 +7,13 @@ import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * The acquisitions of one primitive (one lock, one side of a read/write lock, one semaphore) in this
- * JVM: threads ({@code lock()}, parked on their acquisition) and futures ({@code lockAsync()})
- * alike. They queue in arrival order and only the head contends in Redis, so
- * a release wakes one acquisition per JVM and primitive, not all of them (100 pending acquisitions
- * of one name cost one attempt per release, not 100). When the head ends (granted, cancelled,
- * timed out, failed), the next one becomes head at once.
- *
- * <p>The gate also keeps the subscription to the primitive's channel while it has acquisitions,
- * so that consecutive heads share it instead of unsubscribing and subscribing again; the last
- * acquisition to leave closes it. Only the head uses it. For a lock it keeps the local hand-off's
- * books: the hold of this JVM that holds the lock, and the hand-offs in a row (see
- * {@link #successor}).
- *
- * <p>On a shared side (readers) a new acquisition attempts at once beside the others while
- * nobody waits in line ({@link #enter}: a runner). For a semaphore the gate picks who a release's
- * permits go to by local hand-off ({@link #servedBy}).
+ * JVM, threads' and futures' alike, in arrival order: only the head contends in Redis, so a release
+ * wakes one acquisition per JVM and primitive, not all of them (DESIGN §5, <i>The gate</i>). The
+ * gate also keeps the subscription to the primitive's channel while it has acquisitions, so that
+ * consecutive heads share it (the last to leave closes it); for a lock, the local hand-off's books
+ * ({@link #successor}); on a shared side (readers), the runners that attempt beside the head
+ * ({@link #enter}); for a semaphore, who a release's permits go to by local hand-off
+ * ({@link #servedBy}).
  */
 final class AsyncGate<H extends Hold> {
   private final AcquisitionEnv env;
@@ -74,8 +66,7 @@ final class AsyncGate<H extends Hold> {
    * has none of them (for diagnostics in tests).
    */
   String describe() {
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       if (head == null && queue.isEmpty() && channel == null && runners.isEmpty()) {
         return null;
       }
@@ -86,25 +77,13 @@ final class AsyncGate<H extends Hold> {
       return "head=" + (head == null ? "none" : head.describe())
           + " queued=" + queue.size() + " channel=" + (channel == null ? "none" : "held")
           + (runners.isEmpty() ? "" : " runners:" + beside);
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** Returns whether this gate's head waits on nothing (see {@link AsyncAcquisition#stranded}). */
   boolean stranded() {
-    AsyncAcquisition<H> h = locked(lock, () -> head);
+    AsyncAcquisition<H> h = Locks.locked(lock, () -> head);
     return h != null && h.stranded();
-  }
-
-  /** Returns {@code read}'s value, read holding {@code lock}. */
-  static <T> T locked(java.util.concurrent.locks.Lock lock, java.util.function.Supplier<T> read) {
-    lock.lock();
-    try {
-      return read.get();
-    } finally {
-      lock.unlock();
-    }
   }
 
   /** A head that a releasing hold of this JVM may hand the primitive to: its ids in Redis. */
@@ -123,17 +102,14 @@ final class AsyncGate<H extends Hold> {
     if (limit <= 0) {
       return null;
     }
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       String[] ids = head == null ? null : head.handOffIds();
       if (ids == null || yieldAt(limit)) {
         return null;
       }
       streak++;
       return new Successor<>(head, ids[0], ids[1]);
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /**
@@ -151,8 +127,7 @@ final class AsyncGate<H extends Hold> {
     if (limit <= 0 || permits <= 0) {
       return java.util.List.of();
     }
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       java.util.List<AsyncAcquisition<H>> served = new java.util.ArrayList<>();
       int left = permits;
       if (head != null && head.open()) {
@@ -176,9 +151,7 @@ final class AsyncGate<H extends Hold> {
       }
       streak += served.size();
       return served;
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** Whether this JVM yields at {@code limit} hand-offs in a row (released in Redis, the head stands back); lock held. */
@@ -195,7 +168,7 @@ final class AsyncGate<H extends Hold> {
 
   /** Returns the releases in Redis at the hand-off limit so far (for tests). */
   long yields() {
-    return locked(lock, () -> yields);
+    return Locks.locked(lock, () -> yields);
   }
 
   /**
@@ -204,8 +177,7 @@ final class AsyncGate<H extends Hold> {
    * the head's wait in Redis: {@link AsyncAcquisition#passWaitTo}); else null.
    */
   AsyncAcquisition<H> heirOf(java.util.List<AsyncAcquisition<H>> served) {
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       if (head == null || !served.contains(head)) {
         return null;
       }
@@ -215,19 +187,12 @@ final class AsyncGate<H extends Hold> {
         }
       }
       return null;
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** A grant from Redis: the run of local hand-offs in a row starts again. */
   void grantedInRedis() {
-    lock.lock();
-    try {
-      streak = 0;
-    } finally {
-      lock.unlock();
-    }
+    Locks.withLock(lock, () -> streak = 0);
   }
 
   /**
@@ -246,7 +211,7 @@ final class AsyncGate<H extends Hold> {
    * the release that follows wakes this JVM's head in turn.
    */
   boolean yieldPending() {
-    return locked(lock, () -> yielded);
+    return Locks.locked(lock, () -> yielded);
   }
 
   /**
@@ -257,30 +222,23 @@ final class AsyncGate<H extends Hold> {
    * @return how long to stand back (0: attempt now)
    */
   long standBack(long maxNanos) {
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       if (!yielded) {
-        return 0;
+        return 0L;
       }
       yielded = false;
-      long left = maxNanos - (System.nanoTime() - yieldedAtNanos);
-      return Math.max(0, left);
-    } finally {
-      lock.unlock();
-    }
+      return Math.max(0, maxNanos - (System.nanoTime() - yieldedAtNanos));
+    });
   }
 
   /** {@code h}, granted through this gate, holds the (exclusive) primitive now. */
   void heldLocally(Hold h) {
-    CompletableFuture<Void> old;
-    lock.lock();
-    try {
-      old = localEnd;
+    CompletableFuture<Void> old = Locks.locked(lock, () -> {
+      CompletableFuture<Void> was = localEnd;
       localHold = h;
       localEnd = new CompletableFuture<>();
-    } finally {
-      lock.unlock();
-    }
+      return was;
+    });
     if (old != null) {
       old.complete(null);
     }
@@ -310,7 +268,7 @@ final class AsyncGate<H extends Hold> {
    * refused.
    */
   CompletableFuture<Void> localEnd() {
-    return locked(lock, () -> localHold != null && localHold.isValid() ? localEnd : null);
+    return Locks.locked(lock, () -> localHold != null && localHold.isValid() ? localEnd : null);
   }
 
   /** Starts an asynchronous acquisition of {@code permits} for {@code call}. */
@@ -367,8 +325,7 @@ final class AsyncGate<H extends Hold> {
    *     starting at once; {@link #QUEUED} otherwise
    */
   int enter(AsyncAcquisition<H> a, int runMode) {
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       a.readSince = waitingSince;
       if (runMode == RUN_ALWAYS || (runMode == RUN_WHEN_IDLE && head == null && queue.isEmpty())) {
         runners.add(a);
@@ -380,9 +337,7 @@ final class AsyncGate<H extends Hold> {
       }
       queue.add(a);
       return QUEUED;
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /**
@@ -393,8 +348,7 @@ final class AsyncGate<H extends Hold> {
    *     until it becomes head) or has left the gate meanwhile (it ended)
    */
   boolean runnerRefused(AsyncAcquisition<H> a) {
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       if (!runners.remove(a)) {
         return false; // it ended meanwhile and left
       }
@@ -405,9 +359,7 @@ final class AsyncGate<H extends Hold> {
       queue.add(a);
       a.inLine();
       return false;
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** Removes and returns the first queued acquisition, or null; lock held. */
@@ -461,8 +413,7 @@ final class AsyncGate<H extends Hold> {
    * queued here wait since then.
    */
   void readRefused(AsyncAcquisition<H> a, long nowMs) {
-    lock.lock();
-    try {
+    Locks.withLock(lock, () -> {
       if (head != a && !runners.contains(a)) {
         return;
       }
@@ -477,9 +428,7 @@ final class AsyncGate<H extends Hold> {
           }
         }
       }
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /**
@@ -490,19 +439,16 @@ final class AsyncGate<H extends Hold> {
     if (since == 0) {
       return;
     }
-    lock.lock();
-    try {
+    Locks.withLock(lock, () -> {
       if (waitingSince == since) {
         waitingSince = 0;
       }
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** Returns the subscription the heads share, or null. */
   WakeChannel channel() {
-    return locked(lock, () -> channel);
+    return Locks.locked(lock, () -> channel);
   }
 
   /**
@@ -552,6 +498,6 @@ final class AsyncGate<H extends Hold> {
 
   /** Returns the number of acquisitions queued or contending (for tests and the lock's hand-off policy). */
   int size() {
-    return locked(lock, () -> queue.size() + runners.size() + (head == null ? 0 : 1));
+    return Locks.locked(lock, () -> queue.size() + runners.size() + (head == null ? 0 : 1));
   }
 }

@@ -181,10 +181,9 @@ abstract class AsyncHold implements Hold {
       }
       return true;
     }
-    CompletableFuture<Boolean> patience = null;
-    if (io.connected()) {
-      patience = Timer.after(Releases.RELEASE_PATIENCE_NANOS);
-      patience.thenAccept(fired -> {
+    CompletableFuture<Boolean> timer = io.connected() ? Timer.after(Releases.RELEASE_PATIENCE_NANOS) : null;
+    if (timer != null) {
+      timer.thenAccept(fired -> {
         if (fired) {
           done.complete(null); // Redis is slow or gone: the release completes in the background
         }
@@ -192,7 +191,6 @@ abstract class AsyncHold implements Hold {
     } else {
       done.complete(null); // Redis is unreachable: finish locally; the release follows when it answers
     }
-    CompletableFuture<Boolean> timer = patience;
     outcome.whenComplete((ok, e) -> {
       Timer.cancel(timer);
       if (e != null) {

@@ -521,13 +521,11 @@ final class AsyncSides {
   static final class ReadSide extends LockKind {
     private final RedisReadWriteLock rw;
     private final RedisReadWriteLock.ReadSide side;
-    private final AtomicReference<AsyncGate<LockHold>> gate;
 
-    ReadSide(RedisReadWriteLock rw, RedisReadWriteLock.ReadSide side, AtomicReference<AsyncGate<LockHold>> gate) {
+    ReadSide(RedisReadWriteLock rw, RedisReadWriteLock.ReadSide side) {
       super(side.engine, side.describe, Inspection.Kind.READ_WRITE_LOCK, rw.name(), side.channel(), side.metrics);
       this.rw = rw;
       this.side = side;
-      this.gate = gate;
     }
 
     /**
@@ -540,12 +538,13 @@ final class AsyncSides {
       if (w.call.once || side.downgrade(w.thread)) {
         return AsyncGate.RUN_ALWAYS;
       }
-      return side.writerAhead || side.writeBusyElsewhere(w.thread) ? AsyncGate.RUN_NEVER : AsyncGate.RUN_WHEN_IDLE;
+      boolean writerFirst = side.writerAhead || rw.writeLock.busyElsewhere(w.thread);
+      return writerFirst ? AsyncGate.RUN_NEVER : AsyncGate.RUN_WHEN_IDLE;
     }
 
     @Override
     CompletableFuture<Attempt> attempt(AsyncAcquisition<LockHold> w, boolean subscribed) {
-      AsyncGate<LockHold> g = gate.get();
+      AsyncGate<LockHold> g = side.asyncGate();
       // tryLock() barges: -1 reads as "waiting since before the last admission", so rwlock.lua
       // grants unless another owner holds the write lock, past waiting writers
       long since = w.call.once ? -1 : w.readSince;

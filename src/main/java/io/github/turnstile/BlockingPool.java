@@ -14,9 +14,9 @@ import java.util.function.Function;
  * acknowledgements never queue behind waiters). Connections are opened lazily, reused, and
  * discarded when a command was abandoned in a state that cannot be trusted.
  *
- * <p>Waiters never queue for a connection: {@link #tryBorrow} answers at once when every
- * connection is lent out, and the engine then waits by pub/sub instead. {@link #borrow} waits (in
- * FIFO order), for the acknowledgement pool.
+ * <p>Waiters never queue for a connection: {@link #lend} answers at once when every connection
+ * is lent out, and the engine then waits by pub/sub instead. {@link #borrow} waits (in FIFO
+ * order), for the acknowledgement pool.
  */
 final class BlockingPool implements AutoCloseable {
 
@@ -77,36 +77,38 @@ final class BlockingPool implements AutoCloseable {
   }
 
   /**
-   * Borrows a connection to {@code node}, waiting up to {@code timeoutNanos} for one to be free.
+   * Borrows a connection to {@code node}, waiting up to {@code timeoutNanos} for one to be free,
+   * never interrupted (an interrupt is re-asserted on return).
    *
    * @return a connection, or {@code null} if none became free in time
-   * @throws InterruptedException if interruptible and interrupted while waiting
    */
-  Conn borrow(String node, long timeoutNanos, boolean interruptible) throws InterruptedException {
-    if (!Waits.acquire(permits, timeoutNanos, interruptible)) {
+  Conn borrow(String node, long timeoutNanos) {
+    if (!Waits.acquire(permits, timeoutNanos)) {
       return null;
     }
-    return take(node, CONNECT_TIMEOUT_NANOS, interruptible);
-  }
-
-  /**
-   * Lends a connection to {@code node} if one is idle, or if the bound allows opening one that
-   * opens within {@code openNanos}; never waits for another borrower to give one back.
-   *
-   * @return a connection, or {@code null} if every connection is lent out or opening took too
-   *     long (the connection is kept for later when it opens)
-   * @throws TurnstileException if a connection cannot be opened
-   */
-  Conn tryBorrow(String node, long openNanos) {
-    if (!permits.tryAcquire()) {
-      return null;
+    Conn c = idleOrEvict(node);
+    if (c != null) {
+      return c;
     }
+    // Open a new one on the connector thread: Lettuce's connect is interrupted by the caller's
+    // interrupt, which must not break an uninterruptible lock(), nor leak a half-made connection.
+    CompletableFuture<Conn> opening = startOpening(node);
     try {
-      return take(node, openNanos, false);
-    } catch (InterruptedException e) {
-      throw new AssertionError(e); // not interruptible
-    } catch (OpenTimeout e) {
-      return null;
+      return counted(Waits.get(opening, CONNECT_TIMEOUT_NANOS));
+    } catch (java.util.concurrent.TimeoutException e) {
+      // still opening: it goes to the idle list when ready
+      opening.whenComplete((conn, error) -> {
+        if (conn != null) {
+          release(counted(conn));
+        } else {
+          permits.release();
+        }
+      });
+      throw new TurnstileException("could not open a blocking connection within "
+          + TimeUnit.NANOSECONDS.toSeconds(CONNECT_TIMEOUT_NANOS) + " s");
+    } catch (java.util.concurrent.ExecutionException e) {
+      permits.release();
+      throw Engine.failure("cannot open a blocking connection", e.getCause());
     }
   }
 
@@ -153,15 +155,6 @@ final class BlockingPool implements AutoCloseable {
     }
   }
 
-  /** Opening a connection took longer than the borrower would wait. */
-  private static final class OpenTimeout extends RuntimeException {
-    private static final long serialVersionUID = 1L;
-
-    OpenTimeout() {
-      super(null, null, false, false);
-    }
-  }
-
   /**
    * With a permit taken: an idle open connection to {@code node}, or null after making room for a
    * new one (closing an idle one elsewhere if the bound is reached).
@@ -186,44 +179,6 @@ final class BlockingPool implements AutoCloseable {
     open.incrementAndGet();
     opened.increment();
     return c;
-  }
-
-  /** With a permit taken: an idle connection to {@code node}, or a new one. */
-  private Conn take(String node, long openNanos, boolean interruptible) throws InterruptedException {
-    Conn c = idleOrEvict(node);
-    if (c != null) {
-      return c;
-    }
-    // Open a new one on the connector thread: Lettuce's connect is interrupted by the caller's
-    // interrupt, which must not break an uninterruptible lock(), nor leak a half-made connection.
-    CompletableFuture<Conn> opening = startOpening(node);
-    try {
-      return counted(Waits.get(opening, openNanos, interruptible));
-    } catch (InterruptedException e) {
-      keepWhenOpened(opening);
-      throw e;
-    } catch (java.util.concurrent.TimeoutException e) {
-      keepWhenOpened(opening);
-      if (openNanos < CONNECT_TIMEOUT_NANOS) {
-        throw new OpenTimeout();
-      }
-      throw new TurnstileException("could not open a blocking connection within "
-          + TimeUnit.NANOSECONDS.toSeconds(CONNECT_TIMEOUT_NANOS) + " s");
-    } catch (java.util.concurrent.ExecutionException e) {
-      permits.release();
-      throw Engine.failure("cannot open a blocking connection", e.getCause());
-    }
-  }
-
-  /** A connection still opening for a borrower that gave up goes to the idle list when ready. */
-  private void keepWhenOpened(CompletableFuture<Conn> opening) {
-    opening.whenComplete((conn, error) -> {
-      if (conn != null) {
-        release(counted(conn));
-      } else {
-        permits.release();
-      }
-    });
   }
 
   /** Closes one idle connection to another node (Cluster: the waits moved to other masters). */

@@ -4,11 +4,9 @@ import io.lettuce.core.RedisCommandExecutionException;
 import io.lettuce.core.RedisException;
 import io.lettuce.core.RedisNoScriptException;
 import io.lettuce.core.ScriptOutputType;
-import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.cluster.api.async.RedisClusterAsyncCommands;
 import java.lang.System.Logger.Level;
 import java.security.SecureRandom;
-import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.CancellationException;
@@ -28,11 +26,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * the two tiers of waiting (a bounded pool of blocking connections, and pub/sub), the watchdog,
  * outage handling and recovery events. Every acquisition, of every primitive and by either API,
  * runs on them as an {@link AsyncAcquisition} at its primitive's {@link AsyncGate}; a primitive
- * plugs in as an {@link AcquisitionSide}.
- *
- * <p>Parts of it are classes of their own, each reached through a field of the engine: the outage
- * clock ({@link Outages}), replica acknowledgement ({@link Replicas}), stopping blocking commands no
- * longer wanted ({@link BlockingCommands}) and releases with their re-sends ({@link Releases}).
+ * plugs in as an {@link AcquisitionSide}. Its parts are classes of their own, reached through its
+ * fields (DESIGN §1).
  *
  * <p><b>Faults.</b> Wake-ups are hints; Redis state decides. Whenever Redis may have come back (a
  * connection of the main client reconnected, the Cluster topology changed, a subscription was
@@ -48,24 +43,12 @@ final class Engine implements AutoCloseable {
   /**
    * An acquisition of this client waiting in Redis for a primitive (the head of a gate,
    * {@link AsyncAcquisition}, a thread's or a future's), for {@link Turnstile#activity()}.
+   *
+   * @param waiter the waiting thread's name, or "async acquisition ..." for a future's
+   * @param queued how many more acquisitions of this JVM queue behind it (-1 if not known)
    */
-  static final class Waiting {
-    final Inspection.Kind kind;
-    final String name;
-    /** The waiting thread's name, or "async acquisition ..." for a future's. */
-    final String waiter;
-    final long sinceNanos;
-    /** How many more acquisitions of this JVM queue behind it (-1 if not known). */
-    final java.util.function.IntSupplier queued;
-
-    Waiting(Inspection.Kind kind, String name, String waiter, long sinceNanos, java.util.function.IntSupplier queued) {
-      this.kind = kind;
-      this.name = name;
-      this.waiter = waiter;
-      this.sinceNanos = sinceNanos;
-      this.queued = queued;
-    }
-  }
+  record Waiting(Inspection.Kind kind, String name, String waiter, long sinceNanos,
+      java.util.function.IntSupplier queued) {}
 
   /**
    * The acquisitions of this client that wait in Redis now (one per contended primitive and JVM:
@@ -446,7 +429,7 @@ final class Engine implements AutoCloseable {
   /** Waits for a reply with the command timeout only, never interrupted; any failure throws. */
   <T> T awaitQuietly(CompletableFuture<T> f, String what) {
     try {
-      return Waits.get(f, commandTimeoutNanos, false);
+      return Waits.get(f, commandTimeoutNanos);
     } catch (TimeoutException e) {
       topology.suspect();
       throw new TurnstileException(what + ": Redis did not answer within "
@@ -456,8 +439,6 @@ final class Engine implements AutoCloseable {
       throw failure(what, unwrap(e.getCause()));
     } catch (CancellationException e) {
       throw failure(what, e);
-    } catch (InterruptedException e) {
-      throw new AssertionError(e); // not interruptible
     }
   }
 

@@ -152,33 +152,28 @@ final class Identity {
       nextWriteNanos = now + leaseNanos;
     }
     named = threads;
-    CompletableFuture<Long> reply;
-    try {
-      reply = engine.<Long>eval(Script.IDENTITY, ScriptOutputType.INTEGER, new String[] {key}, args.toArray(new String[0]))
-          .toCompletableFuture();
-    } catch (RuntimeException e) {
-      reply = CompletableFuture.failedFuture(e);
-    }
-    reply.whenComplete((v, e) -> {
-      if (e != null) {
-        Throwable cause = Engine.unwrap(e);
-        if (cause instanceof AclRefusal) {
-          // a user whose keys exclude the record: inspections name this client by its id only
-          disabled = true;
-          LOG.log(Level.INFO, "not storing this client''s identity in Redis: {0}", cause.getMessage());
-        } else {
-          LOG.log(Level.DEBUG, "identity record not written, will retry: {0}", cause.toString());
-          nextWriteNanos = engine.ticker.read();
-          named = Map.of();
-        }
-      }
-      inFlight.set(null);
-      if (e != null) {
-        done.completeExceptionally(e);
-      } else {
-        done.complete(v);
-      }
-    });
+    // Engine.eval never throws: a failure to send fails its future
+    engine.<Long>eval(Script.IDENTITY, ScriptOutputType.INTEGER, new String[] {key}, args.toArray(new String[0]))
+        .whenComplete((v, e) -> {
+          if (e != null) {
+            Throwable cause = Engine.unwrap(e);
+            if (cause instanceof AclRefusal) {
+              // a user whose keys exclude the record: inspections name this client by its id only
+              disabled = true;
+              LOG.log(Level.INFO, "not storing this client''s identity in Redis: {0}", cause.getMessage());
+            } else {
+              LOG.log(Level.DEBUG, "identity record not written, will retry: {0}", cause.toString());
+              nextWriteNanos = engine.ticker.read();
+              named = Map.of();
+            }
+          }
+          inFlight.set(null);
+          if (e != null) {
+            done.completeExceptionally(e);
+          } else {
+            done.complete(v);
+          }
+        });
     return done;
   }
 

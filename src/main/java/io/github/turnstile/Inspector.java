@@ -165,17 +165,14 @@ final class Inspector {
     }
     Map<String, Map<String, String>> out = new HashMap<>();
     Map<String, CompletableFuture<List<KeyValue<String, String>>>> reads = new LinkedHashMap<>();
-    cacheLock.lock();
-    try {
+    Locks.withLock(cacheLock, () -> {
       for (Map.Entry<String, Set<String>> w : wanted.entrySet()) {
         Map<String, String> cached = cache.get(w.getKey());
         if (cached != null && cached.keySet().containsAll(w.getValue().stream().filter(f -> f.startsWith("t:")).toList())) {
           out.put(w.getKey(), cached);
         }
       }
-    } finally {
-      cacheLock.unlock();
-    }
+    });
     for (Map.Entry<String, Set<String>> w : wanted.entrySet()) {
       if (!out.containsKey(w.getKey())) {
         reads.put(w.getKey(), engine.async().hmget(Identity.key(prefix, w.getKey()),
@@ -195,15 +192,12 @@ final class Inspector {
         }
       }
       if (record.containsKey("host")) {
-        cacheLock.lock();
-        try {
+        Locks.withLock(cacheLock, () -> {
           Map<String, String> merged = new HashMap<>(cache.getOrDefault(e.getKey(), Map.of()));
           merged.putAll(record);
           cache.put(e.getKey(), Map.copyOf(merged));
           out.put(e.getKey(), cache.get(e.getKey()));
-        } finally {
-          cacheLock.unlock();
-        }
+        });
       } else {
         out.put(e.getKey(), record);
       }

@@ -130,14 +130,11 @@ final class ListWait implements Wake {
 
   @Override
   public void used() {
-    mu.lock();
-    try {
+    Locks.withLock(mu, () -> {
       if (state == READY) {
         state = DONE;
       }
-    } finally {
-      mu.unlock();
-    }
+    });
   }
 
   @Override

@@ -77,8 +77,7 @@ final class MicrometerMetrics implements Metrics {
     if (names.contains(name)) {
       return name;
     }
-    admit.lock(); // only on a name's first sighting by this client
-    try {
+    return Locks.locked(admit, () -> { // only on a name's first sighting by this client
       if (names.contains(name)) {
         return name;
       }
@@ -87,9 +86,7 @@ final class MicrometerMetrics implements Metrics {
         return name;
       }
       return OTHER;
-    } finally {
-      admit.unlock();
-    }
+    });
   }
 
   @Override

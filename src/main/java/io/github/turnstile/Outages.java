@@ -47,8 +47,7 @@ final class Outages {
    * fails after one tolerance, not one tolerance per call ahead of it.
    */
   private long outageStart(Call call, long sinceNanos, String what) {
-    lostLock.lock();
-    try {
+    return Locks.locked(lostLock, () -> {
       if (!redisLost) {
         redisLost = true;
         lostSinceNanos = sinceNanos;
@@ -61,9 +60,7 @@ final class Outages {
       }
       long start = lostSinceNanos - call.startNanos >= 0 ? lostSinceNanos : call.startNanos;
       return start - sinceNanos <= 0 ? start : sinceNanos;
-    } finally {
-      lostLock.unlock();
-    }
+    });
   }
 
   /** Redis answered: a later outage starts its own clock. */

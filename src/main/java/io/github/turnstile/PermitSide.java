@@ -53,12 +53,7 @@ final class PermitSide extends AcquisitionSide<PermitHold> implements AsyncHold.
     if (r == null) {
       r = sem.requests.new Req(w.permits, 'a', w.permits == 1 && !w.call.once); // one permit: the wake list
       w.sideState = r;
-      sem.books.lock();
-      try {
-        sem.books.inFlight++;
-      } finally {
-        sem.books.unlock();
-      }
+      sem.books.withLock(() -> sem.books.inFlight++);
     }
     return r;
   }
@@ -70,13 +65,7 @@ final class PermitSide extends AcquisitionSide<PermitHold> implements AsyncHold.
       return;
     }
     w.sideState = null;
-    sem.books.lock();
-    try {
-      sem.books.inFlight--;
-      sem.books.maybeIdle();
-    } finally {
-      sem.books.unlock();
-    }
+    sem.books.requestEnded();
     sem.requests.endRequest(r, undo);
   }
 
@@ -212,9 +201,7 @@ final class PermitSide extends AcquisitionSide<PermitHold> implements AsyncHold.
     if (send == 0) {
       return CompletableFuture.completedFuture(Boolean.TRUE);
     }
-    AsyncGate<PermitHold> g = sem.async.get();
-    boolean yields = g != null && g.yieldPending();
-    return sem.releaseInRedis(send, from, 'a', yields).thenApply(reply -> sem.released(reply, send, from) == null);
+    return sem.releaseInRedis(send, from, 'a').thenApply(reply -> sem.released(reply, send, from) == null);
   }
 
   @Override

@@ -25,9 +25,6 @@ class RedisLock extends EngineLock {
   private final String describe;
   /** Gate, owner, hold count, lease: everything local (see {@link LocalOwnership}). */
   final LocalOwnership local;
-  /** This JVM's acquisitions of the lock, threads' and futures' (created on first use; see {@link AsyncGate}). */
-  private final java.util.concurrent.atomic.AtomicReference<AsyncGate<LockHold>> gate =
-      new java.util.concurrent.atomic.AtomicReference<>();
 
   RedisLock(Engine engine, String name) {
     this(engine, name, "{" + engine.options.keyPrefix() + ":" + name + "}", "lock '" + name + "'",
@@ -79,16 +76,6 @@ class RedisLock extends EngineLock {
   /** Called before a thread that does not hold this lock starts to acquire it. */
   void beforeAcquire() {}
 
-  @Override
-  AsyncGate<LockHold> gate() {
-    return AsyncSides.gate(gate, engine, this::asyncSide);
-  }
-
-  /** Returns this lock's gate, or null if no acquisition was made yet. */
-  AsyncGate<LockHold> asyncGate() {
-    return gate.get();
-  }
-
   /**
    * Returns whether another thread of this JVM holds this lock, or any acquisition of this JVM
    * waits for it: a hint, read without locking, for the read side of a read/write lock, whose
@@ -96,7 +83,7 @@ class RedisLock extends EngineLock {
    */
   boolean busyElsewhere(Thread me) {
     Thread o = local.owner();
-    AsyncGate<LockHold> g = gate.get();
+    AsyncGate<LockHold> g = asyncGate();
     return (o != null && o != me) || (g != null && g.size() > 0);
   }
 
@@ -108,16 +95,6 @@ class RedisLock extends EngineLock {
   CompletableFuture<List<Object>> handOffCall(String owner, String request, String from, boolean renew) {
     return engine.eval(Script.LOCK_ACQUIRE, ScriptOutputType.MULTI, new String[] {lockKey, fenceKey}, owner, request,
         engine.leaseArg, renew ? "r" : "", from);
-  }
-
-  /**
-   * Describes this lock's gate when it is not idle (for diagnostics in tests).
-   *
-   * @return the gate's description, or null if it has no gate or the gate is idle
-   */
-  String asyncState() {
-    AsyncGate<LockHold> g = gate.get();
-    return g == null ? null : g.describe();
   }
 
   @Override
@@ -147,29 +124,7 @@ class RedisLock extends EngineLock {
       metrics.timedOut();
       return false; // another acquisition of this JVM is already waiting for it
     }
-    try {
-      return acquireOrStretch(Call.once());
-    } catch (InterruptedException e) {
-      throw new AssertionError("uninterruptible acquire was interrupted", e);
-    }
-  }
-
-  @Override
-  public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
-    long deadline = Waits.deadline(time, unit);
-    if (Thread.interrupted()) {
-      throw metrics.interruption();
-    }
-    return acquireOrStretch(Call.until(deadline));
-  }
-
-  /** {@link #acquire}, and again if {@code call} was refused by another client's cache ({@link Call#afterCacheRefusal}). */
-  private boolean acquireOrStretch(Call call) throws InterruptedException {
-    if (acquire(call)) {
-      return true;
-    }
-    Call more = call.afterCacheRefusal();
-    return more != null && acquire(more);
+    return Waits.uninterruptible(() -> acquireOrStretch(Call.once()));
   }
 
   private boolean reenter() {
@@ -346,6 +301,7 @@ class RedisLock extends EngineLock {
   }
 
   /** The Redis operations of this lock's acquisitions (the write side of a read/write lock replaces them). */
+  @Override
   AcquisitionSide<LockHold> asyncSide() {
     return new AsyncSides.LockSide(this);
   }

@@ -4,7 +4,6 @@ import io.lettuce.core.ScriptOutputType;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 
 /**
@@ -19,7 +18,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
   private final String writeKey;
   private final String fenceKey;
   private final String[] sharedKeys;
-  private final WriteSide writeLock;
+  final WriteSide writeLock;
   private final ReadSide readLock;
 
   RedisReadWriteLock(Engine engine, String name) {
@@ -215,9 +214,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
      * would be refused); a grant with no writer waiting clears it.
      */
     volatile boolean writerAhead;
-    /** This JVM's read acquisitions, threads' and futures' (created on first use; see {@link AsyncGate}). */
-    private final java.util.concurrent.atomic.AtomicReference<AsyncGate<LockHold>> gate =
-        new java.util.concurrent.atomic.AtomicReference<>();
 
     ReadSide() {
       super(RedisReadWriteLock.this.engine, RedisReadWriteLock.this.engine.metrics.primitive("read", RedisReadWriteLock.this.name));
@@ -234,19 +230,13 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
     }
 
     @Override
-    AsyncGate<LockHold> gate() {
-      return AsyncSides.gate(gate, engine, () -> new AsyncSides.ReadSide(RedisReadWriteLock.this, this, gate));
-    }
-
-    /** For tests: the read gate's state (see {@link AsyncGate#describe}), or null when idle. */
-    String gateState() {
-      AsyncGate<LockHold> g = gate.get();
-      return g == null ? null : g.describe();
+    AcquisitionSide<LockHold> asyncSide() {
+      return new AsyncSides.ReadSide(RedisReadWriteLock.this, this);
     }
 
     /** For tests: whether a read acquisition of this JVM waits in line behind the one in Redis. */
     boolean gateQueued() {
-      AsyncGate<LockHold> g = gate.get();
+      AsyncGate<LockHold> g = asyncGate();
       return g != null && g.size() > 1;
     }
 
@@ -256,14 +246,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
      */
     boolean downgrade(Thread t) {
       return t != null && writeLock.local.isHeldBy(t, engine.ticker.read());
-    }
-
-    /**
-     * Returns whether another thread of this JVM holds the write lock or any acquisition of this
-     * JVM waits for it (new readers then wait in line: phase-fair).
-     */
-    boolean writeBusyElsewhere(Thread t) {
-      return writeLock.busyElsewhere(t);
     }
 
     /**
@@ -278,20 +260,7 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
         return true;
       }
       engine.checkConnected(describe); // fails fast, naming the outage, rather than "not acquired"
-      try {
-        return acquire(Call.once());
-      } catch (InterruptedException e) {
-        throw new AssertionError(e);
-      }
-    }
-
-    @Override
-    public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
-      long deadline = Waits.deadline(time, unit);
-      if (Thread.interrupted()) {
-        throw metrics.interruption();
-      }
-      return acquire(Call.until(deadline));
+      return Waits.uninterruptible(() -> acquire(Call.once()));
     }
 
     private boolean reenter() {
@@ -350,13 +319,6 @@ final class RedisReadWriteLock implements DistributedReadWriteLock {
       holds.remove(me);
       releases++;
       Waits.settle(h.hold.release().toCompletableFuture());
-    }
-
-    // ------------------------------------------------------------ asynchronous acquisition
-
-    @Override
-    public CompletableFuture<LockHold> tryLockAsync(long time, TimeUnit unit) {
-      return gate().acquire(Call.until(Waits.deadline(time, unit), false), 1);
     }
 
     // ------------------------------------------------------------ queries

@@ -176,11 +176,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   @Override
   public void acquireUninterruptibly(int permits) {
     checkPermits(permits);
-    try {
-      acquire(permits, Call.untimed(false));
-    } catch (InterruptedException e) {
-      throw new AssertionError("uninterruptible acquire was interrupted", e);
-    }
+    Waits.uninterruptible(() -> acquire(permits, Call.untimed(false)));
   }
 
   @Override
@@ -193,11 +189,7 @@ final class RedisSemaphore extends DistributedSemaphore {
   public boolean tryAcquire(int permits) {
     checkPermits(permits);
     engine.checkConnected(describe); // fails fast, naming the outage, rather than "not acquired"
-    try {
-      return acquire(permits, Call.once());
-    } catch (InterruptedException e) {
-      throw new AssertionError("an uninterruptible attempt was interrupted", e);
-    }
+    return Waits.uninterruptible(() -> acquire(permits, Call.once()));
   }
 
   @Override
@@ -285,16 +277,13 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (hook != null) {
       hook.run();
     }
-    books.lock();
-    try {
+    return books.locked(() -> {
       if (h.lease() != null && h.lease() == books.lease && books.lease.alive(now())) {
         return true;
       }
       books.lost -= Math.min(books.lost, h.permits());
       return false;
-    } finally {
-      books.unlock();
-    }
+    });
   }
 
   // ---------------------------------------------------------------- release
@@ -346,8 +335,7 @@ final class RedisSemaphore extends DistributedSemaphore {
       if (live > 0) {
         int send = handOn(live, from);
         if (send > 0) {
-          AsyncGate<PermitHold> g = async.get();
-          sendRelease(send, from, g != null && g.yieldPending());
+          sendRelease(send, from);
         }
       }
     } finally {
@@ -415,11 +403,9 @@ final class RedisSemaphore extends DistributedSemaphore {
    * Releases {@code permits} in Redis (from the registration {@code from}), re-sent until answered
    * (the same request: given back once) and after a recovery; waits for the answer briefly (see
    * {@link Releases#release}) and throws a loss it reports.
-   *
-   * @param yields the release ends a run of local hand-offs (flag y: a wake token even if nobody is marked)
    */
-  private void sendRelease(int permits, long from, boolean yields) {
-    CompletableFuture<List<Object>> done = releaseInRedis(permits, from, 't', yields);
+  private void sendRelease(int permits, long from) {
+    CompletableFuture<List<Object>> done = releaseInRedis(permits, from, 't');
     List<Object> reply = engine.releases.release(done, describe + " release");
     if (reply == null) {
       // Redis unreachable or slow: it completes in the background; a loss found then is reported
@@ -442,9 +428,11 @@ final class RedisSemaphore extends DistributedSemaphore {
    *
    * @return completes with the reply
    */
-  CompletableFuture<List<Object>> releaseInRedis(int permits, long from, char lane, boolean yields) {
+  CompletableFuture<List<Object>> releaseInRedis(int permits, long from, char lane) {
     SemaphoreRequests.Req r = requests.new Req(permits, lane, false);
-    String flags = yields ? "y" : "";
+    // flag y: the release ends a run of local hand-offs (a wake token even if nobody is marked)
+    AsyncGate<PermitHold> g = async.get();
+    String flags = g != null && g.yieldPending() ? "y" : "";
     Supplier<CompletableFuture<List<Object>>> send =
         () -> r.track(requests.eval("release", r, permits, flags, lane, from, 0));
     long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(engine.leaseMillis);
@@ -514,15 +502,12 @@ final class RedisSemaphore extends DistributedSemaphore {
 
   /** Returns this client's books, for diagnostics. */
   String books() {
-    books.lock();
-    try {
-      return "epoch " + books.epoch + (books.lease == null ? " (no lease)" : "") + ", dead " + books.deadEpoch + ", held " + books.held
-          + ", lost " + books.lost + ", in flight " + books.inFlight + ", waiting " + getQueueLength()
-          + ", in the gate " + AsyncSides.waiting(async) + ", slots " + requests.nextSlot.get() + " (" + requests.freeSlots.size()
-          + " free)" + (async.get() == null || async.get().describe() == null ? "" : ", gate " + async.get().describe());
-    } finally {
-      books.unlock();
-    }
+    return books.locked(() -> "epoch " + books.epoch + (books.lease == null ? " (no lease)" : "")
+        + ", dead " + books.deadEpoch + ", held " + books.held + ", lost " + books.lost
+        + ", in flight " + books.inFlight + ", waiting " + getQueueLength()
+        + ", in the gate " + AsyncSides.waiting(async) + ", slots " + requests.nextSlot.get()
+        + " (" + requests.freeSlots.size() + " free)"
+        + (async.get() == null || async.get().describe() == null ? "" : ", gate " + async.get().describe()));
   }
 
   @Override
@@ -555,20 +540,9 @@ final class RedisSemaphore extends DistributedSemaphore {
       if (moved <= 0) {
         return moved;
       }
-      books.lock();
-      try {
-        return books.count(moved, at(reply, 2), sentAt) ? moved : 0;
-      } finally {
-        books.unlock();
-      }
+      return books.locked(() -> books.count(moved, at(reply, 2), sentAt)) ? moved : 0;
     } finally {
-      books.lock();
-      try {
-        books.inFlight--;
-        books.maybeIdle();
-      } finally {
-        books.unlock();
-      }
+      books.requestEnded();
       requests.endRequest(r, !answered);
     }
   }
@@ -605,12 +579,7 @@ final class RedisSemaphore extends DistributedSemaphore {
         System.nanoTime() + engine.options.commandTimeout().toNanos());
     done.whenComplete((v, e) -> r.end()); // the slot is kept while copies may still be sent
     List<Object> reply = engine.awaitQuietly(done, describe);
-    books.lock();
-    try {
-      books.noteFree(reply, 2);
-    } finally {
-      books.unlock();
-    }
+    books.withLock(() -> books.noteFree(reply, 2));
     return at(reply, 0) == 1L;
   }
 
@@ -619,15 +588,12 @@ final class RedisSemaphore extends DistributedSemaphore {
     if (!leased) {
       return 0;
     }
-    books.lock();
-    try {
+    return books.locked(() -> {
       if (books.lease != null) {
-        books.lease.alive(now());
+        books.lease.alive(now()); // a lease past its confirmed time is lost now
       }
       return books.held;
-    } finally {
-      books.unlock();
-    }
+    });
   }
 
   @Override
@@ -678,10 +644,4 @@ final class RedisSemaphore extends DistributedSemaphore {
     }
     return gate.acquire(call, permits);
   }
-
-  /** Returns the async gate's side, creating the gate if needed (for tests). */
-  PermitSide asyncSide() {
-    return (PermitSide) gate().side();
-  }
-
 }

@@ -57,7 +57,7 @@ final class Releases {
     while (topology.isOpen() && System.nanoTime() - start < patience) {
       try {
         // in slices: a connection that drops meanwhile ends the wait at once
-        return Waits.get(done, Math.min(RECHECK_NANOS, patience - (System.nanoTime() - start)), false);
+        return Waits.get(done, Math.min(RECHECK_NANOS, patience - (System.nanoTime() - start)));
       } catch (TimeoutException e) {
         continue;
       } catch (ExecutionException | CancellationException e) {
@@ -65,8 +65,6 @@ final class Releases {
         if (!Engine.isTransient(cause)) {
           throw Engine.failure(what, cause);
         }
-      } catch (InterruptedException e) {
-        throw new AssertionError(e); // not interruptible
       }
       break;
     }

@@ -103,8 +103,7 @@ final class ReplayLog {
 
   /** The kept releases whose lease has not run out, oldest first. */
   List<Runnable> live(long nowNanos) {
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       List<Runnable> out = new ArrayList<>();
       for (Entry e : order) {
         if (e.resend != null && nowNanos - e.until < 0) {
@@ -112,38 +111,21 @@ final class ReplayLog {
         }
       }
       return out;
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** Entries held, live or not yet purged (tests). */
   int size() {
-    lock.lock();
-    try {
-      return order.size();
-    } finally {
-      lock.unlock();
-    }
+    return Locks.locked(lock, order::size);
   }
 
   /** Keys with a live entry (tests). */
   int keys() {
-    lock.lock();
-    try {
-      return byKey.size();
-    } finally {
-      lock.unlock();
-    }
+    return Locks.locked(lock, byKey::size);
   }
 
   /** Entries looked at by {@link #add} besides the ones added, in all (tests). */
   long work() {
-    lock.lock();
-    try {
-      return work;
-    } finally {
-      lock.unlock();
-    }
+    return Locks.locked(lock, () -> work);
   }
 }

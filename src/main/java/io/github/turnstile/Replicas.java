@@ -87,12 +87,7 @@ final class Replicas {
     if (replicas == 0) {
       return;
     }
-    BlockingPool.Conn conn;
-    try {
-      conn = acks.borrow(topology.nodeOf(leaseKey), commandTimeoutNanos, false);
-    } catch (InterruptedException e) {
-      throw new AssertionError(e); // not interruptible
-    }
+    BlockingPool.Conn conn = acks.borrow(topology.nodeOf(leaseKey), commandTimeoutNanos);
     if (conn == null) {
       throw new TurnstileException("no connection free within the command timeout to await"
           + " replica acknowledgement");

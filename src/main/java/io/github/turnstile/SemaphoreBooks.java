@@ -2,7 +2,6 @@ package io.github.turnstile;
 
 import io.lettuce.core.ScriptOutputType;
 import java.util.List;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -56,6 +55,24 @@ final class SemaphoreBooks {
   /** Gives the lock that guards the books back. */
   void unlock() {
     books.unlock();
+  }
+
+  /** Returns {@code read}'s value, read holding the books' lock. */
+  <T> T locked(java.util.function.Supplier<T> read) {
+    return Locks.locked(books, read);
+  }
+
+  /** Runs {@code action} holding the books' lock. */
+  void withLock(Runnable action) {
+    Locks.withLock(books, action);
+  }
+
+  /** An acquisition or a drain in flight ended (see {@link #maybeIdle}). */
+  void requestEnded() {
+    withLock(() -> {
+      inFlight--;
+      maybeIdle();
+    });
   }
 
   /**
@@ -119,17 +136,14 @@ final class SemaphoreBooks {
     if (!sem.leased) {
       return;
     }
-    books.lock();
-    try {
+    withLock(() -> {
       if (grantEpoch > answeredEpoch) {
         answeredEpoch = grantEpoch;
         answered = n;
       } else if (grantEpoch == answeredEpoch) {
         answered += n;
       }
-    } finally {
-      books.unlock();
-    }
+    });
   }
 
   /** Why a registration's lease is lost when Redis granted it fewer permits than the client was answered. */
@@ -156,12 +170,7 @@ final class SemaphoreBooks {
         return false;
       }
       long e = Long.parseLong(l.requestId.substring(l.requestId.lastIndexOf(':') + 1));
-      books.lock();
-      try {
-        return e != answeredEpoch || granted >= answered; // an older registration is being replaced
-      } finally {
-        books.unlock();
-      }
+      return locked(() -> e != answeredEpoch || granted >= answered); // an older registration is being replaced
     }
   };
 
@@ -263,13 +272,7 @@ final class SemaphoreBooks {
    * the count short (LostWritesTest).
    */
   void booksShort(long from, String why) {
-    Lease l;
-    books.lock();
-    try {
-      l = from != 0 && from == epoch ? lease : null;
-    } finally {
-      books.unlock();
-    }
+    Lease l = locked(() -> from != 0 && from == epoch ? lease : null);
     if (l != null) {
       l.lose(why + " (a release found fewer of the registration's permits than it gave back: every permit"
           + " the client counted under it is lost)");
@@ -277,13 +280,10 @@ final class SemaphoreBooks {
   }
 
   void afterRelease(List<Object> reply) {
-    books.lock();
-    try {
+    withLock(() -> {
       noteFree(reply, 2);
       maybeIdle();
-    } finally {
-      books.unlock();
-    }
+    });
   }
 
   /** Under the lock: a reply that carries the free permits at {@code index} says whether there is a debt. */
@@ -295,12 +295,7 @@ final class SemaphoreBooks {
 
   /** Whether the client has a live registration (racy read: a hint for unhooking only). */
   boolean hasLease() {
-    books.lock();
-    try {
-      return lease != null;
-    } finally {
-      books.unlock();
-    }
+    return locked(() -> lease != null);
   }
 
   /** The connection generation ({@link Engine#generation}) whose grants Redis confirmed. */
@@ -358,8 +353,7 @@ final class SemaphoreBooks {
                 ? "Redis no longer had this client's registration after a recovery (a failover to a replica that lacked it)"
                 : grantLost(granted, "after a recovery"));
           }
-          books.lock();
-          try {
+          withLock(() -> {
             if (confirmingGeneration == gen) {
               confirmingGeneration = -1;
             }
@@ -368,9 +362,7 @@ final class SemaphoreBooks {
             if ((reply != null || (e != null && !Engine.isTransient(Engine.unwrap(e)))) && confirmedGeneration < gen) {
               confirmedGeneration = gen;
             }
-          } finally {
-            books.unlock();
-          }
+          });
         });
     java.util.function.Consumer<Runnable> seam = confirmSeam;
     if (seam != null) {

@@ -221,15 +221,12 @@ final class SemaphoreRequests {
 
   /** Keeps a release or cancel to send again after a recovery (a failover may have lost it). */
   void remember(Supplier<CompletableFuture<List<Object>>> send, long untilNanos) {
-    replaysLock.lock();
-    try {
+    Locks.withLock(replaysLock, () -> {
       if (replays.size() == REPLAY_MAX) {
         replays.pollFirst();
       }
       replays.addLast(new Replay(untilNanos, send::get));
-    } finally {
-      replaysLock.unlock();
-    }
+    });
     if (sem.replayHook.compareAndSet(false, true)) {
       engine.onRecovery(sem.onRecovery, true);
     }
@@ -238,8 +235,7 @@ final class SemaphoreRequests {
   void replayRecent() {
     List<Runnable> again = new ArrayList<>();
     long now = System.nanoTime();
-    replaysLock.lock();
-    try {
+    Locks.withLock(replaysLock, () -> {
       replays.removeIf(r -> now - r.untilNanos() >= 0);
       for (Replay r : replays) {
         again.add(r.resend());
@@ -247,9 +243,7 @@ final class SemaphoreRequests {
       if (replays.isEmpty() && !sem.books.hasLease() && sem.replayHook.compareAndSet(true, false)) {
         engine.onRecovery(sem.onRecovery, false);
       }
-    } finally {
-      replaysLock.unlock();
-    }
+    });
     again.forEach(Runnable::run);
   }
 }

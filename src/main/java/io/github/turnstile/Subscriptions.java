@@ -252,8 +252,7 @@ final class Subscriptions implements AutoCloseable {
    * must {@link Sub#close()} the handle when it stops waiting.
    */
   Sub subscribe(String channel, String node) {
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
       if (closed) {
         throw new TurnstileException("Turnstile is closed");
       }
@@ -273,13 +272,11 @@ final class Subscriptions implements AutoCloseable {
       ready.whenComplete((v, e) -> {
         if (e != null) {
           LOG.log(Level.DEBUG, "subscribing to {0} on {1} failed: {2}", channel, node, e.toString());
-          forget(created);
+          Locks.withLock(lock, () -> created.node.subs.remove(channel, created)); // the next waiter tries again
         }
       });
       return created;
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** Whether {@code node}'s subscriber connection is open; if there is none, starts opening it. */
@@ -288,31 +285,17 @@ final class Subscriptions implements AutoCloseable {
     if (n != null && !n.dead && n.connection.isDone() && !n.connection.isCompletedExceptionally()) {
       return true;
     }
-    lock.lock();
-    try {
-      n = nodes.get(node);
-      if (!closed && (n == null || n.dead || n.connection.isCompletedExceptionally())) {
+    Locks.withLock(lock, () -> {
+      Node m = nodes.get(node);
+      if (!closed && (m == null || m.dead || m.connection.isCompletedExceptionally())) {
         nodes.put(node, new Node(node));
       }
-    } finally {
-      lock.unlock();
-    }
+    });
     return false;
   }
 
-  /** A subscription that failed: drop it, so the next waiter tries again. */
-  private void forget(Sub s) {
-    lock.lock();
-    try {
-      s.node.subs.remove(s.channel, s);
-    } finally {
-      lock.unlock();
-    }
-  }
-
   private void release(Sub s) {
-    lock.lock();
-    try {
+    Locks.withLock(lock, () -> {
       if (--s.refs > 0) {
         return;
       }
@@ -326,9 +309,7 @@ final class Subscriptions implements AutoCloseable {
         return;
       }
       unsubscribe(s);
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** Schedules the check that unsubscribes {@code s} once it has been idle for the linger time. */
@@ -338,24 +319,19 @@ final class Subscriptions implements AutoCloseable {
     Executor later = CompletableFuture.delayedExecutor(delayNanos, java.util.concurrent.TimeUnit.NANOSECONDS,
         Runnable::run);
     try {
-      later.execute(() -> {
-        lock.lock();
-        try {
-          if (s.refs > 0) {
-            s.checkPending = false; // in use again: its next release schedules a check
-            return;
-          }
-          long idle = System.nanoTime() - s.idleSince;
-          if (idle < LINGER_NANOS && !closed) {
-            lingerCheck(s, LINGER_NANOS - idle);
-            return;
-          }
-          s.checkPending = false;
-          unsubscribe(s);
-        } finally {
-          lock.unlock();
+      later.execute(() -> Locks.withLock(lock, () -> {
+        if (s.refs > 0) {
+          s.checkPending = false; // in use again: its next release schedules a check
+          return;
         }
-      });
+        long idle = System.nanoTime() - s.idleSince;
+        if (idle < LINGER_NANOS && !closed) {
+          lingerCheck(s, LINGER_NANOS - idle);
+          return;
+        }
+        s.checkPending = false;
+        unsubscribe(s);
+      }));
     } catch (java.util.concurrent.RejectedExecutionException e) {
       s.checkPending = false;
       unsubscribe(s); // closed: let it go now
@@ -376,14 +352,11 @@ final class Subscriptions implements AutoCloseable {
    * closed, its subscriptions count as lost, and their waiters subscribe again on a new one.
    */
   void reset(Node node) {
-    lock.lock();
-    try {
+    Locks.withLock(lock, () -> {
       if (nodes.remove(node.name, node)) {
         node.close();
       }
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /**
@@ -405,17 +378,14 @@ final class Subscriptions implements AutoCloseable {
    * their subscriptions count as lost, and their waiters subscribe again on the new master.
    */
   void prune(java.util.function.Predicate<String> isMaster) {
-    lock.lock();
-    try {
+    Locks.withLock(lock, () -> {
       for (Map.Entry<String, Node> e : nodes.entrySet()) {
         if (!isMaster.test(e.getKey())) {
           nodes.remove(e.getKey());
           e.getValue().close();
         }
       }
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 
   /** Returns the number of channels subscribed now (for tests and diagnostics). */
@@ -432,9 +402,8 @@ final class Subscriptions implements AutoCloseable {
    * check is scheduled, how long it has been idle, lost, confirmed (for diagnostics in tests).
    */
   String describe() {
-    StringBuilder b = new StringBuilder();
-    lock.lock();
-    try {
+    return Locks.locked(lock, () -> {
+      StringBuilder b = new StringBuilder();
       long now = System.nanoTime();
       for (Node node : nodes.values()) {
         for (Sub s : node.subs.values()) {
@@ -445,10 +414,8 @@ final class Subscriptions implements AutoCloseable {
               .append(" leaving=").append(node.leaving.getOrDefault(s.channel, 0)).append('\n');
         }
       }
-    } finally {
-      lock.unlock();
-    }
-    return b.toString();
+      return b.toString();
+    });
   }
 
   /** Returns the number of subscriber connections (open or opening). */
@@ -458,15 +425,12 @@ final class Subscriptions implements AutoCloseable {
 
   @Override
   public void close() {
-    lock.lock();
-    try {
+    Locks.withLock(lock, () -> {
       closed = true;
       for (Node n : nodes.values()) {
         n.close();
       }
       nodes.clear();
-    } finally {
-      lock.unlock();
-    }
+    });
   }
 }

@@ -57,7 +57,7 @@ final class Telemetry {
     final String primitive;
     final String name;
     final int permits;
-    /** The farthest tier the wait went to: see {@link WaitEvent#tier}. */
+    /** The farthest tier the wait went to ("list", "pub/sub", "local hand-off"): see {@link WaitEvent#tier}. */
     volatile String tier = "none";
     /** The holder in the way, as last seen (an owner id; "" if not known). */
     volatile String holder = "";
@@ -68,11 +68,6 @@ final class Telemetry {
       this.primitive = primitive;
       this.name = name;
       this.permits = permits;
-    }
-
-    /** The wait went on to {@code tier} ("list", "pub/sub"); a hand-off is recorded as "local hand-off". */
-    void tier(String t) {
-      tier = t;
     }
   }
 

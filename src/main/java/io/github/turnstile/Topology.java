@@ -38,31 +38,15 @@ import java.util.function.Supplier;
 
 /**
  * How the engine reaches Redis: one server (including a Sentinel-managed primary, which Lettuce
- * resolves through the sentinels on every (re)connect), or a Redis Cluster.
- *
- * <p>Every primitive keeps all its keys in one hash slot, so on a Cluster a script or a blocking
- * command runs on exactly one node: the master of that slot. The differences are confined here:
- * <ul>
- *   <li>the main connection: one multiplexed connection, or Lettuce's cluster connection, which
- *       routes each command by the slot of its first key (and follows MOVED/ASK);</li>
- *   <li>blocking connections: dedicated connections to one node each, opened to the master that
- *       serves the key the command blocks on ({@link #nodeOf}). They never reconnect: Lettuce
- *       would re-send a BLPOP or BLMOVE that may already have run (a wake token swallowed, a second
- *       permit moved), so a connection that drops is closed at once and its outcome reconciled by
- *       the engine;</li>
- *   <li>subscriber connections: one pub/sub connection per node, which reconnects and
- *       re-subscribes by itself (a SUBSCRIBE is harmless to repeat); on a Cluster of Redis 7 or
- *       later the channels are shard channels ({@code SSUBSCRIBE}/{@code SPUBLISH}), so a message
- *       stays on the slot's shard;</li>
- *   <li>{@code CLIENT UNBLOCK}: sent to the node that holds the blocked connection, unless this
- *       client was refused it ({@link OptionalCommands}: then the engine closes the connection);</li>
- *   <li>renewal batches: a script may only touch keys of one slot on a Cluster, so the watchdog
- *       groups its leases by {@link #batchOf} (one group on a single server, one per slot on a
- *       Cluster; the groups are sent together, so a tick costs one round trip per node);</li>
- *   <li>fault events: {@link #onRecovered} is told when a connection of the main client comes
- *       back after a drop, and (Cluster) when the topology changes, so that waiters re-check
- *       Redis at once.</li>
- * </ul>
+ * resolves through the sentinels on every (re)connect), or a Redis Cluster; the differences are
+ * confined here (DESIGN §11). Every primitive keeps all its keys in one hash slot, so on a Cluster a
+ * script or a blocking command runs on exactly one node: the master of that slot ({@link #nodeOf}).
+ * Blocking connections never reconnect: Lettuce would re-send a BLPOP or BLMOVE that may already
+ * have run (a wake token swallowed, a second permit moved), so a connection that drops is closed at
+ * once and its outcome reconciled by the engine ({@link ConnectionEvents}). Subscriber connections
+ * reconnect and re-subscribe by themselves (a SUBSCRIBE is harmless to repeat). {@link #onRecovered}
+ * is told when a connection of the main client comes back after a drop, and (Cluster) when the
+ * topology changes, so that waiters re-check Redis at once.
  */
 abstract class Topology implements AutoCloseable {
   /** The main connection: one multiplexed connection, or Lettuce's cluster connection. */

@@ -426,8 +426,8 @@ public final class Turnstile implements AutoCloseable {
           Duration.ofNanos(Math.max(0, now - l.grantedAtNanos)), Duration.ofMillis(left), 0));
     }
     for (Engine.Waiting w : engine.waiting) {
-      out.add(new Activity(w.kind, w.name, false, w.waiter, 0, 0, Duration.ofNanos(Math.max(0, now - w.sinceNanos)),
-          null, w.queued.getAsInt()));
+      out.add(new Activity(w.kind(), w.name(), false, w.waiter(), 0, 0,
+          Duration.ofNanos(Math.max(0, now - w.sinceNanos())), null, w.queued().getAsInt()));
     }
     return java.util.Collections.unmodifiableList(out);
   }

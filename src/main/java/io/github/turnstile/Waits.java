@@ -22,19 +22,14 @@ final class Waits {
   }
 
   /**
-   * Waits for a future. When not interruptible, an interrupt is remembered and re-asserted on
-   * return, as {@code Lock.lock()} requires.
+   * Waits for a future, never interrupted: an interrupt is remembered and re-asserted on return,
+   * as {@code Lock.lock()} requires.
    *
    * @return the value
    * @throws TimeoutException if it did not complete within {@code timeoutNanos}
    * @throws ExecutionException if it failed
-   * @throws InterruptedException only if interruptible
    */
-  static <T> T get(CompletableFuture<T> f, long timeoutNanos, boolean interruptible)
-      throws TimeoutException, ExecutionException, InterruptedException {
-    if (interruptible) {
-      return f.get(Math.max(0, timeoutNanos), TimeUnit.NANOSECONDS);
-    }
+  static <T> T get(CompletableFuture<T> f, long timeoutNanos) throws TimeoutException, ExecutionException {
     boolean interrupted = false;
     long deadline = System.nanoTime() + timeoutNanos;
     try {
@@ -52,26 +47,32 @@ final class Waits {
     }
   }
 
-  /** A timed wait that may be interrupted. */
-  @FunctionalInterface
-  interface TimedWait {
-    boolean await(long timeoutNanos) throws InterruptedException;
+  /**
+   * Acquires a permit within the time, never interrupted (an interrupt is re-asserted on return):
+   * tried first with a zero timeout (which, unlike an untimed {@code tryAcquire()}, keeps a fair
+   * queue's order), then for the time given as a managed wait.
+   */
+  static boolean acquire(Semaphore s, long timeoutNanos) {
+    return uninterruptible(() -> timed(s, 0) || managed(() -> timed(s, timeoutNanos)));
   }
 
-  /**
-   * Runs a timed wait within {@code timeoutNanos}. When not interruptible, an interrupt does not
-   * end it: the wait resumes for the time left and the interrupt is re-asserted on return.
-   */
-  static boolean timed(TimedWait wait, long timeoutNanos, boolean interruptible) throws InterruptedException {
-    if (interruptible) {
-      return wait.await(Math.max(0, timeoutNanos));
+  /** Runs {@code call}, which is never interrupted: an {@link InterruptedException} from it is a bug. */
+  static <T> T uninterruptible(Parking<T> call) {
+    try {
+      return call.await();
+    } catch (InterruptedException e) {
+      throw new AssertionError("an uninterruptible call was interrupted", e);
     }
+  }
+
+  /** Takes a permit of {@code s} within {@code timeoutNanos}; an interrupt resumes the wait for the time left. */
+  private static boolean timed(Semaphore s, long timeoutNanos) {
     boolean interrupted = false;
     long deadline = System.nanoTime() + timeoutNanos;
     try {
       while (true) {
         try {
-          return wait.await(Math.max(0, deadline - System.nanoTime()));
+          return s.tryAcquire(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
         } catch (InterruptedException e) {
           interrupted = true;
         }
@@ -81,16 +82,6 @@ final class Waits {
         Thread.currentThread().interrupt();
       }
     }
-  }
-
-  /**
-   * Acquires a permit within the time, interruptibly or not: tried first with a zero timeout (which,
-   * unlike an untimed {@code tryAcquire()}, keeps a fair queue's order), then for the time given as
-   * a managed wait.
-   */
-  static boolean acquire(Semaphore s, long timeoutNanos, boolean interruptible) throws InterruptedException {
-    TimedWait wait = n -> s.tryAcquire(n, TimeUnit.NANOSECONDS);
-    return timed(wait, 0, interruptible) || managed(() -> timed(wait, timeoutNanos, interruptible));
   }
 
   /**

@@ -184,7 +184,7 @@ class AsyncScaleTest {
   private static String gates(DistributedLock[] locks) {
     StringBuilder b = new StringBuilder();
     for (DistributedLock l : locks) {
-      String g = ((RedisLock) l).asyncState();
+      String g = ((RedisLock) l).gateState();
       if (g != null) {
         b.append(l.name()).append(": ").append(g).append('\n');
       }
@@ -224,7 +224,7 @@ class AsyncScaleTest {
           .append(" PTTL ").append(redis.command("PTTL", tag + ":lock").trim())
           .append(" LLEN wake ").append(redis.command("LLEN", tag + ":wake").trim())
           .append(" NUMSUB ").append(redis.command("PUBSUB", "NUMSUB", tag + ":ch").replace('\n', ' '))
-          .append("\n    async gate ").append(((RedisLock) locks[i]).asyncState());
+          .append("\n    async gate ").append(((RedisLock) locks[i]).gateState());
     }
     for (java.lang.management.ThreadInfo t : ManagementFactory.getThreadMXBean().dumpAllThreads(false, false)) {
       if (t.getThreadName().startsWith("turnstile") || t.getThreadName().startsWith("lettuce")) {

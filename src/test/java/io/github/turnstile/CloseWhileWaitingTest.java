@@ -43,7 +43,7 @@ class CloseWhileWaitingTest {
     t.close();
     for (int i = 0; i < 2; i++) {
       Throwable thrown = org.junit.jupiter.api.Assertions.assertThrows(Throwable.class,
-          () -> pool.tryBorrow("", java.util.concurrent.TimeUnit.SECONDS.toNanos(1)));
+          () -> pool.borrow("", java.util.concurrent.TimeUnit.SECONDS.toNanos(1)));
       assertInstanceOf(TurnstileException.class, thrown, "try " + i + ": " + thrown);
       assertTrue(thrown.getMessage().contains("closed"), thrown.getMessage());
     }
