@@ -25,7 +25,12 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
    * @return {owner, request}, or null
    */
   String[] handOffIds() {
-    return locked(() -> head && request != null && !finished && !abandoned ? new String[] {owner, request} : null);
+    mu.lock();
+    try {
+      return head && request != null && !finished && !abandoned ? new String[] {owner, request} : null;
+    } finally {
+      mu.unlock();
+    }
   }
 
   /**
@@ -102,7 +107,8 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
    * @return whether the wait was handed over
    */
   boolean passWaitTo(AsyncAcquisition<H> next) {
-    return locked(() -> {
+    mu.lock();
+    try {
       if (finished || abandoned || inFlight != null || listWait == null || sideState == null
           || next.permits != permits) {
         return false;
@@ -115,7 +121,9 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
       listFault = null;
       sideState = null;
       return true;
-    });
+    } finally {
+      mu.unlock();
+    }
   }
 
   /**
@@ -128,7 +136,8 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
    * @return false if it cannot
    */
   boolean adopt(Object request, Wake wait, CompletableFuture<Void> fault) {
-    return locked(() -> {
+    mu.lock();
+    try {
       if (finished || abandoned || head || sideState != null) {
         return false;
       }
@@ -138,7 +147,9 @@ abstract sealed class AcquisitionDelivery<H extends Hold> extends AcquisitionSta
       listFault = fault;
       adoptedWait = true;
       return true;
-    });
+    } finally {
+      mu.unlock();
+    }
   }
 
   /** A grant to deliver ({@link #finished} is set): acknowledged by the replicas first if asked. */

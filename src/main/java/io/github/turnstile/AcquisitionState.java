@@ -122,16 +122,20 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
 
   /** This acquisition's state, for diagnostics (a stuck drain in AsyncScaleTest). */
   String describe() {
-    return locked(() -> "{request=" + request + " head=" + head + " attempted=" + attempted
-        + " minReplyMs=" + call.minReplyNanos() / 1_000_000
-        + " inFlight=" + (inFlight == null ? "none" : inFlight.isDone() ? "done" : "pending")
-        + " waitTimer=" + (waitTimer == null ? "none" : waitTimer.isDone() ? "done" : "armed")
-        + " uncertain=" + uncertain + " abandoned=" + abandoned + " finished=" + finished
-        + " result=" + (result.isDone() ? "done" : "pending")
-        + " deadlineTimer=" + (deadlineTimer == null ? "none" : deadlineTimer.isDone() ? "done" : "armed")
-        + " listWait=" + (listWait == null ? "none" : "set") + " adopted=" + adoptedWait + " local=" + handedLocally
-        + " deadlinePassed=" + deadlinePassed + " localPhase=" + localPhase
-        + (waitsOnNothing() ? " STRANDED" : "") + "}");
+    mu.lock();
+    try {
+      return "{request=" + request + " head=" + head + " attempted=" + attempted + " minReplyMs=" + call.minReplyNanos() / 1_000_000
+          + " inFlight=" + (inFlight == null ? "none" : inFlight.isDone() ? "done" : "pending")
+          + " waitTimer=" + (waitTimer == null ? "none" : waitTimer.isDone() ? "done" : "armed")
+          + " uncertain=" + uncertain + " abandoned=" + abandoned + " finished=" + finished
+          + " result=" + (result.isDone() ? "done" : "pending")
+          + " deadlineTimer=" + (deadlineTimer == null ? "none" : deadlineTimer.isDone() ? "done" : "armed")
+          + " listWait=" + (listWait == null ? "none" : "set") + " adopted=" + adoptedWait + " local=" + handedLocally
+          + " deadlinePassed=" + deadlinePassed + " localPhase=" + localPhase
+          + (waitsOnNothing() ? " STRANDED" : "") + "}";
+    } finally {
+      mu.unlock();
+    }
   }
 
   /**
@@ -159,12 +163,7 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
 
   /** Returns {@code read}'s value, read under {@link #mu}. */
   <T> T locked(java.util.function.Supplier<T> read) {
-    return Locks.locked(mu, read);
-  }
-
-  /** Runs {@code action} under {@link #mu}. */
-  void withMu(Runnable action) {
-    Locks.withLock(mu, action);
+    return AsyncGate.locked(mu, read);
   }
 
   /**
@@ -182,12 +181,22 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   }
 
   void setLocalPhase(int phase) {
-    withMu(() -> localPhase = phase);
+    mu.lock();
+    try {
+      localPhase = phase;
+    } finally {
+      mu.unlock();
+    }
   }
 
   /** A refused runner queued behind others (called by the gate under its lock, before any promotion). */
   void inLine() {
-    withMu(() -> head = false);
+    mu.lock();
+    try {
+      head = false;
+    } finally {
+      mu.unlock();
+    }
   }
 
   /** Whether this acquisition runs beside the head; clears it (a refused runner is in line from now on). */
@@ -201,11 +210,15 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
 
   /** Lists this head in the client's activity once its attempt was refused (and until it leaves the gate). */
   void waitsInRedis() {
-    withMu(() -> {
-      if (waitMark == null && !finished) {
-        waitMark = env.waitStarted(self(), side, () -> Math.max(0, gate.size() - 1));
+    mu.lock();
+    try {
+      if (waitMark != null || finished) {
+        return;
       }
-    });
+      waitMark = env.waitStarted(self(), side, () -> Math.max(0, gate.size() - 1));
+    } finally {
+      mu.unlock();
+    }
   }
 
   /**
@@ -219,11 +232,14 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   /** Called by the gate when this acquisition leaves it: its wait, if listed, is over. */
   void leftGate() {
     left.complete(null);
-    Object mark = locked(() -> {
-      Object m = waitMark;
+    Object mark;
+    mu.lock();
+    try {
+      mark = waitMark;
       waitMark = null;
-      return m;
-    });
+    } finally {
+      mu.unlock();
+    }
     if (mark != null) {
       env.waitEnded(mark);
     }
@@ -370,12 +386,15 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
   /** A wait ended: true if the loop goes on (the acquisition is not over). */
   boolean wake(CompletableFuture<Boolean> t) {
     Timer.cancel(t);
-    return locked(() -> {
+    mu.lock();
+    try {
       if (waitTimer == t) {
         waitTimer = null;
       }
       return !finished;
-    });
+    } finally {
+      mu.unlock();
+    }
   }
 
   void armDeadline(long nanos) {

@@ -64,10 +64,13 @@ final class AsyncAcquisition<H extends Hold> extends AcquisitionDelivery<H> {
     int entered = gate.enter(this, side.runMode(this));
     boolean first = entered != AsyncGate.QUEUED;
     if (first) {
-      withMu(() -> {
+      mu.lock();
+      try {
         head = true; // before the deadline is armed: a head sends its first attempt whatever the time
         runner = entered == AsyncGate.RUNNER;
-      });
+      } finally {
+        mu.unlock();
+      }
     }
     if (call.timed && !call.once) {
       armDeadline(call.deadline - System.nanoTime());

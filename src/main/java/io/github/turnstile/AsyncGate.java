@@ -66,7 +66,8 @@ final class AsyncGate<H extends Hold> {
    * has none of them (for diagnostics in tests).
    */
   String describe() {
-    return Locks.locked(lock, () -> {
+    lock.lock();
+    try {
       if (head == null && queue.isEmpty() && channel == null && runners.isEmpty()) {
         return null;
       }
@@ -77,13 +78,25 @@ final class AsyncGate<H extends Hold> {
       return "head=" + (head == null ? "none" : head.describe())
           + " queued=" + queue.size() + " channel=" + (channel == null ? "none" : "held")
           + (runners.isEmpty() ? "" : " runners:" + beside);
-    });
+    } finally {
+      lock.unlock();
+    }
   }
 
   /** Returns whether this gate's head waits on nothing (see {@link AsyncAcquisition#stranded}). */
   boolean stranded() {
-    AsyncAcquisition<H> h = Locks.locked(lock, () -> head);
+    AsyncAcquisition<H> h = locked(lock, () -> head);
     return h != null && h.stranded();
+  }
+
+  /** Returns {@code read}'s value, read holding {@code lock}. */
+  static <T> T locked(java.util.concurrent.locks.Lock lock, java.util.function.Supplier<T> read) {
+    lock.lock();
+    try {
+      return read.get();
+    } finally {
+      lock.unlock();
+    }
   }
 
   /** A head that a releasing hold of this JVM may hand the primitive to: its ids in Redis. */
@@ -102,14 +115,17 @@ final class AsyncGate<H extends Hold> {
     if (limit <= 0) {
       return null;
     }
-    return Locks.locked(lock, () -> {
+    lock.lock();
+    try {
       String[] ids = head == null ? null : head.handOffIds();
       if (ids == null || yieldAt(limit)) {
         return null;
       }
       streak++;
       return new Successor<>(head, ids[0], ids[1]);
-    });
+    } finally {
+      lock.unlock();
+    }
   }
 
   /**
@@ -127,7 +143,8 @@ final class AsyncGate<H extends Hold> {
     if (limit <= 0 || permits <= 0) {
       return java.util.List.of();
     }
-    return Locks.locked(lock, () -> {
+    lock.lock();
+    try {
       java.util.List<AsyncAcquisition<H>> served = new java.util.ArrayList<>();
       int left = permits;
       if (head != null && head.open()) {
@@ -151,7 +168,9 @@ final class AsyncGate<H extends Hold> {
       }
       streak += served.size();
       return served;
-    });
+    } finally {
+      lock.unlock();
+    }
   }
 
   /** Whether this JVM yields at {@code limit} hand-offs in a row (released in Redis, the head stands back); lock held. */
@@ -168,7 +187,7 @@ final class AsyncGate<H extends Hold> {
 
   /** Returns the releases in Redis at the hand-off limit so far (for tests). */
   long yields() {
-    return Locks.locked(lock, () -> yields);
+    return locked(lock, () -> yields);
   }
 
   /**
@@ -177,7 +196,8 @@ final class AsyncGate<H extends Hold> {
    * the head's wait in Redis: {@link AsyncAcquisition#passWaitTo}); else null.
    */
   AsyncAcquisition<H> heirOf(java.util.List<AsyncAcquisition<H>> served) {
-    return Locks.locked(lock, () -> {
+    lock.lock();
+    try {
       if (head == null || !served.contains(head)) {
         return null;
       }
@@ -187,12 +207,19 @@ final class AsyncGate<H extends Hold> {
         }
       }
       return null;
-    });
+    } finally {
+      lock.unlock();
+    }
   }
 
   /** A grant from Redis: the run of local hand-offs in a row starts again. */
   void grantedInRedis() {
-    Locks.withLock(lock, () -> streak = 0);
+    lock.lock();
+    try {
+      streak = 0;
+    } finally {
+      lock.unlock();
+    }
   }
 
   /**
@@ -211,7 +238,7 @@ final class AsyncGate<H extends Hold> {
    * the release that follows wakes this JVM's head in turn.
    */
   boolean yieldPending() {
-    return Locks.locked(lock, () -> yielded);
+    return locked(lock, () -> yielded);
   }
 
   /**
@@ -222,13 +249,17 @@ final class AsyncGate<H extends Hold> {
    * @return how long to stand back (0: attempt now)
    */
   long standBack(long maxNanos) {
-    return Locks.locked(lock, () -> {
+    lock.lock();
+    try {
       if (!yielded) {
-        return 0L;
+        return 0;
       }
       yielded = false;
-      return Math.max(0, maxNanos - (System.nanoTime() - yieldedAtNanos));
-    });
+      long left = maxNanos - (System.nanoTime() - yieldedAtNanos);
+      return Math.max(0, left);
+    } finally {
+      lock.unlock();
+    }
   }
 
   /** {@code h}, granted through this gate, holds the (exclusive) primitive now. */
@@ -268,7 +299,7 @@ final class AsyncGate<H extends Hold> {
    * refused.
    */
   CompletableFuture<Void> localEnd() {
-    return Locks.locked(lock, () -> localHold != null && localHold.isValid() ? localEnd : null);
+    return locked(lock, () -> localHold != null && localHold.isValid() ? localEnd : null);
   }
 
   /** Starts an asynchronous acquisition of {@code permits} for {@code call}. */
@@ -325,7 +356,8 @@ final class AsyncGate<H extends Hold> {
    *     starting at once; {@link #QUEUED} otherwise
    */
   int enter(AsyncAcquisition<H> a, int runMode) {
-    return Locks.locked(lock, () -> {
+    lock.lock();
+    try {
       a.readSince = waitingSince;
       if (runMode == RUN_ALWAYS || (runMode == RUN_WHEN_IDLE && head == null && queue.isEmpty())) {
         runners.add(a);
@@ -337,7 +369,9 @@ final class AsyncGate<H extends Hold> {
       }
       queue.add(a);
       return QUEUED;
-    });
+    } finally {
+      lock.unlock();
+    }
   }
 
   /**
@@ -348,7 +382,8 @@ final class AsyncGate<H extends Hold> {
    *     until it becomes head) or has left the gate meanwhile (it ended)
    */
   boolean runnerRefused(AsyncAcquisition<H> a) {
-    return Locks.locked(lock, () -> {
+    lock.lock();
+    try {
       if (!runners.remove(a)) {
         return false; // it ended meanwhile and left
       }
@@ -359,7 +394,9 @@ final class AsyncGate<H extends Hold> {
       queue.add(a);
       a.inLine();
       return false;
-    });
+    } finally {
+      lock.unlock();
+    }
   }
 
   /** Removes and returns the first queued acquisition, or null; lock held. */
@@ -413,7 +450,8 @@ final class AsyncGate<H extends Hold> {
    * queued here wait since then.
    */
   void readRefused(AsyncAcquisition<H> a, long nowMs) {
-    Locks.withLock(lock, () -> {
+    lock.lock();
+    try {
       if (head != a && !runners.contains(a)) {
         return;
       }
@@ -428,7 +466,9 @@ final class AsyncGate<H extends Hold> {
           }
         }
       }
-    });
+    } finally {
+      lock.unlock();
+    }
   }
 
   /**
@@ -439,16 +479,19 @@ final class AsyncGate<H extends Hold> {
     if (since == 0) {
       return;
     }
-    Locks.withLock(lock, () -> {
+    lock.lock();
+    try {
       if (waitingSince == since) {
         waitingSince = 0;
       }
-    });
+    } finally {
+      lock.unlock();
+    }
   }
 
   /** Returns the subscription the heads share, or null. */
   WakeChannel channel() {
-    return Locks.locked(lock, () -> channel);
+    return locked(lock, () -> channel);
   }
 
   /**
@@ -498,6 +541,6 @@ final class AsyncGate<H extends Hold> {
 
   /** Returns the number of acquisitions queued or contending (for tests and the lock's hand-off policy). */
   int size() {
-    return Locks.locked(lock, () -> queue.size() + runners.size() + (head == null ? 0 : 1));
+    return locked(lock, () -> queue.size() + runners.size() + (head == null ? 0 : 1));
   }
 }
