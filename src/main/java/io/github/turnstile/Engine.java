@@ -566,8 +566,17 @@ final class Engine implements AutoCloseable {
     watchdog.close();
     scheduler.shutdownNow();
     events.shutdown();
-    subscriptions.close();
+    CompletableFuture<Void> subscribers = subscriptions.closeAll();
     connector.shutdown();
+    try {
+      // closed before the client below shuts down under them, those still opening (lock caching
+      // starts one at a release) as they open
+      subscribers.get(Math.min(commandTimeoutNanos, TimeUnit.SECONDS.toNanos(2)), TimeUnit.NANOSECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      LOG.log(Level.DEBUG, "closing the subscriber connections: {0}", e.toString());
+    }
     pool.close();
     acks.close();
     topology.close();

@@ -237,12 +237,15 @@ final class Subscriptions implements AutoCloseable {
       });
     }
 
-    void close() {
+    /** Closes the connection, once it has opened if it is opening; returns when it is closed. */
+    CompletableFuture<Void> close() {
       dead = true;
-      connection.thenAccept(StatefulRedisPubSubConnection::closeAsync);
+      CompletableFuture<Void> closed = connection.thenCompose(c -> c.isOpen() ? c.closeAsync()
+          : CompletableFuture.<Void>completedFuture(null));
       for (Sub s : subs.values()) {
         s.fire();
       }
+      return closed;
     }
   }
 
@@ -423,14 +426,25 @@ final class Subscriptions implements AutoCloseable {
     return nodes.size();
   }
 
-  @Override
-  public void close() {
+  /**
+   * Closes every subscriber connection; the future completes when all are closed, those still
+   * opening once they have opened (the caller shuts the client down only then: a connection the
+   * client closes under a close in flight makes Lettuce log "Connection is already closed").
+   */
+  CompletableFuture<Void> closeAll() {
+    java.util.List<CompletableFuture<Void>> all = new java.util.ArrayList<>();
     Locks.withLock(lock, () -> {
       closed = true;
       for (Node n : nodes.values()) {
-        n.close();
+        all.add(n.close().exceptionally(e -> null)); // one that never opened has nothing to close
       }
       nodes.clear();
     });
+    return CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0]));
+  }
+
+  @Override
+  public void close() {
+    closeAll();
   }
 }
