@@ -283,7 +283,10 @@ public interface DistributedLock extends Lock {
   /**
    * Queries if any thread in any JVM holds this lock. Answered locally if a thread of this JVM
    * holds it, otherwise with one round trip. The answer may be stale by the time it returns; use
-   * it for monitoring, not for synchronization.
+   * it for monitoring, not for synchronization. A lock that a JVM keeps idle by
+   * {@link TurnstileOptions.Builder#lockCaching lock caching} is held by no thread: this JVM's own
+   * answers at once; another JVM's is asked to give it up, and this call waits for its answer as
+   * {@link #tryLock()} does (so it revokes that JVM's idle grant).
    *
    * @return {@code true} if some thread holds this lock
    * @throws TurnstileException if Redis cannot be reached
