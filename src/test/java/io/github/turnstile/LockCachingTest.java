@@ -240,6 +240,11 @@ class LockCachingTest {
       assertTrue(ms < LockCache.REVOCATION_WAIT_MILLIS, "answered, not timed out: " + ms + " ms");
       assertTrue(theirs.isLocked());
       assertFalse(theirs.tryLock(5, TimeUnit.MILLISECONDS), "a short timed tryLock too");
+      java.util.concurrent.CompletableFuture<LockHold> async = theirs.tryLockAsync(5, TimeUnit.MILLISECONDS);
+      java.util.concurrent.ExecutionException refused = org.junit.jupiter.api.Assertions.assertThrows(
+          java.util.concurrent.ExecutionException.class, () -> async.get(Bounds.PROMPT_MS, TimeUnit.MILLISECONDS),
+          "and a short tryLockAsync");
+      assertTrue(refused.getCause() instanceof java.util.concurrent.TimeoutException, refused.toString());
       assertTrue(mine.isHeldByCurrentThread(), "the hold is not cut short");
       mine.unlock(); // revoked: released in Redis
       assertEquals("", field(name, "b"));
