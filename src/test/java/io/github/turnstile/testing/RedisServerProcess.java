@@ -92,7 +92,7 @@ public final class RedisServerProcess implements AutoCloseable {
         List<String> args = List.of(extraArgs);
         IllegalStateException last = null;
         for (int attempt = 0; attempt < MAX_PORT_ATTEMPTS; attempt++) {
-            int port = freePort();
+            int port = Ports.next();
             Path dir;
             try {
                 dir = Files.createTempDirectory("turnstile-redis-" + port + "-");
@@ -475,7 +475,7 @@ public final class RedisServerProcess implements AutoCloseable {
                 if (answeredBy(p, port)) {
                     return;
                 }
-                // Another process took the port between freePort() and our bind (a server of another
+                // Another process took the port between Ports.next() and our bind (a server of another
                 // test JVM, a Sentinel): it answered the PING. Ours cannot bind and exits.
                 p.destroyForcibly();
                 awaitExit(p, Duration.ofSeconds(5));
@@ -597,15 +597,6 @@ public final class RedisServerProcess implements AutoCloseable {
     }
 
     /** @return a currently free TCP port on the loopback interface */
-    static int freePort() {
-        try (ServerSocket ss = new ServerSocket(0, 1, InetAddress.getByName(HOST))) {
-            ss.setReuseAddress(true);
-            return ss.getLocalPort();
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot find a free port", e);
-        }
-    }
-
     private static synchronized void installHook() {
         if (hookInstalled) {
             return;

@@ -58,11 +58,15 @@ public final class TcpProxy implements AutoCloseable {
      * @return the running proxy
      */
     public static TcpProxy start(String targetHost, int targetPort) {
-        ServerSocket ss;
-        try {
-            ss = new ServerSocket(0, 128, InetAddress.getByName("127.0.0.1"));
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot open proxy listener", e);
+        ServerSocket ss = null;
+        for (int attempt = 0; ss == null; attempt++) {
+            try {
+                ss = new ServerSocket(Ports.next(), 128, InetAddress.getByName("127.0.0.1"));
+            } catch (IOException e) { // taken since Ports.next() looked
+                if (attempt == 4) {
+                    throw new UncheckedIOException("cannot open proxy listener", e);
+                }
+            }
         }
         TcpProxy proxy = new TcpProxy(targetHost, targetPort, ss);
         Thread acceptor = new Thread(proxy::acceptLoop,

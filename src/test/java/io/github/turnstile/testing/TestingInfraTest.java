@@ -11,6 +11,8 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
+import java.net.InetAddress;
+import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
@@ -75,6 +77,30 @@ class TestingInfraTest {
         assertFalse(redis.isAlive());
         redis.restart();
         assertEquals("PONG", redis.command("PING"));
+    }
+
+    /**
+     * A server started after another was stopped gets another port, and no port is one the system
+     * hands out on its own (its ephemeral range, from 32768 on Linux): a client of the first server,
+     * still reconnecting, must not reach the second (see {@link Ports}).
+     */
+    @Test
+    void aStoppedServersPortGoesToNoLaterServer() throws IOException {
+        int first;
+        try (RedisServerProcess a = RedisServerProcess.start()) {
+            first = a.port();
+        }
+        try (RedisServerProcess b = RedisServerProcess.start()) {
+            assertNotEquals(first, b.port());
+            assertTrue(first < 32_768 - 10_000 && b.port() < 32_768 - 10_000,
+                    "ports and Cluster bus ports below the ephemeral range: " + first + ", " + b.port());
+            int next = Ports.next();
+            try (ServerSocket inUse = new ServerSocket(next + 1, 1, InetAddress.getByName(RedisServerProcess.HOST))) {
+                int after = Ports.next();
+                assertNotEquals(next + 1, after, "a port something listens on is skipped");
+                assertTrue(inUse.isBound());
+            }
+        }
     }
 
     @Test
