@@ -13,8 +13,9 @@ import org.openjdk.jcstress.infra.results.III_Result;
 
 /**
  * A release of this JVM hands permits to a semaphore thread's acquisition by local hand-off
- * ({@link AsyncAcquisition#handedPermits}) just as its deadline passes (as the deadline timer does,
- * the future completes with a timeout; the thread then returns from its park): either the thread
+ * ({@link AsyncAcquisition#handedPermits}) just as its deadline passes (the deadline timer's
+ * {@link AcquisitionState#timeout}: the acquisition leaves the gate and its future completes with a
+ * timeout; the thread then returns from its park): either the thread
  * returns with them, or it times out and they are given back once: the hand-off reports
  * them not taken (the releasing caller then releases them in Redis), or, delivered just after the
  * deadline completed the future, the hold made for them is released at once. Never lost to every
@@ -45,10 +46,10 @@ public class HandedPermitsVersusDeadlineStress {
     acquisition = gate.enqueue(call, 1, null); // the head: its attempt (replies[0]) never answers
   }
 
-  /** The deadline: what the acquisition's deadline timer does when it fires (see AsyncAcquisition#timeout). */
+  /** The deadline: what the acquisition's deadline timer does when it fires (leaves the gate, then completes the future). */
   @Actor
   public void deadline() {
-    acquisition.result.completeExceptionally(new java.util.concurrent.TimeoutException("deadline"));
+    acquisition.timeout();
   }
 
   @Actor

@@ -340,7 +340,17 @@ abstract sealed class AcquisitionState<H extends Hold> permits AcquisitionDelive
     return true;
   }
 
+  /**
+   * Times the acquisition out: it leaves the gate first, and then its future completes, so that
+   * whoever sees the timeout (a callback registered on the future runs before the future's own,
+   * {@link AsyncAcquisition#start}) finds the gate without it, as a thread finds it when its
+   * {@code tryLock(t)} returns false. A call made then is not queued behind it.
+   */
   void timeout() {
+    if (result.isDone()) {
+      return;
+    }
+    abandon();
     if (result.completeExceptionally(new TimeoutException(side.describe + " was not acquired in time"))) {
       side.metrics.timedOut();
     }

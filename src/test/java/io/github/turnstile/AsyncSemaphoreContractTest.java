@@ -162,6 +162,25 @@ class AsyncSemaphoreContractTest {
     now.close();
   }
 
+  /**
+   * A timed-out acquisition is out of this client's line by the time its future completes: a call
+   * made by a callback of that future (which runs before the future's own callbacks) is not queued
+   * behind it, and takes the permit that is free. As a thread's {@code tryAcquire(t)} that returned
+   * false is out of the line.
+   */
+  @Test
+  void aTimedOutAcquisitionIsOutOfLineWhenItsFutureCompletes() throws Exception {
+    String name = unique("async-sem-timeout-line");
+    PermitHold one = await(t2.semaphore(name, 2).acquireAsync(1));
+    DistributedSemaphore sem = t1.semaphore(name, 2);
+    CompletableFuture<PermitHold> two = sem.tryAcquireAsync(2, 200, TimeUnit.MILLISECONDS);
+    CompletableFuture<PermitHold> next = two.handle((v, e) -> e)
+        .thenCompose(e -> sem.tryAcquireAsync(1, 0, TimeUnit.SECONDS));
+    assertInstanceOf(TimeoutException.class, failure(two, 10));
+    await(next).close();
+    one.close();
+  }
+
   /** Cancellation, pending or racing the grant, never leaks a permit, and the next waiter gets the freed one. */
   @Test
   void cancellationLeaksNothing() throws Exception {
