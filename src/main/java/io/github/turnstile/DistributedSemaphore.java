@@ -66,8 +66,11 @@ import java.util.concurrent.TimeUnit;
  * through a restart, a failover, a pause or dropped connections, and throw
  * {@link TurnstileException} (holding no new permit) only after
  * {@link TurnstileOptions#outageTolerance()} of continuous unavailability; the timed ones return
- * {@code false} when their time runs out. A release while Redis is unreachable finishes locally
- * at once and completes in Redis as soon as it answers. The immediate {@link #tryAcquire()}, the
+ * {@code false} when their time runs out. A release while Redis is unreachable, or that Redis
+ * does not answer within 250 ms, finishes locally and completes in Redis as soon as it answers;
+ * what that answer reports can then no longer be thrown: a lost lease goes to the listeners, and
+ * a counting semaphore's overflow (the {@link Error} of {@link #release()}) is logged, with
+ * nothing changed. The immediate {@link #tryAcquire()}, the
  * queries and {@link #drainPermits()} throw {@link TurnstileException} while Redis cannot be
  * reached. In leased mode, if this client's lease is lost while it holds permits (a long pause, a
  * network cut), the permits go back to the others: the listeners are told, and releasing them

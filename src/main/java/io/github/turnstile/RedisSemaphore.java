@@ -408,9 +408,18 @@ final class RedisSemaphore extends DistributedSemaphore {
     CompletableFuture<List<Object>> done = releaseInRedis(permits, from, 't');
     List<Object> reply = engine.releases.release(done, describe + " release");
     if (reply == null) {
-      // Redis unreachable or slow: it completes in the background; a loss found then is reported
+      // Redis unreachable or slow: it completes in the background; a loss found then is reported,
+      // and a refusal (counting: the free permits would exceed Integer.MAX_VALUE) is logged
       done.thenAccept(late -> {
-        if (released(late, permits, from) != null) {
+        String loss;
+        try {
+          loss = released(late, permits, from);
+        } catch (Error overflow) {
+          AcquisitionState.LOG.log(System.Logger.Level.WARNING, describe + ": the release of " + permits(permits)
+              + ", answered after release() had returned, was refused: " + overflow.getMessage() + "; nothing changed");
+          return;
+        }
+        if (loss != null) {
           lateLoss(permits);
         }
       });

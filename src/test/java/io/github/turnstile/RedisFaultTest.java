@@ -131,6 +131,49 @@ class RedisFaultTest {
     }
   }
 
+  /**
+   * A counting semaphore's release that Redis answers only after {@code release()} returned (Redis
+   * paused), and that it refuses (the free permits would pass {@code Integer.MAX_VALUE}): the
+   * refusal, which can no longer be thrown, is logged, and nothing changed.
+   */
+  @Test
+  void aCountingReleaseRefusedAfterItReturnedIsLogged() throws Exception {
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger("io.github.turnstile");
+    java.util.List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Handler probe = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        if (r.getLevel() == java.util.logging.Level.WARNING && r.getMessage() != null) {
+          warnings.add(r.getMessage());
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    try (RedisServerProcess server = RedisServerProcess.start();
+        Turnstile turnstile = Turnstile.connect(server.uri())) {
+      DistributedSemaphore s = turnstile.countingSemaphore(unique("late-overflow"), Integer.MAX_VALUE - 1);
+      log.addHandler(probe);
+      try {
+        server.pause();
+        try {
+          s.release(2); // finishes locally once Redis has not answered for 250 ms
+        } finally {
+          server.resume();
+        }
+        TestSupport.await("the refusal logged", Duration.ofSeconds(10),
+            () -> warnings.stream().anyMatch(w -> w.contains("Maximum permit count exceeded")));
+      } finally {
+        log.removeHandler(probe);
+      }
+      assertEquals(Integer.MAX_VALUE - 1, s.availablePermits(), "nothing changed");
+    }
+  }
+
   /** SCRIPT FLUSH while in use: scripts are reloaded transparently (EVALSHA, NOSCRIPT, EVAL). */
   @Test
   void scriptFlushIsTransparent() throws Exception {
