@@ -242,8 +242,9 @@ public interface DistributedLock extends Lock {
    * Acquires the lock asynchronously if it becomes free within the given waiting time: as
    * {@link #lockAsync()}, except that when the time runs out first the future completes
    * exceptionally with {@link TimeoutException} and nothing is held, also when Redis was
-   * unreachable meanwhile; by then the acquisition is no longer ahead of this JVM's next one. The time covers the wait behind this JVM's other async acquisitions
-   * and the wait in Redis together, measured with {@link System#nanoTime()}; the future completes
+   * unreachable meanwhile; by then the acquisition is no longer ahead of this JVM's next one. The
+   * time covers the wait behind this JVM's other async acquisitions and the wait in Redis
+   * together, measured with {@link System#nanoTime()}; the future completes
    * within a few tens of milliseconds after it, except that until Redis has answered one attempt,
    * the reply is awaited for at least 250 ms after the attempt was sent (as for
    * {@link #tryLock(long, TimeUnit)}). A time of zero or less makes one attempt, unless another

@@ -157,8 +157,9 @@ public abstract class DistributedSemaphore extends Semaphore {
    * Acquires {@code permits} permits asynchronously if they become free within the given waiting
    * time: as {@link #acquireAsync(int)}, except that when the time runs out first the future
    * completes exceptionally with {@link java.util.concurrent.TimeoutException} and no permit is
-   * held; by then the acquisition is no longer ahead of this JVM's next one. The time is measured with {@link System#nanoTime()} and covers the wait behind this
-   * JVM's other async acquisitions and the wait in Redis together; a time of zero or less makes
+   * held; by then the acquisition is no longer ahead of this JVM's next one. The time is
+   * measured with {@link System#nanoTime()} and covers the wait behind this JVM's other async
+   * acquisitions and the wait in Redis together; a time of zero or less makes
    * one attempt unless another async acquisition of this JVM is ahead of it.
    *
    * @param permits the number of permits to acquire

@@ -411,15 +411,10 @@ final class RedisSemaphore extends DistributedSemaphore {
       // Redis unreachable or slow: it completes in the background; a loss found then is reported,
       // and a refusal (counting: the free permits would exceed Integer.MAX_VALUE) is logged
       done.thenAccept(late -> {
-        String loss;
-        try {
-          loss = released(late, permits, from);
-        } catch (Error overflow) {
+        if (at(late, 0) == OVERFLOW) {
           AcquisitionState.LOG.log(System.Logger.Level.WARNING, describe + ": the release of " + permits(permits)
-              + ", answered after release() had returned, was refused: " + overflow.getMessage() + "; nothing changed");
-          return;
-        }
-        if (loss != null) {
+              + ", answered after release() had returned, was refused: Maximum permit count exceeded; nothing changed");
+        } else if (released(late, permits, from) != null) {
           lateLoss(permits);
         }
       });
@@ -454,6 +449,9 @@ final class RedisSemaphore extends DistributedSemaphore {
     return done;
   }
 
+  /** A release's status when the free permits would exceed Integer.MAX_VALUE (counting; nothing changed). */
+  private static final long OVERFLOW = -2L;
+
   /**
    * Returns null if a release's reply says the permits were released, or why not.
    *
@@ -461,7 +459,7 @@ final class RedisSemaphore extends DistributedSemaphore {
    */
   String released(List<Object> reply, int permits, long from) {
     long status = at(reply, 0);
-    if (status == -2L) {
+    if (status == OVERFLOW) {
       throw new Error("Maximum permit count exceeded");
     }
     if (status == 1L && at(reply, 1) >= permits) {
