@@ -95,6 +95,9 @@ class AsyncLocalHandoffTest {
         b.unlock();
       });
       awaitWaiting(remoteWaiter);
+      // The count starts once the remote waiter waits in Redis: the limit bounds the hand-offs that
+      // pass over a client that waits, and holds before its first attempt lands pass over nobody
+      TestSupport.awaitBlockedInRedis(redis, remote);
       int queuedAt = order.size();
       start.release();
       remoteWaiter.join(60_000);
@@ -103,6 +106,10 @@ class AsyncLocalHandoffTest {
         c.get(60, TimeUnit.SECONDS);
       }
       int remoteAt = order.indexOf("remote");
+      // Printed so that a slow run shows how the turns went: a lapsed wait is a turn the remote
+      // waiter missed (woken, it did not attempt within the stand-back)
+      System.out.println("remote waiter after " + (remoteAt - queuedAt) + " local holds; queue-first waits "
+          + local.engine().queueFirstWaits.sum() + ", lapsed " + local.engine().queueFirstLapsed.sum());
       assertTrue(remoteAt >= 0, "the remote waiter got the lock: " + order.size() + " local holds, none remote");
       // 1 + limit local holds before it when it is quick; a loaded host may miss a few turns
       assertTrue(remoteAt - queuedAt <= 30, "the remote waiter got the lock after " + (remoteAt - queuedAt) + " local holds");

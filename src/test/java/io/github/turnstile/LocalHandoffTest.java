@@ -60,8 +60,11 @@ class LocalHandoffTest {
       assertEquals(TestSupport.totalCalls(before, "blpop"), TestSupport.totalCalls(after, "blpop"),
           "the waiter was not woken through Redis");
       // the hand-off script, then the waiter's own release, which pushes no wake token: nobody
-      // waits (no waiting mark; releases push one only while a mark may exist)
-      assertEquals(2, TestSupport.totalCalls(after, "evalsha", "eval") - TestSupport.totalCalls(before, "evalsha", "eval"));
+      // waits (no waiting mark; releases push one only while a mark may exist); less the identity
+      // record's write, which a watchdog scan naming the waiter's first hold may land in the
+      // window (it did beside CPU burners: 3 for 2)
+      assertEquals(2, TestSupport.totalCalls(after, "evalsha", "eval") - TestSupport.totalCalls(before, "evalsha", "eval")
+          - TestSupport.identityWrites(before, after));
       assertEquals(0, TestSupport.totalCalls(after, "rpush") - TestSupport.totalCalls(before, "rpush"));
       assertFalse(lock.isLocked());
     }
@@ -106,7 +109,7 @@ class LocalHandoffTest {
         b.unlock();
       });
       awaitWaiting(remoteWaiter);
-      Thread.sleep(50); // the remote waiter is blocked in Redis
+      TestSupport.awaitBlockedInRedis(redis, remote);
       int queuedAt = order.size();
       a.unlock();
       remoteWaiter.join(10_000);

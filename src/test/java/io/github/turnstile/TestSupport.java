@@ -201,6 +201,17 @@ final class TestSupport {
     return t.engine().subscriptions.channels() + t.engine().pool.inUse();
   }
 
+  /**
+   * Waits until an acquisition of {@code t} waits in Redis on the token-list tier: refused, marked
+   * waiting, and blocked on the wake list (a pooled connection of {@code t} lent out, a client of
+   * the server blocked), failing after 30 s. A thread parks before its first attempt lands, so a
+   * parked thread alone does not say that other clients can see it wait.
+   */
+  static void awaitBlockedInRedis(TestRedis redis, Turnstile t) {
+    await("an acquisition blocked in Redis", Duration.ofSeconds(30),
+        () -> t.engine().pool.inUse() >= 1 && redis.infoSum("clients", "blocked_clients") >= 1);
+  }
+
   static long waitersInRedis(TestRedis redis) {
     return redis.infoSum("clients", "blocked_clients") + subscribers(redis, "CHANNELS", "NUMSUB")
         + subscribers(redis, "SHARDCHANNELS", "SHARDNUMSUB");
