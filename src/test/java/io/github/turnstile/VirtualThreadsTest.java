@@ -64,13 +64,13 @@ class VirtualThreadsTest {
         r.put(m.group(1), Long.parseLong(m.group(2)));
       }
       assertTrue(r.get("java") >= 21, line);
-      assertEquals(0, r.get("errors"), line);
+      assertEquals(0, r.get("errors"), line + "\nthe child's stderr (the first errors' traces):\n" + child.stderr());
       assertEquals(0, r.get("notVirtual"), line);
       assertEquals(THREADS, r.get("counted"), "every critical section ran once: " + line);
       assertEquals(0, r.get("exclusionViolations"), line);
       assertEquals(0, r.get("permitViolations"), line);
       assertTrue(r.get("maxPermits") <= 3, line);
-      assertEquals(3, r.get("permitsLeft"), "every permit back: " + line);
+      assertEquals(3, r.get("permitsLeft"), "every permit back: " + line + "\n" + child.stderr());
       assertEquals(0, r.get("pinned"), "virtual threads pinned:\n" + String.join("\n", child.output()));
       assertTrue(r.get("canaryPinned") >= 1, "the deliberate pin (a park in a class initializer) was not seen: "
           + "the pinning check cannot fail\n" + String.join("\n", child.output()));
