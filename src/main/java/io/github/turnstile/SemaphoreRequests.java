@@ -139,11 +139,13 @@ final class SemaphoreRequests {
   private static final int FAST_PAUSE = 32;
   /** Calls left to send straight to semaphore.lua (see {@link #FAST_PAUSE}). */
   private final AtomicInteger fastPause = new AtomicInteger();
+  /** Calls that semaphore_fast.lua decided (a test's figure). */
+  final java.util.concurrent.atomic.LongAdder fastDecided = new java.util.concurrent.atomic.LongAdder();
 
   /**
-   * Runs an op of semaphore.lua. A leased acquire or release of the plain kind (no flags: it does
-   * not wait, mark, or yield; a live registration; a slot below {@link #FAST_SLOTS}; no replica
-   * acknowledgements, which renew the memo key) goes to semaphore_fast.lua first, and to
+   * Runs an op of semaphore.lua. An acquire or release of the plain kind (no flags: it does not
+   * wait, mark, or yield; no replica acknowledgements, which renew the memo key; leased: a live
+   * registration and a slot below {@link #FAST_SLOTS}) goes to semaphore_fast.lua first, and to
    * semaphore.lua, the same call, only if that answers -3 (it could not decide: waiters, too few
    * permits, a copy of a call that ran, ...). Each is one script keyed by the call's slot and
    * sequence number, so every copy of the call is answered from its outcome.
@@ -153,10 +155,12 @@ final class SemaphoreRequests {
     boolean acquire = "acquire".equals(op);
     if ((acquire || "release".equals(op)) && fastCase(r, flags, liveEpoch)) {
       CompletableFuture<List<Object>> fast = engine.eval(Script.SEMAPHORE_FAST, ScriptOutputType.MULTI,
-          new String[] {sem.stateKey}, acquire ? "a" : "r", engine.clientId, Integer.toString(r.slot),
-          Long.toString(r.seq), Integer.toString(n), Long.toString(liveEpoch));
+          new String[] {sem.stateKey, sem.memoPrefix + r.slot}, sem.leased ? (acquire ? "a" : "r") : (acquire ? "A" : "R"),
+          engine.clientId,
+          Integer.toString(r.slot), Long.toString(r.seq), Integer.toString(n), Long.toString(liveEpoch), sem.leaseMs);
       return fast.thenCompose(reply -> {
         if (RedisSemaphore.at(reply, 0) != -3L) {
+          fastDecided.increment();
           return CompletableFuture.completedFuture(reply);
         }
         fastPause.set(FAST_PAUSE);
@@ -167,8 +171,8 @@ final class SemaphoreRequests {
   }
 
   private boolean fastCase(Req r, String flags, long liveEpoch) {
-    if (!sem.leased || r == null || r.slot >= FAST_SLOTS || liveEpoch == 0 || !flags.isEmpty()
-        || engine.options.replicaAcks() != 0) {
+    if (r == null || !flags.isEmpty() || engine.options.replicaAcks() != 0
+        || (sem.leased && (r.slot >= FAST_SLOTS || liveEpoch == 0))) {
       return false;
     }
     int pause = fastPause.get();

@@ -281,6 +281,45 @@ class AclRefusalTest {
   }
 
   /**
+   * A counting semaphore's uncontended calls run semaphore_fast.lua, which writes twice (the memo
+   * key, then the free permits): without {@code HSET} it is refused before its first write, so no
+   * memo says "granted" or "released" for a call that changed no permit; without {@code SET} the
+   * first write itself is refused. Either way nothing changes, and with the ACL whole again the
+   * semaphore is exact.
+   */
+  @Test
+  void aCountingCallRefusedPartWayChangesNothing() throws Exception {
+    assumeAclCheck();
+    String name = unique("csem-refused");
+    String state = "{turnstile:" + name + "}:s";
+    Turnstile t = restricted(r -> r);
+    DistributedSemaphore sem = t.countingSemaphore(name, 2);
+    assertTrue(sem.tryAcquire()); // the scripts loaded, the state made
+    java.util.Map<String, String> memos = memos(name);
+    for (String command : new String[] {"hset", "set"}) {
+      revoke(command);
+      assertRefused(command, sem::tryAcquire);
+      assertRefused(command, sem::release);
+      assertEquals("1", server.command("HGET", state, "a"), "no permit moved without " + command);
+      assertEquals(memos, memos(name), "no memo written without " + command);
+      assertEquals("OK", server.command("ACL", "SETUSER", "restricted-" + users, "+" + command));
+    }
+    sem.release();
+    assertEquals(2, sem.availablePermits());
+  }
+
+  /** The memo keys of the semaphore {@code name}, with their values. */
+  private java.util.Map<String, String> memos(String name) {
+    java.util.Map<String, String> m = new java.util.TreeMap<>();
+    for (String key : server.command("KEYS", "{turnstile:" + name + "}:s:q:*").split("\\R")) {
+      if (!key.isBlank()) {
+        m.put(key.trim(), server.command("GET", key.trim()));
+      }
+    }
+    return m;
+  }
+
+  /**
    * A renewal that the ACL refuses for one lease of a batch renews the others. renew.lua renews
    * every lease of a client in one call; without {@code ZADD} (a semaphore registration's renewal)
    * the whole call failed, part-way, so the client's lock lease went unconfirmed and was declared

@@ -665,6 +665,86 @@ class ReplayIdempotencyTest {
     }
   }
 
+  /**
+   * Script level, semaphore_fast.lua in counting mode, whose memo is semaphore.lua's memo key (no
+   * registration bounds a field per client): a re-sent fast acquire or release changes nothing
+   * and answers -3, and semaphore.lua answers the same call from that memo; a cancel of a fast
+   * grant gives it back once and a late copy is refused; a release that would pass
+   * {@code Integer.MAX_VALUE} free permits is not decided there, and semaphore.lua refuses it.
+   */
+  @Test
+  void aResentCountingFastPathCallIsAppliedOnce(TestRedis redis) throws Exception {
+    String name = unique("replay-csem-fastscript");
+    try (Turnstile t = Turnstile.connect(redis.uri(), TestSupport.UNCACHED)) {
+      RedisSemaphore sem = (RedisSemaphore) t.countingSemaphore(name, 4);
+      Engine e = t.engine();
+      String state = "{turnstile:" + name + "}:s";
+      assertEquals(4, sem.availablePermits());
+
+      SemaphoreRequests.Req r1 = sem.requests.new Req(2, 't', false);
+      String[] acquire = countingFast(sem, "A", r1, 2);
+      List<Object> first = e.awaitQuietly(fast(e, sem, acquire), "r1");
+      assertEquals(List.of(1L, 2L, 0L, 0L, 0L), first, "the fast path grants");
+      assertEquals(2, sem.availablePermits());
+      assertEquals(r1.seq + "|1,2,0,0,0", redis.command("GET", sem.memoPrefix + r1.slot).trim(), "the memo key");
+      assertTrue(Long.parseLong(redis.command("PTTL", sem.memoPrefix + r1.slot).trim()) > 0, "the memo expires");
+      assertEquals(List.of(-3L), e.awaitQuietly(fast(e, sem, acquire), "r1, the same command again"),
+          "a second run of the same fast acquire is not decided there");
+      assertEquals(2, sem.availablePermits(), "and takes nothing");
+      assertEquals(r1.seq + "|1,2,0,0,0", redis.command("GET", sem.memoPrefix + r1.slot).trim(), "the memo put back");
+      assertEquals(first, e.awaitQuietly(sem.requests.eval("acquire", r1, 2, "", 't', 0, 0), "r1 as the client sends it"),
+          "semaphore.lua answers it from the fast run's memo");
+      assertEquals(2, sem.availablePermits(), "two permits taken by r1, once");
+
+      SemaphoreRequests.Req r2 = sem.requests.new Req(1, 't', false);
+      String[] release = countingFast(sem, "R", r2, 1);
+      List<Object> rel = e.awaitQuietly(fast(e, sem, release), "r2");
+      assertEquals(List.of(1L, 1L, 3L), rel, "the fast path releases");
+      assertEquals(List.of(-3L), e.awaitQuietly(fast(e, sem, release), "r2, the same command again"));
+      assertEquals(rel, e.awaitQuietly(sem.requests.eval("release", r2, 1, "", 't', 0, 0), "r2 as the client sends it"));
+      assertEquals(3, sem.availablePermits(), "one permit given back, not two");
+
+      // a cancel of a fast-path grant gives it back once, and a late copy of the grant is refused
+      SemaphoreRequests.Req r3 = sem.requests.new Req(1, 't', false);
+      String[] acquire3 = countingFast(sem, "A", r3, 1);
+      assertEquals(1L, e.awaitQuietly(fast(e, sem, acquire3), "r3").get(0));
+      assertEquals(2, sem.availablePermits());
+      assertEquals(List.of(1L), e.awaitQuietly(sem.requests.eval("cancel", r3, 0, "", 't', 0, 0), "cancel r3"));
+      assertEquals(List.of(0L), e.awaitQuietly(sem.requests.eval("cancel", r3, 0, "", 't', 0, 0), "cancel r3 again"),
+          "a copy of the cancel gives nothing back");
+      assertEquals(3, sem.availablePermits(), "r3's permit is back, once");
+      assertEquals(List.of(-3L), e.awaitQuietly(fast(e, sem, acquire3), "r3's copy"));
+      assertEquals(0L, e.awaitQuietly(sem.requests.eval("acquire", r3, 1, "", 't', 0, 0), "r3's copy").get(0),
+          "a copy of a cancelled fast-path grant is refused");
+      assertEquals(3, sem.availablePermits());
+
+      // too few permits, or past Integer.MAX_VALUE: not decided here, and nothing changed
+      SemaphoreRequests.Req r4 = sem.requests.new Req(4, 't', false);
+      assertEquals(List.of(-3L), e.awaitQuietly(fast(e, sem, countingFast(sem, "A", r4, 4)), "r4: 4 of 3"));
+      SemaphoreRequests.Req r5 = sem.requests.new Req(1, 't', false);
+      String[] overflow = countingFast(sem, "R", r5, Integer.MAX_VALUE - 2);
+      assertEquals(List.of(-3L), e.awaitQuietly(fast(e, sem, overflow), "r5: past Integer.MAX_VALUE"));
+      assertEquals(3, sem.availablePermits());
+      assertEquals(List.of(-2L), e.awaitQuietly(sem.requests.eval("release", r5, Integer.MAX_VALUE - 2, "", 't', 0, 0),
+          "r5 as the client sends it"), "semaphore.lua refuses the overflow");
+      assertEquals(3, sem.availablePermits());
+      assertTrue(redis.command("HKEYS", state).lines().noneMatch(f -> f.trim().startsWith("q:")),
+          "counting mode writes no memo field into the state hash: " + redis.command("HKEYS", state));
+    }
+  }
+
+  /** The arguments of semaphore_fast.lua for a counting-mode call, as SemaphoreRequests.eval sends them. */
+  private static String[] countingFast(RedisSemaphore sem, String op, SemaphoreRequests.Req r, int n) {
+    return new String[] {op, sem.engine.clientId, Integer.toString(r.slot), Long.toString(r.seq), Integer.toString(n),
+        "0", sem.leaseMs};
+  }
+
+  /** Runs semaphore_fast.lua with a counting-mode call's keys (the state hash, the call's memo key). */
+  private static java.util.concurrent.CompletableFuture<List<Object>> fast(Engine e, RedisSemaphore sem, String... args) {
+    return e.eval(Script.SEMAPHORE_FAST, ScriptOutputType.MULTI, new String[] {sem.stateKey, sem.memoPrefix + args[2]},
+        args);
+  }
+
   /** Runs semaphore_fast.lua with {@code args}, as SemaphoreRequests.eval sends it. */
   static java.util.concurrent.CompletableFuture<List<Object>> fast(Engine e, String state, String... args) {
     return e.eval(Script.SEMAPHORE_FAST, ScriptOutputType.MULTI, new String[] {state}, args);

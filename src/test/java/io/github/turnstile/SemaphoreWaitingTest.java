@@ -327,6 +327,42 @@ class SemaphoreWaitingTest {
     }
   }
 
+  /**
+   * The uncontended calls of a counting semaphore go to semaphore_fast.lua, which decides them:
+   * one script each, nothing sent to semaphore.lua, and the memo keys as few as the calls in flight
+   * (their slots are used again). A contended call still goes to semaphore.lua: a refusal there
+   * sends the next calls straight to it for a while, and the semaphore stays exact.
+   */
+  @Test
+  void countingCallsTakeTheFastScript(TestRedis redis) throws Exception {
+    try (Turnstile t = Turnstile.connect(redis.uri())) {
+      String name = unique("csem-fast");
+      RedisSemaphore s = (RedisSemaphore) t.countingSemaphore(name, 3);
+      s.release(); // scripts loaded: the counts below are no NOSCRIPT retries
+      assertTrue(s.tryAcquire());
+      long decided = s.requests.fastDecided.sum();
+      long before = evals(redis);
+      for (int i = 0; i < 50; i++) {
+        assertTrue(s.tryAcquire(2));
+        s.release(2);
+      }
+      long scripts = evals(redis) - before;
+      assertEquals(100, s.requests.fastDecided.sum() - decided, "every call decided by semaphore_fast.lua");
+      assertTrue(scripts <= 100 + 2, scripts + " scripts for 50 pairs (each call one, and the identity"
+          + " record's writes of a watchdog scan)");
+      assertEquals(3, s.availablePermits());
+      String keys = redis.command("KEYS", "{turnstile:" + name + "}:s:q:" + t.engine().clientId + ":*");
+      assertTrue(keys.lines().filter(l -> !l.isBlank()).count() <= 2, "memo keys: " + keys);
+      // contended: 4 of 3 is refused by semaphore.lua, and the next call is sent straight there
+      assertFalse(s.tryAcquire(4));
+      long afterRefusal = s.requests.fastDecided.sum();
+      assertTrue(s.tryAcquire(3));
+      assertEquals(afterRefusal, s.requests.fastDecided.sum(), "after a refusal the next call skips the fast script");
+      s.release(3);
+      assertEquals(3, s.availablePermits());
+    }
+  }
+
   /** The memo of a busy client stays as small as its calls in flight: slots are used again. */
   @Test
   void theMemoStaysSmall(TestRedis redis) throws Exception {
