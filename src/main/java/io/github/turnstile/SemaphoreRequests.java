@@ -154,10 +154,10 @@ final class SemaphoreRequests {
       long dead) {
     boolean acquire = "acquire".equals(op);
     if ((acquire || "release".equals(op)) && fastCase(r, flags, liveEpoch)) {
+      String fastOp = sem.leased ? (acquire ? "a" : "r") : (acquire ? "A" : "R");
       CompletableFuture<List<Object>> fast = engine.eval(Script.SEMAPHORE_FAST, ScriptOutputType.MULTI,
-          new String[] {sem.stateKey, sem.memoPrefix + r.slot}, sem.leased ? (acquire ? "a" : "r") : (acquire ? "A" : "R"),
-          engine.clientId,
-          Integer.toString(r.slot), Long.toString(r.seq), Integer.toString(n), Long.toString(liveEpoch), sem.leaseMs);
+          new String[] {sem.stateKey, sem.memoPrefix + r.slot}, fastOp, engine.clientId, Integer.toString(r.slot),
+          Long.toString(r.seq), Integer.toString(n), Long.toString(liveEpoch), sem.leaseMs);
       return fast.thenCompose(reply -> {
         if (RedisSemaphore.at(reply, 0) != -3L) {
           fastDecided.increment();

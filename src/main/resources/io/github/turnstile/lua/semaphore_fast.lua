@@ -11,7 +11,8 @@
 --                               SET ... PX lease GET, Redis 6.2+; leased mode does not use it)
 -- ARGV[1]  op: a (acquire) | r (release) of a leased semaphore; A | R of a counting semaphore
 -- ARGV[2]  the caller's client id
--- ARGV[3]  the call's memo slot: 0..31 (a higher slot is refused: the bound on q:<me>:* fields)
+-- ARGV[3]  the call's memo slot; leased: 0..31 (a higher slot is refused: the bound on q:<me>:*
+--          fields)
 -- ARGV[4]  the call's sequence number (the same for every copy of the call)
 -- ARGV[5]  permits
 -- ARGV[6]  the caller's live registration (epoch) that it renews (acquire), or releases from;
