@@ -192,11 +192,8 @@ public final class VirtualThreadsMain {
     // release() waits at most 250 ms for Redis's answer, then leaves the release to the background:
     // on a loaded machine the last releases may still be on their way
     DistributedSemaphore sem = clients[0].semaphore(semName, permits);
+    TestSupport.awaitOrFalse(Duration.ofSeconds(30), () -> sem.availablePermits() == permits);
     int left = sem.availablePermits();
-    for (long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30); left != permits && System.nanoTime() < until; ) {
-      Thread.sleep(50);
-      left = sem.availablePermits();
-    }
     for (Turnstile c : clients) {
       c.close();
     }
